@@ -1,0 +1,310 @@
+/*
+ * kvik: fast file IO between storage and host or GPU memory.
+ *
+ * This is the one public header of libkvik. It is meant to be read top to bottom.
+ *
+ * Conventions that hold for every function below unless its block says otherwise:
+ *
+ *  - Return values: `0` or a byte count on success, a negative code on failure. Codes are
+ *    `-errno` for system errors (`-ENOENT`, `-ENOSPC`, ...) and `KVIK_E...` values (below
+ *    `KVIK_ERRNO_BASE`) for errors of the library itself. `kvik_strerror()` describes a code.
+ *  - Detail: every failing call also stores a message on the calling thread saying what failed,
+ *    on which path or handle and why ("kvik_file_open(\"/data/x\", \"r\"): No such file or
+ *    directory"). Read it with `kvik_last_error()` before the next kvik call on that thread.
+ *  - The library never prints, never exits, never changes `errno` as seen by the caller in a
+ *    way that callers should rely on, and never raises signals of its own.
+ *  - Handles are opaque, created and destroyed in pairs (`kvik_file_open`/`kvik_file_free`,
+ *    future-returning calls/`kvik_future_free`). Destroy functions accept NULL.
+ *  - Thread-safety is stated per function. "Thread-safe" means any number of threads may call it
+ *    at once, also on the same handle.
+ */
+#ifndef KVIK_H
+#define KVIK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(KVIK_BUILDING_LIBRARY) && defined(__GNUC__)
+#define KVIK_API __attribute__((visibility("default")))
+#else
+#define KVIK_API
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Version                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+#define KVIK_VERSION_MAJOR 0
+#define KVIK_VERSION_MINOR 1
+#define KVIK_VERSION_PATCH 0
+/* One number that grows with every release: 0xMMmmpp. Compare with `>=`. */
+#define KVIK_VERSION_NUM ((KVIK_VERSION_MAJOR << 16) | (KVIK_VERSION_MINOR << 8) | KVIK_VERSION_PATCH)
+#define KVIK_VERSION_STRING "0.1.0"
+
+/* The KVIK_VERSION_NUM of the library loaded at run time (may differ from the header's).
+ * Thread-safe. */
+KVIK_API unsigned kvik_version(void);
+
+/* The version of the loaded library as "MAJOR.MINOR.PATCH". Static storage. Thread-safe. */
+KVIK_API const char *kvik_version_string(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Errors                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Library codes lie below every errno value. New codes are only ever appended. */
+#define KVIK_ERRNO_BASE (-4000)
+
+#define KVIK_ERROR_MAP(X)                                                                      \
+  X(KVIK_ECONFIG, KVIK_ERRNO_BASE - 1, "invalid setting or environment variable value")       \
+  X(KVIK_ECANCELED_BY_FORK, KVIK_ERRNO_BASE - 2, "IO was in flight in the parent at fork()")   \
+  X(KVIK_EINTERNAL, KVIK_ERRNO_BASE - 3, "internal error in kvik")
+
+enum kvik_error {
+#define KVIK_ERROR_ENUM_(name, value, text) name = (value),
+  KVIK_ERROR_MAP(KVIK_ERROR_ENUM_)
+#undef KVIK_ERROR_ENUM_
+};
+
+/* A description of `code` ("No such file or directory", "invalid setting ..."). Accepts any
+ * int: unknown codes give "unknown error". Static storage. Thread-safe. */
+KVIK_API const char *kvik_strerror(int code);
+
+/* The symbolic name of `code` ("ENOENT", "KVIK_ECONFIG"), or "UNKNOWN". Static storage.
+ * Thread-safe. */
+KVIK_API const char *kvik_err_name(int code);
+
+/* The detail message of the last failing kvik call on this thread, or "" if none failed yet.
+ * Valid until the next kvik call on this thread. Thread-safe (each thread has its own). */
+KVIK_API const char *kvik_last_error(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Settings                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Process-wide settings. Each starts at its default, is then read once from its environment
+ * variable (the same names and values as KvikIO, so existing deployments keep working) on the
+ * first kvik call that needs settings, and can be changed at run time with
+ * `kvik_setting_set()`. An invalid environment value is never ignored: every call that needs
+ * settings then fails with KVIK_ECONFIG and a message naming the variable and the value.
+ *
+ *   setting                    environment variable           default
+ *   KVIK_SETTING_COMPAT_MODE   KVIKIO_COMPAT_MODE             KVIK_COMPAT_AUTO
+ *   KVIK_SETTING_NUM_THREADS   KVIKIO_NTHREADS (alias         CPUs this process may run on,
+ *                              KVIKIO_NUM_THREADS)            at most 64
+ *   KVIK_SETTING_TASK_SIZE     KVIKIO_TASK_SIZE               4 MiB
+ *   KVIK_SETTING_GDS_THRESHOLD KVIKIO_GDS_THRESHOLD           1 MiB
+ *   KVIK_SETTING_BOUNCE_BUFFER_SIZE KVIKIO_BOUNCE_BUFFER_SIZE 16 MiB
+ *   KVIK_SETTING_AUTO_DIRECT_IO_READ  KVIKIO_AUTO_DIRECT_IO_READ  0 (off)
+ *   KVIK_SETTING_AUTO_DIRECT_IO_WRITE KVIKIO_AUTO_DIRECT_IO_WRITE 0 (off)
+ *
+ * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
+ * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
+ * on/off/true/false/yes/no/1/0, the compat mode accepts those and "auto", sizes and counts
+ * accept decimal integers.
+ */
+typedef enum kvik_setting {
+  KVIK_SETTING_COMPAT_MODE = 0,
+  KVIK_SETTING_NUM_THREADS,
+  KVIK_SETTING_TASK_SIZE,
+  KVIK_SETTING_GDS_THRESHOLD,
+  KVIK_SETTING_BOUNCE_BUFFER_SIZE,
+  KVIK_SETTING_AUTO_DIRECT_IO_READ,
+  KVIK_SETTING_AUTO_DIRECT_IO_WRITE,
+  KVIK_SETTING_COUNT /* number of settings; not a setting */
+} kvik_setting;
+
+/* Values of KVIK_SETTING_COMPAT_MODE. ON: never use cuFile (POSIX IO only). OFF: require
+ * cuFile. AUTO: use cuFile where it can work, POSIX elsewhere. */
+typedef enum kvik_compat_mode { KVIK_COMPAT_OFF = 0, KVIK_COMPAT_ON = 1, KVIK_COMPAT_AUTO = 2 } kvik_compat_mode;
+
+/* Where a setting's current value came from. */
+typedef enum kvik_setting_source {
+  KVIK_SOURCE_DEFAULT = 0,
+  KVIK_SOURCE_ENV = 1, /* its environment variable */
+  KVIK_SOURCE_API = 2  /* kvik_setting_set() or kvik_setting_parse() */
+} kvik_setting_source;
+
+/* Read a setting into *value. Returns 0, -EINVAL for an unknown setting or NULL value,
+ * KVIK_ECONFIG if the environment holds an invalid value. Thread-safe. */
+KVIK_API int kvik_setting_get(kvik_setting setting, int64_t *value);
+
+/* Change a setting for the whole process. Returns 0, or -EINVAL (message says the accepted
+ * range) without changing anything. Setting KVIK_SETTING_NUM_THREADS resizes the default
+ * thread pool: it waits for running tasks to finish; queued tasks run on the new threads.
+ * IO already submitted keeps the task size it was split with. Thread-safe; must not be called
+ * from a kvik pool thread. */
+KVIK_API int kvik_setting_set(kvik_setting setting, int64_t value);
+
+/* Like kvik_setting_set() with the value given as text, parsed as its environment variable
+ * would be. Thread-safe. */
+KVIK_API int kvik_setting_parse(kvik_setting setting, const char *text);
+
+/* Where the current value came from. Returns a kvik_setting_source, or -EINVAL. Thread-safe. */
+KVIK_API int kvik_setting_source_of(kvik_setting setting);
+
+/* Write the current value as text ("AUTO", "on", "4194304") into buf (always terminated when
+ * len > 0). Returns the text's length, or a negative code. Thread-safe. */
+KVIK_API int kvik_setting_format(kvik_setting setting, char *buf, size_t len);
+
+/* The setting's short name as KvikIO's Python `defaults.get()` knows it ("num_threads",
+ * "task_size", "compat_mode", ...), or NULL for an unknown setting. Thread-safe. */
+KVIK_API const char *kvik_setting_name(kvik_setting setting);
+
+/* The setting's environment variable ("KVIKIO_NTHREADS"), or NULL. Thread-safe. */
+KVIK_API const char *kvik_setting_env_name(kvik_setting setting);
+
+/* The setting with this short name (see kvik_setting_name), or -EINVAL. Thread-safe. */
+KVIK_API int kvik_setting_lookup(const char *name);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Futures                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A future stands for one non-blocking IO request. It is created by the call that starts the
+ * request and owned by the caller, who frees it with kvik_future_free(). The request's buffer
+ * must stay valid until the future is done. A call that fails immediately returns an error
+ * and creates no future.
+ */
+typedef struct kvik_future kvik_future;
+
+/* Wait until the request is done and return its result: the number of bytes transferred, or a
+ * negative code (then kvik_last_error() says what failed; kvik_future_bytes_done() says how many
+ * bytes were transferred all the same). May be called any number of times and from several
+ * threads at once. Thread-safe. */
+KVIK_API ssize_t kvik_future_wait(kvik_future *future);
+
+/* Like kvik_future_wait(), but give up after timeout_ns nanoseconds (0 polls) and return
+ * -ETIMEDOUT if the request is still running. Thread-safe. */
+KVIK_API ssize_t kvik_future_wait_for(kvik_future *future, int64_t timeout_ns);
+
+/* 1 if the request is done (its result is ready), else 0. Never blocks. Thread-safe. */
+KVIK_API int kvik_future_done(kvik_future *future);
+
+/* Bytes transferred so far (exact once done). For a failed write, the bytes that did reach the
+ * file, not necessarily one contiguous range. Never blocks. Thread-safe. */
+KVIK_API size_t kvik_future_bytes_done(kvik_future *future);
+
+/* Free the future, first waiting for its request if it is still running. NULL is ignored.
+ * No other thread may use the future during or after this call. */
+KVIK_API void kvik_future_free(kvik_future *future);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Files                                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct kvik_file kvik_file;
+
+/*
+ * Open `path` with a flag string:
+ *   "r"  read only            "r+" read and write
+ *   "w"  write only, create, truncate    "w+" read and write, create, truncate
+ *   "a"  append, create       "a+" read and append, create
+ * O_CLOEXEC always applies. `mode` is the permission of a created file (e.g. 0644).
+ *
+ * Append handles ("a", "a+"): every write goes to the end of the file and ignores its offset
+ * argument, as pwrite(2) does on an O_APPEND descriptor. Each write through the handle lands
+ * as one contiguous range even when several threads write at once, which O_APPEND cannot give
+ * for writes split over threads. Writes by other processes at the same time are not ordered
+ * with these.
+ *
+ * On success stores a new handle in *file and returns 0. Errors: -EINVAL (NULL argument,
+ * unknown flag string), -EISDIR (a directory), any errno of open(2), KVIK_ECONFIG.
+ * Thread-safe.
+ */
+KVIK_API int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file **file);
+
+/* Close the file's descriptors, first waiting for IO still in flight on it. The handle stays
+ * valid (calls on it fail with -EBADF) until kvik_file_free(). Returns 0; -EBADF if already
+ * closed; or an errno of close(2) (the descriptor is closed all the same). Thread-safe. */
+KVIK_API int kvik_file_close(kvik_file *file);
+
+/* Close the file if it is open, then free the handle. NULL is ignored. No other thread may use
+ * the handle during or after this call. */
+KVIK_API void kvik_file_free(kvik_file *file);
+
+/* 1 if kvik_file_close() has been called, else 0. Thread-safe. */
+KVIK_API int kvik_file_closed(const kvik_file *file);
+
+/* The file descriptor (buffered, without O_DIRECT), or -EBADF if closed. It stays owned by the
+ * handle: do not close it. Thread-safe. */
+KVIK_API int kvik_file_fd(const kvik_file *file);
+
+/* The descriptor's open flags as fcntl(F_GETFL) gives them, with O_APPEND added for append
+ * handles. -EBADF if closed. Thread-safe. */
+KVIK_API int kvik_file_open_flags(const kvik_file *file);
+
+/* The file's size in bytes, or a negative code. Thread-safe. */
+KVIK_API int64_t kvik_file_size(const kvik_file *file);
+
+/*
+ * Read `size` bytes at `file_offset` into `buf`, in parallel on the default thread pool in
+ * tasks of KVIK_SETTING_TASK_SIZE bytes, and wait for them. Returns the number of bytes read,
+ * which is less than `size` only when the file ends first (like pread(2), never an error and
+ * never undefined bytes: bytes past the end of file are left untouched). Interrupted and short
+ * system calls are retried. Errors: -EBADF (closed, or not opened for reading), -EINVAL
+ * (NULL buffer with size > 0, negative offset, offset + size overflowing), any errno of
+ * pread(2). Thread-safe.
+ */
+KVIK_API ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset);
+
+/* Write `size` bytes from `buf` at `file_offset` (at the end for append handles), in parallel,
+ * and wait. Returns `size`, or a negative code: a write that cannot complete (ENOSPC, EIO,
+ * EFBIG ...) returns that errno, and the detail message says how many bytes were written.
+ * Thread-safe. */
+KVIK_API ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t file_offset);
+
+/* Start a read like kvik_file_read() without waiting: stores a future in *future and returns 0,
+ * or returns a negative code (and creates no future). `task_size` 0 means
+ * KVIK_SETTING_TASK_SIZE. Requests smaller than KVIK_SETTING_GDS_THRESHOLD run on the calling
+ * thread and return a future that is already done. Thread-safe. */
+KVIK_API int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset,
+                             size_t task_size, kvik_future **future);
+
+/* Start a write like kvik_file_write() without waiting; see kvik_file_pread(). Thread-safe. */
+KVIK_API int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file_offset,
+                              size_t task_size, kvik_future **future);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Page cache                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* How many of the file's pages are in the page cache (mincore(2)): stores the counts in
+ * *resident_pages and *total_pages (either may be NULL). Returns 0 or a negative code.
+ * Thread-safe. */
+KVIK_API int kvik_page_cache_info(const char *path, size_t *resident_pages, size_t *total_pages);
+
+/* Write back the file's dirty pages and ask the kernel to drop its cached pages
+ * (fdatasync + posix_fadvise(POSIX_FADV_DONTNEED)). Returns 0 or a negative code. Pages in
+ * use elsewhere (mapped by other processes) may stay. Thread-safe. */
+KVIK_API int kvik_page_cache_drop(const char *path);
+
+/* ------------------------------------------------------------------------------------------ */
+/* What the library found                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Optional libraries that kvik loads at run time, never at build time. */
+typedef enum kvik_runtime_lib { KVIK_LIB_CUDA = 0, KVIK_LIB_CUFILE = 1 } kvik_runtime_lib;
+
+/* Whether `lib` can be loaded on this machine. Returns 1 and writes the path it was loaded from
+ * into `detail`, or returns 0 and writes the loader's reason into `detail`; -EINVAL for an
+ * unknown library. `detail` may be NULL. Thread-safe. */
+KVIK_API int kvik_runtime_lib_probe(kvik_runtime_lib lib, char *detail, size_t len);
+
+/* Whether files in directory `dir` can be opened with O_DIRECT and read and written with it
+ * (tested with a temporary file, removed again). Returns 1 or 0, or a negative code when the
+ * test file cannot be created. Thread-safe. */
+KVIK_API int kvik_direct_io_supported(const char *dir);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVIK_H */

@@ -1,0 +1,36 @@
+/* dlopen() with its error kept, and the probe behind kvik_runtime_lib_probe(). */
+#define _GNU_SOURCE
+#include "dl.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdio.h>
+
+#include "error.h"
+
+void *kvik__dl_open(const char *soname, char *why, size_t len) {
+  dlerror(); /* a stale message from earlier calls must not be reported as ours */
+  void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (!handle && why && len) {
+    const char *reason = dlerror();
+    snprintf(why, len, "%s", reason ? reason : "dlopen failed");
+  }
+  return handle;
+}
+
+static const char *const sonames[] = {"libcuda.so.1", "libcufile.so.0"};
+
+int kvik_runtime_lib_probe(kvik_runtime_lib lib, char *detail, size_t len) {
+  if ((unsigned)lib >= sizeof sonames / sizeof sonames[0])
+    return kvik__fail(-EINVAL, "kvik_runtime_lib_probe: unknown library %d", (int)lib);
+  void *handle = kvik__dl_open(sonames[lib], detail, len);
+  if (!handle) return 0;
+  struct link_map *map = NULL;
+  if (detail && len) {
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name[0]) snprintf(detail, len, "%s", map->l_name);
+    else snprintf(detail, len, "%s", sonames[lib]);
+  }
+  dlclose(handle);
+  return 1;
+}

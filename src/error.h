@@ -1,0 +1,20 @@
+/* Error reporting inside the library: the thread-local detail message behind kvik_last_error(). */
+#ifndef KVIK_SRC_ERROR_H
+#define KVIK_SRC_ERROR_H
+
+#include "kvik.h"
+
+#define KVIK_MESSAGE_MAX 1024
+
+/* Store a formatted detail message for this thread and return `code`, so that a failing path
+ * reads `return kvik__fail(-EINVAL, "...", ...);`. */
+int kvik__fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Like kvik__fail() for a system error: `err` is a positive errno, the message gets
+ * ": <strerror>" appended, and -err is returned. */
+int kvik__fail_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Replace this thread's detail message with a copy of `message`. */
+void kvik__set_message(const char *message);
+
+#endif

@@ -1,0 +1,224 @@
+/* Futures: completion, waiting, cancellation at fork(). */
+#define _GNU_SOURCE
+#include "future.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+
+struct kvik_future {
+  _Atomic size_t tasks_left;
+  _Atomic size_t bytes_done;
+  size_t requested;
+  kvik__owner *owner;
+  /* Guarded by completion_lock. */
+  int done;
+  int first_error;
+  ssize_t result;
+  struct kvik_future *prev, *next; /* the in-flight list, for fork() */
+  char message[KVIK_MESSAGE_MAX];
+  max_align_t extra[];
+};
+
+/* The completion lock and its condition: every completion broadcasts, every waiter (a thread in
+ * kvik_future_wait* or in kvik__owner_close) rechecks its own predicate. */
+static pthread_mutex_t completion_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t completion_cond;
+static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
+static kvik_future *in_flight; /* futures not yet done, newest first; guarded */
+
+/* The condition uses CLOCK_MONOTONIC so that timeouts survive changes of the wall clock. */
+static void init_completion_cond(void) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&completion_cond, &attr);
+  pthread_condattr_destroy(&attr);
+}
+
+static void lock(void) {
+  pthread_once(&cond_once, init_completion_cond);
+  pthread_mutex_lock(&completion_lock);
+}
+
+static void unlock(void) { pthread_mutex_unlock(&completion_lock); }
+
+int kvik__owner_acquire(kvik__owner *owner) {
+  lock();
+  int closed = owner->closed;
+  if (!closed) owner->pending++;
+  unlock();
+  return closed ? -EBADF : 0;
+}
+
+/* Called with the lock held. */
+static void owner_release_locked(kvik__owner *owner) {
+  if (--owner->pending == 0 && owner->closed) pthread_cond_broadcast(&completion_cond);
+}
+
+void kvik__owner_release(kvik__owner *owner) {
+  lock();
+  owner_release_locked(owner);
+  unlock();
+}
+
+int kvik__owner_close(kvik__owner *owner) {
+  lock();
+  int was_closed = owner->closed;
+  owner->closed = 1;
+  while (owner->pending > 0) pthread_cond_wait(&completion_cond, &completion_lock);
+  unlock();
+  return was_closed ? -EBADF : 0;
+}
+
+int kvik__owner_is_closed(const kvik__owner *owner) {
+  lock();
+  int closed = owner->closed;
+  unlock();
+  return closed;
+}
+
+kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requested, size_t extra) {
+  kvik_future *future = calloc(1, sizeof *future + extra);
+  if (!future) return NULL;
+  atomic_init(&future->tasks_left, ntasks);
+  atomic_init(&future->bytes_done, 0);
+  future->requested = requested;
+  future->owner = owner;
+  lock();
+  future->next = in_flight;
+  if (in_flight) in_flight->prev = future;
+  in_flight = future;
+  unlock();
+  return future;
+}
+
+void *kvik__future_extra(kvik_future *future) { return future->extra; }
+
+/* Called with the lock held. */
+static void complete_locked(kvik_future *future, ssize_t result) {
+  future->result = result;
+  future->done = 1;
+  if (future->prev) future->prev->next = future->next;
+  else in_flight = future->next;
+  if (future->next) future->next->prev = future->prev;
+  future->prev = future->next = NULL;
+  if (future->owner) owner_release_locked(future->owner);
+  future->owner = NULL;
+  pthread_cond_broadcast(&completion_cond);
+}
+
+/* Append to a failed request's message how much of it was done: for writes that is the only
+ * account of what reached the file. */
+static void note_progress(kvik_future *future) {
+  size_t len = strlen(future->message);
+  snprintf(future->message + len, sizeof future->message - len, " (%zu of %zu bytes transferred)",
+           atomic_load(&future->bytes_done), future->requested);
+}
+
+void kvik__future_task_done(kvik_future *future, size_t bytes, int code) {
+  atomic_fetch_add(&future->bytes_done, bytes);
+  if (code < 0) {
+    lock();
+    if (!future->first_error) {
+      future->first_error = code;
+      snprintf(future->message, sizeof future->message, "%s", kvik_last_error());
+    }
+    unlock();
+  }
+  if (atomic_fetch_sub(&future->tasks_left, 1) != 1) return;
+  lock();
+  if (future->first_error) note_progress(future);
+  complete_locked(future, future->first_error ? future->first_error
+                                              : (ssize_t)atomic_load(&future->bytes_done));
+  unlock();
+}
+
+/* Called with the lock held, once the future is done: the result, with its message moved to
+ * the calling thread. */
+static ssize_t result_locked(const kvik_future *future) {
+  if (future->result < 0) kvik__set_message(future->message);
+  return future->result;
+}
+
+ssize_t kvik_future_wait(kvik_future *future) {
+  if (!future) return kvik__fail(-EINVAL, "kvik_future_wait: NULL future");
+  lock();
+  while (!future->done) pthread_cond_wait(&completion_cond, &completion_lock);
+  ssize_t result = result_locked(future);
+  unlock();
+  return result;
+}
+
+static struct timespec deadline_after(int64_t timeout_ns) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  int64_t ns = t.tv_nsec + timeout_ns % 1000000000;
+  t.tv_sec += (time_t)(timeout_ns / 1000000000 + ns / 1000000000);
+  t.tv_nsec = (long)(ns % 1000000000);
+  return t;
+}
+
+ssize_t kvik_future_wait_for(kvik_future *future, int64_t timeout_ns) {
+  if (!future) return kvik__fail(-EINVAL, "kvik_future_wait_for: NULL future");
+  if (timeout_ns < 0) return kvik__fail(-EINVAL, "kvik_future_wait_for: negative timeout %lld", (long long)timeout_ns);
+  struct timespec deadline = deadline_after(timeout_ns);
+  lock();
+  int rc = 0;
+  while (!future->done && rc != ETIMEDOUT)
+    rc = pthread_cond_timedwait(&completion_cond, &completion_lock, &deadline);
+  ssize_t result = future->done ? result_locked(future) : -ETIMEDOUT;
+  unlock();
+  if (result == -ETIMEDOUT)
+    kvik__fail(-ETIMEDOUT, "kvik_future_wait_for: request still running after %lld ns", (long long)timeout_ns);
+  return result;
+}
+
+int kvik_future_done(kvik_future *future) {
+  if (!future) return 0;
+  lock();
+  int done = future->done;
+  unlock();
+  return done;
+}
+
+size_t kvik_future_bytes_done(kvik_future *future) {
+  return future ? atomic_load(&future->bytes_done) : 0;
+}
+
+void kvik_future_free(kvik_future *future) {
+  if (!future) return;
+  lock();
+  while (!future->done) pthread_cond_wait(&completion_cond, &completion_lock);
+  unlock();
+  free(future);
+}
+
+void kvik__future_atfork_prepare(void) { lock(); }
+
+void kvik__future_atfork_parent(void) { unlock(); }
+
+/* In the child only the forking thread exists: the tasks of futures in flight will never run
+ * here, so each such future completes now with KVIK_ECANCELED_BY_FORK instead of hanging its
+ * waiters. The parent's copies are untouched. */
+void kvik__future_atfork_child(void) {
+  pthread_mutex_init(&completion_lock, NULL);
+  init_completion_cond();
+  lock();
+  while (in_flight) {
+    kvik_future *future = in_flight;
+    future->first_error = KVIK_ECANCELED_BY_FORK;
+    snprintf(future->message, sizeof future->message,
+             "IO request of %zu bytes was in flight in the parent process at fork(); "
+             "it does not run in the child",
+             future->requested);
+    complete_locked(future, KVIK_ECANCELED_BY_FORK);
+  }
+  unlock();
+}

@@ -1,0 +1,49 @@
+/* Futures, and the bookkeeping that lets a file close only once its IO is done.
+ *
+ * All state below that is "guarded" is guarded by one library-wide lock, the completion lock in
+ * future.c. Completions are rare (one per request, not one per task), so one lock costs little,
+ * and one lock is what makes fork() safe: the child re-initialises it and cancels what the
+ * parent had in flight. */
+#ifndef KVIK_SRC_FUTURE_H
+#define KVIK_SRC_FUTURE_H
+
+#include <stddef.h>
+
+#include "kvik.h"
+
+/* Something that IO runs against and that must not go away while IO is in flight. */
+typedef struct kvik__owner {
+  unsigned pending; /* requests in flight; guarded */
+  int closed;       /* guarded */
+} kvik__owner;
+
+/* Count one more request against `owner`. Returns 0, or -EBADF if it is closed. */
+int kvik__owner_acquire(kvik__owner *owner);
+
+/* Undo kvik__owner_acquire() for a request that was never started. */
+void kvik__owner_release(kvik__owner *owner);
+
+/* Mark `owner` closed and wait until no request is in flight. Returns 0, or -EBADF if it was
+ * already closed. */
+int kvik__owner_close(kvik__owner *owner);
+
+int kvik__owner_is_closed(const kvik__owner *owner);
+
+/* A new future for a request of `requested` bytes made of `ntasks` tasks, with `extra` bytes of
+ * zeroed, max-aligned storage for the caller's tasks (kvik__future_extra). The future takes over
+ * the caller's acquisition of `owner` and releases it when the last task is done.
+ * Returns NULL when out of memory. */
+kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requested, size_t extra);
+
+void *kvik__future_extra(kvik_future *future);
+
+/* Report one task as finished with `bytes` transferred and `code` (0, or negative: then this
+ * thread's detail message describes the failure). The last task completes the future. */
+void kvik__future_task_done(kvik_future *future, size_t bytes, int code);
+
+/* fork() handlers; see init.c. */
+void kvik__future_atfork_prepare(void);
+void kvik__future_atfork_parent(void);
+void kvik__future_atfork_child(void);
+
+#endif

@@ -1,0 +1,47 @@
+/* One-time initialisation and the fork() handlers of every module that holds locks. */
+#define _GNU_SOURCE
+#include "init.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include "bounce.h"
+#include "error.h"
+#include "future.h"
+#include "pool.h"
+#include "settings.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int init_result;
+static char init_message[KVIK_MESSAGE_MAX];
+
+/* Lock order at fork: bounce buffers, then pool, then completions; released in reverse. */
+static void prepare(void) {
+  kvik__bounce_atfork_prepare();
+  kvik__pool_atfork_prepare();
+  kvik__future_atfork_prepare();
+}
+
+static void parent(void) {
+  kvik__future_atfork_parent();
+  kvik__pool_atfork_parent();
+  kvik__bounce_atfork_parent();
+}
+
+static void child(void) {
+  kvik__future_atfork_child();
+  kvik__pool_atfork_child();
+  kvik__bounce_atfork_child();
+}
+
+static void initialise(void) {
+  pthread_atfork(prepare, parent, child);
+  init_result = kvik__settings_load_env();
+  if (init_result < 0) snprintf(init_message, sizeof init_message, "%s", kvik_last_error());
+}
+
+int kvik__init(void) {
+  pthread_once(&once, initialise);
+  if (init_result < 0) kvik__set_message(init_message);
+  return init_result;
+}

@@ -1,0 +1,30 @@
+/* POSIX transfers of one contiguous range: retries, end of file, opportunistic O_DIRECT. */
+#ifndef KVIK_SRC_POSIX_IO_H
+#define KVIK_SRC_POSIX_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum kvik__op { KVIK__READ, KVIK__WRITE } kvik__op;
+
+/* O_DIRECT needs buffer, offset and size aligned; a page satisfies every device we meet. */
+#define KVIK__DIRECT_ALIGNMENT 4096
+
+typedef struct kvik__posix_target {
+  int fd;           /* buffered descriptor */
+  int direct_fd;    /* O_DIRECT descriptor on the same file, or -1 to use none */
+  const char *path; /* for messages */
+} kvik__posix_target;
+
+/* Transfer `size` bytes between `buf` and the file at `offset`. Interrupted and short system
+ * calls are retried. With a direct_fd, the page-aligned middle of the range goes through it
+ * (through a bounce buffer when `buf` is not aligned) and the unaligned head and tail through
+ * the buffered descriptor; nothing outside the range is written.
+ *
+ * Returns 0, or a negative code with a detail message. *done is the number of bytes transferred,
+ * also on failure; for a read, *done < size without error means the file ended. Sets
+ * *direct_refused when the file system refused O_DIRECT IO (the range was then done buffered). */
+int kvik__posix_io(kvik__op op, const kvik__posix_target *target, char *buf, size_t size, int64_t offset,
+                   size_t *done, int *direct_refused);
+
+#endif

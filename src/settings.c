@@ -1,0 +1,251 @@
+/* Settings: defaults, environment variables (KvikIO's names and values), run-time changes. */
+#define _GNU_SOURCE
+#include "settings.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "init.h"
+#include "pool.h"
+
+typedef enum { KIND_COMPAT, KIND_BOOL, KIND_COUNT, KIND_BYTES } value_kind;
+
+typedef struct {
+  const char *name;      /* KvikIO's Python defaults name */
+  const char *env;       /* environment variable */
+  const char *env_alias; /* a second accepted variable, or NULL */
+  value_kind kind;
+  int64_t min, max;
+} setting_desc;
+
+#define MiB (INT64_C(1) << 20)
+#define MAX_BYTES (INT64_C(1) << 40)
+#define MAX_THREADS 1024
+#define DEFAULT_MAX_THREADS 64
+
+static const setting_desc descs[KVIK_SETTING_COUNT] = {
+    [KVIK_SETTING_COMPAT_MODE] = {"compat_mode", "KVIKIO_COMPAT_MODE", NULL, KIND_COMPAT, 0, 2},
+    [KVIK_SETTING_NUM_THREADS] = {"num_threads", "KVIKIO_NTHREADS", "KVIKIO_NUM_THREADS", KIND_COUNT, 1, MAX_THREADS},
+    [KVIK_SETTING_TASK_SIZE] = {"task_size", "KVIKIO_TASK_SIZE", NULL, KIND_BYTES, 1, MAX_BYTES},
+    [KVIK_SETTING_GDS_THRESHOLD] = {"gds_threshold", "KVIKIO_GDS_THRESHOLD", NULL, KIND_BYTES, 0, MAX_BYTES},
+    [KVIK_SETTING_BOUNCE_BUFFER_SIZE] = {"bounce_buffer_size", "KVIKIO_BOUNCE_BUFFER_SIZE", NULL, KIND_BYTES, 4096, MAX_BYTES},
+    [KVIK_SETTING_AUTO_DIRECT_IO_READ] = {"auto_direct_io_read", "KVIKIO_AUTO_DIRECT_IO_READ", NULL, KIND_BOOL, 0, 1},
+    [KVIK_SETTING_AUTO_DIRECT_IO_WRITE] = {"auto_direct_io_write", "KVIKIO_AUTO_DIRECT_IO_WRITE", NULL, KIND_BOOL, 0, 1},
+};
+
+static _Atomic int64_t values[KVIK_SETTING_COUNT];
+static _Atomic int sources[KVIK_SETTING_COUNT];
+
+/* Page-cache reads are bound by memory copies, which scale with cores: one thread per CPU this
+ * process may run on serves well out of the box (see the README's benchmark). The cap keeps a
+ * huge machine from spawning hundreds of mostly idle threads. */
+static int64_t default_num_threads(void) {
+  cpu_set_t set;
+  long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) n = 1;
+  return n > DEFAULT_MAX_THREADS ? DEFAULT_MAX_THREADS : n;
+}
+
+static int64_t default_value(kvik_setting s) {
+  switch (s) {
+  case KVIK_SETTING_COMPAT_MODE: return KVIK_COMPAT_AUTO;
+  case KVIK_SETTING_NUM_THREADS: return default_num_threads();
+  case KVIK_SETTING_TASK_SIZE: return 4 * MiB;
+  case KVIK_SETTING_GDS_THRESHOLD: return 1 * MiB;
+  case KVIK_SETTING_BOUNCE_BUFFER_SIZE: return 16 * MiB;
+  default: return 0;
+  }
+}
+
+static int valid_setting(kvik_setting s) { return (unsigned)s < KVIK_SETTING_COUNT; }
+
+/* ---- parsing ---------------------------------------------------------------------------- */
+
+/* Copy `text` without surrounding white space into buf; 0 if it does not fit. */
+static int trim(const char *text, char *buf, size_t len) {
+  while (isspace((unsigned char)*text)) text++;
+  size_t n = strlen(text);
+  while (n > 0 && isspace((unsigned char)text[n - 1])) n--;
+  if (n >= len) return 0;
+  memcpy(buf, text, n);
+  buf[n] = '\0';
+  return 1;
+}
+
+static int parse_bool(const char *t, int64_t *out) {
+  static const char *const yes[] = {"on", "true", "yes", "1"};
+  static const char *const no[] = {"off", "false", "no", "0"};
+  for (size_t i = 0; i < 4; i++) {
+    if (strcasecmp(t, yes[i]) == 0) return *out = 1, 1;
+    if (strcasecmp(t, no[i]) == 0) return *out = 0, 1;
+  }
+  return 0;
+}
+
+static int parse_compat(const char *t, int64_t *out) {
+  if (strcasecmp(t, "auto") == 0) return *out = KVIK_COMPAT_AUTO, 1;
+  int64_t on;
+  if (!parse_bool(t, &on)) return 0;
+  *out = on ? KVIK_COMPAT_ON : KVIK_COMPAT_OFF;
+  return 1;
+}
+
+static int parse_decimal(const char *t, int64_t *out) {
+  if (!*t) return 0;
+  int64_t v = 0;
+  for (; *t; t++) {
+    if (!isdigit((unsigned char)*t)) return 0;
+    if (v > (INT64_MAX - (*t - '0')) / 10) return 0;
+    v = v * 10 + (*t - '0');
+  }
+  *out = v;
+  return 1;
+}
+
+static const char *expected_text(value_kind kind) {
+  switch (kind) {
+  case KIND_COMPAT: return "ON, OFF or AUTO (or true/false/yes/no/1/0)";
+  case KIND_BOOL: return "on/off, true/false, yes/no or 1/0";
+  default: return "a decimal integer";
+  }
+}
+
+/* Parse text for setting s, range check included. Returns 0 or -EINVAL with the message
+ * "<what>: <why>", where `what` names the source of the text. */
+static int parse_value(kvik_setting s, const char *text, const char *what, int64_t *out) {
+  const setting_desc *d = &descs[s];
+  char t[64];
+  int ok = trim(text, t, sizeof t);
+  switch (d->kind) {
+  case KIND_COMPAT: ok = ok && parse_compat(t, out); break;
+  case KIND_BOOL: ok = ok && parse_bool(t, out); break;
+  default: ok = ok && parse_decimal(t, out); break;
+  }
+  if (!ok) return kvik__fail(-EINVAL, "%s='%s': expected %s", what, text, expected_text(d->kind));
+  if (*out < d->min || *out > d->max)
+    return kvik__fail(-EINVAL, "%s='%s': must be between %" PRId64 " and %" PRId64, what, text, d->min, d->max);
+  return 0;
+}
+
+/* ---- environment ------------------------------------------------------------------------ */
+
+/* Read one variable if set. Returns 1 if it was set (value in *out), 0 if not, <0 if invalid. */
+static int read_env(kvik_setting s, const char *var, int64_t *out) {
+  const char *text = getenv(var);
+  if (!text) return 0;
+  int rc = parse_value(s, text, var, out);
+  return rc < 0 ? KVIK_ECONFIG : 1;
+}
+
+static int load_one(kvik_setting s) {
+  const setting_desc *d = &descs[s];
+  int64_t value = default_value(s), alias_value;
+  int rc = read_env(s, d->env, &value);
+  if (rc < 0) return rc;
+  int from_env = rc;
+  if (d->env_alias) {
+    rc = read_env(s, d->env_alias, &alias_value);
+    if (rc < 0) return rc;
+    if (rc && from_env && alias_value != value)
+      return kvik__fail(KVIK_ECONFIG, "%s='%s' and %s='%s' disagree: set one of them", d->env, getenv(d->env),
+                        d->env_alias, getenv(d->env_alias));
+    if (rc) value = alias_value, from_env = 1;
+  }
+  atomic_store(&values[s], value);
+  atomic_store(&sources[s], from_env ? KVIK_SOURCE_ENV : KVIK_SOURCE_DEFAULT);
+  return 0;
+}
+
+int kvik__settings_load_env(void) {
+  for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
+    int rc = load_one((kvik_setting)s);
+    if (rc < 0) return rc;
+  }
+  return kvik__pool_resize((unsigned)atomic_load(&values[KVIK_SETTING_NUM_THREADS]));
+}
+
+int64_t kvik__setting(kvik_setting setting) { return atomic_load(&values[setting]); }
+
+/* ---- public API ------------------------------------------------------------------------- */
+
+int kvik_setting_get(kvik_setting setting, int64_t *value) {
+  if (!valid_setting(setting) || !value) return kvik__fail(-EINVAL, "kvik_setting_get: unknown setting %d or NULL value", (int)setting);
+  int rc = kvik__init();
+  if (rc < 0) return rc;
+  *value = kvik__setting(setting);
+  return 0;
+}
+
+/* Serialises changes, so that a value and the pool size it implies always agree. */
+static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int set_checked(kvik_setting s, int64_t value) {
+  pthread_mutex_lock(&set_lock);
+  int rc = 0;
+  if (s == KVIK_SETTING_NUM_THREADS) rc = kvik__pool_resize((unsigned)value);
+  if (rc == 0) {
+    atomic_store(&values[s], value);
+    atomic_store(&sources[s], KVIK_SOURCE_API);
+  }
+  pthread_mutex_unlock(&set_lock);
+  return rc;
+}
+
+int kvik_setting_set(kvik_setting setting, int64_t value) {
+  if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_set: unknown setting %d", (int)setting);
+  int rc = kvik__init();
+  if (rc < 0) return rc;
+  const setting_desc *d = &descs[setting];
+  if (value < d->min || value > d->max)
+    return kvik__fail(-EINVAL, "kvik_setting_set(%s, %" PRId64 "): must be between %" PRId64 " and %" PRId64, d->name,
+                      value, d->min, d->max);
+  return set_checked(setting, value);
+}
+
+int kvik_setting_parse(kvik_setting setting, const char *text) {
+  if (!valid_setting(setting) || !text)
+    return kvik__fail(-EINVAL, "kvik_setting_parse: unknown setting %d or NULL text", (int)setting);
+  int rc = kvik__init();
+  if (rc < 0) return rc;
+  int64_t value;
+  rc = parse_value(setting, text, descs[setting].name, &value);
+  return rc < 0 ? rc : set_checked(setting, value);
+}
+
+int kvik_setting_source_of(kvik_setting setting) {
+  if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_source_of: unknown setting %d", (int)setting);
+  int rc = kvik__init();
+  return rc < 0 ? rc : atomic_load(&sources[setting]);
+}
+
+int kvik_setting_format(kvik_setting setting, char *buf, size_t len) {
+  int64_t v;
+  int rc = kvik_setting_get(setting, &v);
+  if (rc < 0) return rc;
+  static const char *const compat_names[] = {"OFF", "ON", "AUTO"};
+  switch (descs[setting].kind) {
+  case KIND_COMPAT: return snprintf(buf, len, "%s", compat_names[v]);
+  case KIND_BOOL: return snprintf(buf, len, "%s", v ? "on" : "off");
+  default: return snprintf(buf, len, "%" PRId64, v);
+  }
+}
+
+const char *kvik_setting_name(kvik_setting setting) { return valid_setting(setting) ? descs[setting].name : NULL; }
+
+const char *kvik_setting_env_name(kvik_setting setting) { return valid_setting(setting) ? descs[setting].env : NULL; }
+
+int kvik_setting_lookup(const char *name) {
+  for (int s = 0; name && s < KVIK_SETTING_COUNT; s++)
+    if (strcmp(descs[s].name, name) == 0) return s;
+  return kvik__fail(-EINVAL, "unknown setting name '%s'", name ? name : "(null)");
+}

@@ -1,0 +1,16 @@
+/* Process-wide settings (see kvik.h for the table of settings and variables). */
+#ifndef KVIK_SRC_SETTINGS_H
+#define KVIK_SRC_SETTINGS_H
+
+#include <stdint.h>
+
+#include "kvik.h"
+
+/* Read every setting's environment variable. Called once, by kvik__init(). Returns 0, or
+ * KVIK_ECONFIG with the detail message naming the first bad variable and its value. */
+int kvik__settings_load_env(void);
+
+/* The current value of a setting. Only meaningful after kvik__init() succeeded. */
+int64_t kvik__setting(kvik_setting setting);
+
+#endif
