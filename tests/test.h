@@ -1,0 +1,140 @@
+/* Shared helpers of the C tests: assertions that print both values, temporary files, a seeded
+ * random generator, and the exit codes ctest reads (0 pass, 1 fail, 77 skip). */
+#ifndef KVIK_TEST_H
+#define KVIK_TEST_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvik.h"
+
+#define TEST_SKIP 77
+
+#define FAIL_AT(...)                                                                           \
+  do {                                                                                         \
+    fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                            \
+    fprintf(stderr, __VA_ARGS__);                                                              \
+    fprintf(stderr, "\n  last kvik error: %s\n", kvik_last_error());                           \
+    exit(1);                                                                                   \
+  } while (0)
+
+#define ASSERT(cond)                                                                           \
+  do {                                                                                         \
+    if (!(cond)) FAIL_AT("assertion failed: %s", #cond);                                       \
+  } while (0)
+
+#define ASSERT_EQ(a, b)                                                                        \
+  do {                                                                                         \
+    long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+    if (a_ != b_) FAIL_AT("%s == %s failed: %lld != %lld", #a, #b, a_, b_);                    \
+  } while (0)
+
+/* A call that must succeed: prints the kvik error name and message otherwise. */
+#define ASSERT_OK(call)                                                                        \
+  do {                                                                                         \
+    long long rc_ = (long long)(call);                                                         \
+    if (rc_ < 0) FAIL_AT("%s failed: %s (%lld)", #call, kvik_err_name((int)rc_), rc_);        \
+  } while (0)
+
+/* A call that must fail with `code`, leaving a detail message that contains `needle`. */
+#define ASSERT_FAILS(call, code, needle)                                                       \
+  do {                                                                                         \
+    long long rc_ = (long long)(call);                                                         \
+    if (rc_ != (long long)(code))                                                              \
+      FAIL_AT("%s returned %lld (%s), expected %s", #call, rc_, kvik_err_name((int)rc_),       \
+              kvik_err_name((int)(code)));                                                     \
+    if (!strstr(kvik_last_error(), (needle)))                                                  \
+      FAIL_AT("%s: message lacks \"%s\"", #call, (needle));                                    \
+  } while (0)
+
+static inline uint64_t test_rand(uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *state = x;
+}
+
+/* A value in [0, n). */
+static inline uint64_t test_below(uint64_t *state, uint64_t n) { return n ? test_rand(state) % n : 0; }
+
+static inline void test_fill(void *buf, size_t n, uint64_t seed) {
+  unsigned char *p = buf;
+  uint64_t s = seed | 1;
+  for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(test_rand(&s) >> 24);
+}
+
+/* A fresh directory under TMPDIR (or /tmp), removed by test_rmdir(). */
+static inline char *test_mkdtemp(void) {
+  const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  char *path = malloc(strlen(base) + 32);
+  sprintf(path, "%s/kvik-test-XXXXXX", base);
+  if (!mkdtemp(path)) FAIL_AT("mkdtemp(%s): %s", path, strerror(errno));
+  return path;
+}
+
+static inline char *test_path(const char *dir, const char *name) {
+  char *path = malloc(strlen(dir) + strlen(name) + 2);
+  sprintf(path, "%s/%s", dir, name);
+  return path;
+}
+
+static inline void test_rmdir(char *dir) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+  free(dir);
+}
+
+/* Write n bytes with plain POSIX calls: the reference the library is compared with. */
+static inline void test_write_file(const char *path, const void *data, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) FAIL_AT("open(%s): %s", path, strerror(errno));
+  for (size_t done = 0; done < n;) {
+    ssize_t r = pwrite(fd, (const char *)data + done, n - done, (off_t)done);
+    if (r <= 0) FAIL_AT("pwrite(%s): %s", path, strerror(errno));
+    done += (size_t)r;
+  }
+  close(fd);
+}
+
+/* Read the whole file with plain POSIX calls into a new buffer; its size in *n. */
+static inline unsigned char *test_read_file(const char *path, size_t *n) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) FAIL_AT("open(%s): %s", path, strerror(errno));
+  struct stat st;
+  fstat(fd, &st);
+  *n = (size_t)st.st_size;
+  unsigned char *buf = malloc(*n + 1);
+  for (size_t done = 0; done < *n;) {
+    ssize_t r = pread(fd, buf + done, *n - done, (off_t)done);
+    if (r <= 0) FAIL_AT("pread(%s): %s", path, strerror(errno));
+    done += (size_t)r;
+  }
+  close(fd);
+  return buf;
+}
+
+/* Index of the first differing byte, or -1. */
+static inline long long test_first_diff(const void *a, const void *b, size_t n) {
+  const unsigned char *x = a, *y = b;
+  for (size_t i = 0; i < n; i++)
+    if (x[i] != y[i]) return (long long)i;
+  return -1;
+}
+
+#define ASSERT_SAME_BYTES(a, b, n)                                                             \
+  do {                                                                                         \
+    long long at_ = test_first_diff((a), (b), (n));                                            \
+    if (at_ >= 0) FAIL_AT("%s and %s differ at byte %lld of %zu", #a, #b, at_, (size_t)(n));  \
+  } while (0)
+
+#endif

@@ -1,0 +1,166 @@
+/* Settings: defaults, run-time changes, text values, and the KvikIO environment variables.
+ * Settings are read from the environment once per process, so each environment case runs in a
+ * child process that sets its variables before its first kvik call. */
+#include "test.h"
+
+#include <sys/wait.h>
+
+static void test_defaults(void) {
+  int64_t v;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_COMPAT_MODE, &v));
+  ASSERT_EQ(v, KVIK_COMPAT_AUTO);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &v));
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  ASSERT(v >= 1 && v <= 64 && v <= cpus);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_TASK_SIZE, &v));
+  ASSERT_EQ(v, 4 << 20);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_GDS_THRESHOLD, &v));
+  ASSERT_EQ(v, 1 << 20);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_BOUNCE_BUFFER_SIZE, &v));
+  ASSERT_EQ(v, 16 << 20);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_AUTO_DIRECT_IO_READ, &v));
+  ASSERT_EQ(v, 0);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, &v));
+  ASSERT_EQ(v, 0);
+  for (int s = 0; s < KVIK_SETTING_COUNT; s++) ASSERT_EQ(kvik_setting_source_of((kvik_setting)s), KVIK_SOURCE_DEFAULT);
+}
+
+static void test_names(void) {
+  static const char *const names[] = {"compat_mode", "num_threads", "task_size", "gds_threshold",
+                                      "bounce_buffer_size", "auto_direct_io_read", "auto_direct_io_write"};
+  for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
+    ASSERT(strcmp(kvik_setting_name((kvik_setting)s), names[s]) == 0);
+    ASSERT_EQ(kvik_setting_lookup(names[s]), s);
+    ASSERT(strncmp(kvik_setting_env_name((kvik_setting)s), "KVIKIO_", 7) == 0);
+  }
+  ASSERT(kvik_setting_name(KVIK_SETTING_COUNT) == NULL);
+  ASSERT_FAILS(kvik_setting_lookup("nthreads_typo"), -EINVAL, "nthreads_typo");
+}
+
+static void test_set_get_format(void) {
+  char text[32];
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, 12345));
+  int64_t v;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_TASK_SIZE, &v));
+  ASSERT_EQ(v, 12345);
+  ASSERT_EQ(kvik_setting_source_of(KVIK_SETTING_TASK_SIZE), KVIK_SOURCE_API);
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_TASK_SIZE, text, sizeof text), 5);
+  ASSERT(strcmp(text, "12345") == 0);
+
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_COMPAT_MODE, "  oN "));
+  kvik_setting_format(KVIK_SETTING_COMPAT_MODE, text, sizeof text);
+  ASSERT(strcmp(text, "ON") == 0);
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_COMPAT_MODE, "AuTo"));
+  kvik_setting_format(KVIK_SETTING_COMPAT_MODE, text, sizeof text);
+  ASSERT(strcmp(text, "AUTO") == 0);
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_AUTO_DIRECT_IO_READ, "YES"));
+  kvik_setting_format(KVIK_SETTING_AUTO_DIRECT_IO_READ, text, sizeof text);
+  ASSERT(strcmp(text, "on") == 0);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
+
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 3));
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &v));
+  ASSERT_EQ(v, 3);
+}
+
+static void test_invalid_values_change_nothing(void) {
+  int64_t before, after;
+  kvik_setting_get(KVIK_SETTING_TASK_SIZE, &before);
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_TASK_SIZE, 0), -EINVAL, "task_size");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 0), -EINVAL, "between 1 and");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_COMPAT_MODE, 3), -EINVAL, "compat_mode");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 2), -EINVAL, "auto_direct_io_write");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 100), -EINVAL, "bounce_buffer_size");
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_TASK_SIZE, "4MiB"), -EINVAL, "'4MiB'");
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_TASK_SIZE, "-1"), -EINVAL, "'-1'");
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_TASK_SIZE, ""), -EINVAL, "task_size");
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_TASK_SIZE, "99999999999999999999999"), -EINVAL, "task_size");
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_AUTO_DIRECT_IO_READ, "maybe"), -EINVAL, "'maybe'");
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_COMPAT_MODE, "automatic"), -EINVAL, "'automatic'");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_COUNT, 1), -EINVAL, "unknown setting");
+  ASSERT_FAILS(kvik_setting_get(KVIK_SETTING_TASK_SIZE, NULL), -EINVAL, "NULL");
+  kvik_setting_get(KVIK_SETTING_TASK_SIZE, &after);
+  ASSERT_EQ(before, after);
+}
+
+/* ---- environment cases, one child process each ------------------------------------------ */
+
+typedef struct {
+  const char *vars[4]; /* NAME=VALUE, NULL-terminated */
+  kvik_setting setting;
+  int64_t expect;      /* when valid */
+  int valid;
+  const char *message; /* when invalid: must appear in the message */
+} env_case;
+
+static const env_case env_cases[] = {
+    {{"KVIKIO_COMPAT_MODE=on"}, KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_ON, 1, NULL},
+    {{"KVIKIO_COMPAT_MODE= OFF\t"}, KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_OFF, 1, NULL},
+    {{"KVIKIO_COMPAT_MODE=Auto"}, KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_AUTO, 1, NULL},
+    {{"KVIKIO_COMPAT_MODE=true"}, KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_ON, 1, NULL},
+    {{"KVIKIO_COMPAT_MODE=No"}, KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_OFF, 1, NULL},
+    {{"KVIKIO_COMPAT_MODE=1"}, KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_ON, 1, NULL},
+    {{"KVIKIO_COMPAT_MODE=sometimes"}, KVIK_SETTING_COMPAT_MODE, 0, 0, "KVIKIO_COMPAT_MODE='sometimes'"},
+    {{"KVIKIO_NTHREADS=7"}, KVIK_SETTING_NUM_THREADS, 7, 1, NULL},
+    {{"KVIKIO_NUM_THREADS=5"}, KVIK_SETTING_NUM_THREADS, 5, 1, NULL},
+    {{"KVIKIO_NTHREADS=6", "KVIKIO_NUM_THREADS=6"}, KVIK_SETTING_NUM_THREADS, 6, 1, NULL},
+    {{"KVIKIO_NTHREADS=6", "KVIKIO_NUM_THREADS=8"}, KVIK_SETTING_NUM_THREADS, 0, 0, "disagree"},
+    {{"KVIKIO_NTHREADS=0"}, KVIK_SETTING_NUM_THREADS, 0, 0, "KVIKIO_NTHREADS='0'"},
+    {{"KVIKIO_NTHREADS=four"}, KVIK_SETTING_NUM_THREADS, 0, 0, "KVIKIO_NTHREADS='four'"},
+    {{"KVIKIO_NUM_THREADS=-2"}, KVIK_SETTING_NUM_THREADS, 0, 0, "KVIKIO_NUM_THREADS='-2'"},
+    {{"KVIKIO_TASK_SIZE=1048576"}, KVIK_SETTING_TASK_SIZE, 1048576, 1, NULL},
+    {{"KVIKIO_TASK_SIZE= 65536 "}, KVIK_SETTING_TASK_SIZE, 65536, 1, NULL},
+    {{"KVIKIO_TASK_SIZE=1.5"}, KVIK_SETTING_TASK_SIZE, 0, 0, "KVIKIO_TASK_SIZE='1.5'"},
+    {{"KVIKIO_TASK_SIZE="}, KVIK_SETTING_TASK_SIZE, 0, 0, "KVIKIO_TASK_SIZE=''"},
+    {{"KVIKIO_GDS_THRESHOLD=0"}, KVIK_SETTING_GDS_THRESHOLD, 0, 1, NULL},
+    {{"KVIKIO_GDS_THRESHOLD=1k"}, KVIK_SETTING_GDS_THRESHOLD, 0, 0, "KVIKIO_GDS_THRESHOLD='1k'"},
+    {{"KVIKIO_BOUNCE_BUFFER_SIZE=8388608"}, KVIK_SETTING_BOUNCE_BUFFER_SIZE, 8388608, 1, NULL},
+    {{"KVIKIO_BOUNCE_BUFFER_SIZE=12"}, KVIK_SETTING_BOUNCE_BUFFER_SIZE, 0, 0, "between 4096"},
+    {{"KVIKIO_AUTO_DIRECT_IO_READ=YES"}, KVIK_SETTING_AUTO_DIRECT_IO_READ, 1, 1, NULL},
+    {{"KVIKIO_AUTO_DIRECT_IO_READ=off"}, KVIK_SETTING_AUTO_DIRECT_IO_READ, 0, 1, NULL},
+    {{"KVIKIO_AUTO_DIRECT_IO_WRITE=True"}, KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 1, 1, NULL},
+    {{"KVIKIO_AUTO_DIRECT_IO_WRITE=0"}, KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 0, 1, NULL},
+    {{"KVIKIO_AUTO_DIRECT_IO_WRITE=2"}, KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 0, 0, "KVIKIO_AUTO_DIRECT_IO_WRITE='2'"},
+};
+
+static void check_env_case_in_child(const env_case *c) {
+  for (int i = 0; c->vars[i]; i++) putenv((char *)c->vars[i]);
+  int64_t v = -1;
+  if (c->valid) {
+    ASSERT_OK(kvik_setting_get(c->setting, &v));
+    ASSERT_EQ(v, c->expect);
+    ASSERT_EQ(kvik_setting_source_of(c->setting), KVIK_SOURCE_ENV);
+    return;
+  }
+  /* Every call that needs settings fails, each time, with the same message. */
+  ASSERT_FAILS(kvik_setting_get(c->setting, &v), KVIK_ECONFIG, c->message);
+  kvik_file *f;
+  ASSERT_FAILS(kvik_file_open("/dev/null", "r", 0, &f), KVIK_ECONFIG, c->message);
+}
+
+static void test_environment(void) {
+  for (size_t i = 0; i < sizeof env_cases / sizeof env_cases[0]; i++) {
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+      check_env_case_in_child(&env_cases[i]);
+      _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL_AT("environment case %zu (%s) failed", i, env_cases[i].vars[0]);
+  }
+}
+
+int main(void) {
+  /* Before any kvik call: this process's settings must come from an empty environment. */
+  for (int s = 0; s < KVIK_SETTING_COUNT; s++) unsetenv(kvik_setting_env_name((kvik_setting)s));
+  unsetenv("KVIKIO_NUM_THREADS");
+  test_environment();
+  test_defaults();
+  test_names();
+  test_set_get_format();
+  test_invalid_values_change_nothing();
+  return 0;
+}

@@ -1,0 +1,21 @@
+/* What the kvik tool's subcommands share: exit codes and error printing. */
+#ifndef KVIK_CLI_H
+#define KVIK_CLI_H
+
+/* Exit codes: success, runtime failure, bad command line. */
+enum { CLI_OK = 0, CLI_ERROR = 1, CLI_USAGE = 2 };
+
+/* 1 if arg asks for help ("-h" or "--help"). */
+int cli_is_help(const char *arg);
+
+/* Print "kvik COMMAND: <kvik_last_error()>" on stderr; returns CLI_ERROR. Call it right after
+ * the failing kvik call, on the same thread, since the message is per thread. */
+int cli_fail(const char *command);
+
+/* Print "kvik COMMAND: MESSAGE 'ARG'" and a hint to --help on stderr; returns CLI_USAGE. */
+int cli_usage_error(const char *command, const char *message, const char *arg);
+
+/* `kvik bench ARGS...`; argv[0] is "bench". Returns the exit code. */
+int cli_bench(int argc, char **argv);
+
+#endif /* KVIK_CLI_H */
