@@ -1,0 +1,113 @@
+/* See fault_shim.h. */
+#include "fault_shim.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_FDS 4096
+
+shim_config shim;
+_Atomic long shim_direct_io_calls;
+_Atomic long shim_io_calls;
+
+static _Atomic unsigned char target_fd[MAX_FDS]; /* 1: target, 2: target with O_DIRECT */
+static _Atomic long read_calls;
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+
+void shim_reset(void) {
+  shim_open_gate();
+  atomic_store(&shim.eintr_every, 0);
+  atomic_store(&shim.max_per_call, 0);
+  atomic_store(&shim.refuse_direct_open, 0);
+  atomic_store(&shim.refuse_direct_io, 0);
+  atomic_store(&shim.write_budget, 0);
+  atomic_store(&shim.read_fail_at, 0);
+  atomic_store(&read_calls, 0);
+  atomic_store(&shim_direct_io_calls, 0);
+  atomic_store(&shim_io_calls, 0);
+}
+
+void shim_open_gate(void) {
+  pthread_mutex_lock(&gate_lock);
+  atomic_store(&shim.gate_closed, 0);
+  pthread_cond_broadcast(&gate_cond);
+  pthread_mutex_unlock(&gate_lock);
+}
+
+static int is_target_path(const char *path) {
+  int fd;
+  if (strstr(path, SHIM_TARGET_MARK)) return 1;
+  return sscanf(path, "/proc/self/fd/%d", &fd) == 1 && fd >= 0 && fd < MAX_FDS && atomic_load(&target_fd[fd]);
+}
+
+int open(const char *path, int flags, ...) {
+  static int (*real_open)(const char *, int, ...);
+  if (!real_open) real_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+  mode_t mode = 0;
+  if (flags & (O_CREAT | O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, mode_t);
+    va_end(ap);
+  }
+  int target = is_target_path(path);
+  if (target && (flags & O_DIRECT) && atomic_load(&shim.refuse_direct_open)) return errno = EINVAL, -1;
+  int fd = real_open(path, flags, mode);
+  if (fd >= 0 && fd < MAX_FDS) atomic_store(&target_fd[fd], target ? ((flags & O_DIRECT) ? 2 : 1) : 0);
+  return fd;
+}
+
+/* Faults common to reads and writes; returns -1 with errno set, or the (capped) count. */
+static ssize_t before_io(int fd, size_t *count) {
+  unsigned char kind = fd >= 0 && fd < MAX_FDS ? atomic_load(&target_fd[fd]) : 0;
+  if (!kind) return 0;
+  long n = atomic_fetch_add(&shim_io_calls, 1) + 1;
+  int every = atomic_load(&shim.eintr_every);
+  if (every && n % every == 0) return errno = EINTR, -1;
+  if (kind == 2) {
+    atomic_fetch_add(&shim_direct_io_calls, 1);
+    if (atomic_load(&shim.refuse_direct_io)) return errno = EINVAL, -1;
+  }
+  long cap = atomic_load(&shim.max_per_call);
+  if (cap > 0 && *count > (size_t)cap) *count = (size_t)cap;
+  return 1;
+}
+
+ssize_t pread(int fd, void *buf, size_t count, off_t offset) {
+  static ssize_t (*real_pread)(int, void *, size_t, off_t);
+  if (!real_pread) real_pread = (ssize_t(*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
+  ssize_t target = before_io(fd, &count);
+  if (target < 0) return -1;
+  if (target) {
+    pthread_mutex_lock(&gate_lock);
+    while (atomic_load(&shim.gate_closed)) pthread_cond_wait(&gate_cond, &gate_lock);
+    pthread_mutex_unlock(&gate_lock);
+    int fail_at = atomic_load(&shim.read_fail_at);
+    if (fail_at && atomic_fetch_add(&read_calls, 1) + 1 == fail_at) return errno = atomic_load(&shim.read_errno), -1;
+  }
+  return real_pread(fd, buf, count, offset);
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
+  static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
+  if (!real_pwrite) real_pwrite = (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+  ssize_t target = before_io(fd, &count);
+  if (target < 0) return -1;
+  if (target && atomic_load(&shim.write_budget) != 0) {
+    /* Take what fits of the budget; once it is spent, writes fail. */
+    long budget = atomic_load(&shim.write_budget), take;
+    do {
+      if (budget <= 0) return errno = atomic_load(&shim.write_errno), -1;
+      take = (long)count < budget ? (long)count : budget;
+    } while (!atomic_compare_exchange_weak(&shim.write_budget, &budget, budget - take == 0 ? -1 : budget - take));
+    count = (size_t)take;
+  }
+  return real_pwrite(fd, buf, count, offset);
+}

@@ -3,7 +3,6 @@
 #ifndef KVIK_TEST_H
 #define KVIK_TEST_H
 
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -100,6 +99,7 @@ static inline void test_write_file(const char *path, const void *data, size_t n)
   if (fd < 0) FAIL_AT("open(%s): %s", path, strerror(errno));
   for (size_t done = 0; done < n;) {
     ssize_t r = pwrite(fd, (const char *)data + done, n - done, (off_t)done);
+    if (r < 0 && errno == EINTR) continue;
     if (r <= 0) FAIL_AT("pwrite(%s): %s", path, strerror(errno));
     done += (size_t)r;
   }
@@ -116,6 +116,7 @@ static inline unsigned char *test_read_file(const char *path, size_t *n) {
   unsigned char *buf = malloc(*n + 1);
   for (size_t done = 0; done < *n;) {
     ssize_t r = pread(fd, buf + done, *n - done, (off_t)done);
+    if (r < 0 && errno == EINTR) continue;
     if (r <= 0) FAIL_AT("pread(%s): %s", path, strerror(errno));
     done += (size_t)r;
   }

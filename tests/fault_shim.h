@@ -1,0 +1,33 @@
+/* A test-only interposer on open/pread/pwrite, linked into a test executable so that its
+ * definitions take precedence over libc's for libkvik too. It acts only on "target" files:
+ * those whose path contains SHIM_TARGET_MARK, and O_DIRECT twins reopened from them through
+ * /proc/self/fd. Every knob is off (0) by default. */
+#ifndef KVIK_FAULT_SHIM_H
+#define KVIK_FAULT_SHIM_H
+
+#include <stdatomic.h>
+
+#define SHIM_TARGET_MARK "shim-target"
+
+typedef struct shim_config {
+  _Atomic int eintr_every;        /* every Nth IO call fails with EINTR before doing anything */
+  _Atomic long max_per_call;      /* cap on bytes per call (short reads and writes) */
+  _Atomic int refuse_direct_open; /* open(O_DIRECT) fails with EINVAL */
+  _Atomic int refuse_direct_io;   /* IO on an O_DIRECT descriptor fails with EINVAL */
+  _Atomic long write_budget;      /* >0: bytes pwrite may still write before write_errno */
+  _Atomic int write_errno;
+  _Atomic int read_fail_at;       /* >0: the Nth pread fails with read_errno */
+  _Atomic int read_errno;
+  _Atomic int gate_closed;        /* preads wait while set */
+} shim_config;
+
+extern shim_config shim;
+
+/* Counters for assertions. */
+extern _Atomic long shim_direct_io_calls;
+extern _Atomic long shim_io_calls;
+
+void shim_reset(void);
+void shim_open_gate(void);
+
+#endif
