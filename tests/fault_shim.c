@@ -18,6 +18,17 @@ _Atomic long shim_io_calls;
 
 static _Atomic unsigned char target_fd[MAX_FDS]; /* 1: target, 2: target with O_DIRECT */
 static _Atomic long read_calls;
+
+static int (*real_open)(const char *, int, ...);
+static ssize_t (*real_pread)(int, void *, size_t, off_t);
+static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+
+static void resolve_real_calls(void) {
+  real_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+  real_pread = (ssize_t(*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
+  real_pwrite = (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+}
 static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
 
@@ -48,8 +59,7 @@ static int is_target_path(const char *path) {
 }
 
 int open(const char *path, int flags, ...) {
-  static int (*real_open)(const char *, int, ...);
-  if (!real_open) real_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+  pthread_once(&resolve_once, resolve_real_calls);
   mode_t mode = 0;
   if (flags & (O_CREAT | O_TMPFILE)) {
     va_list ap;
@@ -81,8 +91,7 @@ static ssize_t before_io(int fd, size_t *count) {
 }
 
 ssize_t pread(int fd, void *buf, size_t count, off_t offset) {
-  static ssize_t (*real_pread)(int, void *, size_t, off_t);
-  if (!real_pread) real_pread = (ssize_t(*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
+  pthread_once(&resolve_once, resolve_real_calls);
   ssize_t target = before_io(fd, &count);
   if (target < 0) return -1;
   if (target) {
@@ -96,8 +105,7 @@ ssize_t pread(int fd, void *buf, size_t count, off_t offset) {
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
-  static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
-  if (!real_pwrite) real_pwrite = (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+  pthread_once(&resolve_once, resolve_real_calls);
   ssize_t target = before_io(fd, &count);
   if (target < 0) return -1;
   if (target && atomic_load(&shim.write_budget) != 0) {
