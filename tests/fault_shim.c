@@ -58,8 +58,16 @@ static int is_target_path(const char *path) {
   return sscanf(path, "/proc/self/fd/%d", &fd) == 1 && fd >= 0 && fd < MAX_FDS && atomic_load(&target_fd[fd]);
 }
 
-int open(const char *path, int flags, ...) {
+static int shim_open(const char *path, int flags, mode_t mode) {
   pthread_once(&resolve_once, resolve_real_calls);
+  int target = is_target_path(path);
+  if (target && (flags & O_DIRECT) && atomic_load(&shim.refuse_direct_open)) return errno = EINVAL, -1;
+  int fd = real_open(path, flags, mode);
+  if (fd >= 0 && fd < MAX_FDS) atomic_store(&target_fd[fd], target ? ((flags & O_DIRECT) ? 2 : 1) : 0);
+  return fd;
+}
+
+int open(const char *path, int flags, ...) {
   mode_t mode = 0;
   if (flags & (O_CREAT | O_TMPFILE)) {
     va_list ap;
@@ -67,12 +75,13 @@ int open(const char *path, int flags, ...) {
     mode = va_arg(ap, mode_t);
     va_end(ap);
   }
-  int target = is_target_path(path);
-  if (target && (flags & O_DIRECT) && atomic_load(&shim.refuse_direct_open)) return errno = EINVAL, -1;
-  int fd = real_open(path, flags, mode);
-  if (fd >= 0 && fd < MAX_FDS) atomic_store(&target_fd[fd], target ? ((flags & O_DIRECT) ? 2 : 1) : 0);
-  return fd;
+  return shim_open(path, flags, mode);
 }
+
+/* With _FORTIFY_SOURCE (the default of some distributions' compilers), open() without a mode
+ * argument compiles to this. */
+int __open_2(const char *path, int flags);
+int __open_2(const char *path, int flags) { return shim_open(path, flags, 0); }
 
 /* Faults common to reads and writes; returns -1 with errno set, or the (capped) count. */
 static ssize_t before_io(int fd, size_t *count) {
