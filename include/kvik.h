@@ -137,9 +137,10 @@ KVIK_API int kvik_setting_get(kvik_setting setting, int64_t *value);
 
 /* Change a setting for the whole process. Returns 0, or -EINVAL (message says the accepted
  * range) without changing anything. Setting KVIK_SETTING_NUM_THREADS resizes the default
- * thread pool: it waits for running tasks to finish; queued tasks run on the new threads.
- * IO already submitted keeps the task size it was split with. Thread-safe; must not be called
- * from a kvik pool thread. */
+ * thread pool: it waits for running tasks to finish; queued tasks run on the new threads. If no
+ * new thread can be started it returns that errno: the count still applies, queued tasks run on
+ * the calling thread, and the pool tries again on its next use. From a kvik pool thread it
+ * returns -EDEADLK. IO already submitted keeps the task size it was split with. Thread-safe. */
 KVIK_API int kvik_setting_set(kvik_setting setting, int64_t value);
 
 /* Like kvik_setting_set() with the value given as text, parsed as its environment variable

@@ -163,7 +163,9 @@ int64_t kvik_file_size(const kvik_file *file) {
 /* ---- IO ------------------------------------------------------------------------------- */
 
 /* The O_DIRECT twin of the descriptor, opened on first use. It is reopened through /proc so that
- * it is the same file even if the path was renamed or removed since kvik_file_open(). */
+ * it is the same file even if the path was renamed or removed since kvik_file_open(). Tasks that
+ * start together may each open one; the first to publish wins and the others close theirs, which
+ * keeps this path free of locks (and so safe across fork()). */
 static int direct_descriptor(kvik_file *file) {
   int fd = atomic_load(&file->direct_fd);
   if (fd != DIRECT_NOT_TRIED) return fd;
@@ -211,8 +213,8 @@ static int check_request(kvik_file *file, kvik__op op, const void *buf, size_t s
   if (size > (size_t)SSIZE_MAX || (uint64_t)offset + size > (uint64_t)INT64_MAX)
     return kvik__fail(-EINVAL, "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset", fn,
                       file->path, size, (long long)offset);
-  int needed = op == KVIK__READ ? O_WRONLY : O_RDONLY; /* the access mode that forbids op */
-  if (file->access == needed)
+  int forbidding_mode = op == KVIK__READ ? O_WRONLY : O_RDONLY;
+  if (file->access == forbidding_mode)
     return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", fn, file->path,
                       op == KVIK__READ ? "reading" : "writing");
   return 0;

@@ -189,11 +189,12 @@ int kvik_setting_get(kvik_setting setting, int64_t *value) {
 /* Serialises changes, so that a value and the pool size it implies always agree. */
 static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A thread count applies even when its threads cannot start now: the pool tries again on its
+ * next use, so the setting and the pool agree either way. */
 static int set_checked(kvik_setting s, int64_t value) {
   pthread_mutex_lock(&set_lock);
-  int rc = 0;
-  if (s == KVIK_SETTING_NUM_THREADS) rc = kvik__pool_resize((unsigned)value);
-  if (rc == 0) {
+  int rc = s == KVIK_SETTING_NUM_THREADS ? kvik__pool_resize((unsigned)value) : 0;
+  if (rc != -EDEADLK) {
     atomic_store(&values[s], value);
     atomic_store(&sources[s], KVIK_SOURCE_API);
   }
