@@ -203,10 +203,9 @@ static void run_io_task(kvik__task *base) {
   kvik__future_task_done(task->future, done, rc);
 }
 
-static const char *fn_name(kvik__op op) { return op == KVIK__READ ? "kvik_file_pread" : "kvik_file_pwrite"; }
-
-static int check_request(kvik_file *file, kvik__op op, const void *buf, size_t size, int64_t offset) {
-  const char *fn = fn_name(op);
+/* `fn` is the public function called, for messages. */
+static int check_request(const char *fn, kvik_file *file, kvik__op op, const void *buf, size_t size,
+                         int64_t offset) {
   if (!file) return kvik__fail(-EINVAL, "%s: NULL handle", fn);
   if (!buf && size > 0) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", fn, file->path, size);
   if (offset < 0) return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset %lld", fn, file->path, (long long)offset);
@@ -223,13 +222,13 @@ static int check_request(kvik_file *file, kvik__op op, const void *buf, size_t s
 /* Split a request into tasks and start it. Requests below the GDS threshold, of one task when the
  * caller is going to wait anyway (`blocking`), or of no bytes, run on this thread: a round trip
  * through the pool would cost more than it saves. */
-static int start_request(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset, size_t task_size,
-                         int blocking, kvik_future **out) {
-  int rc = check_request(file, op, buf, size, offset);
-  if (rc == 0 && !out) rc = kvik__fail(-EINVAL, "%s(\"%s\"): NULL future", fn_name(op), file->path);
+static int start_request(const char *fn, kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset,
+                         size_t task_size, int blocking, kvik_future **out) {
+  int rc = check_request(fn, file, op, buf, size, offset);
+  if (rc == 0 && !out) rc = kvik__fail(-EINVAL, "%s(\"%s\"): NULL future", fn, file->path);
   if (rc == 0) rc = kvik__init();
   if (rc < 0) return rc;
-  if (kvik__owner_acquire(&file->owner) < 0) return closed_error(file, fn_name(op));
+  if (kvik__owner_acquire(&file->owner) < 0) return closed_error(file, fn);
   if (file->append && op == KVIK__WRITE) offset = atomic_fetch_add(&file->append_end, (int64_t)size);
   if (task_size == 0) task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
   size_t ntasks = size / task_size + (size % task_size != 0);
@@ -238,7 +237,7 @@ static int start_request(kvik_file *file, kvik__op op, char *buf, size_t size, i
   kvik_future *future = kvik__future_new(&file->owner, ntasks, size, inline_run ? 0 : ntasks * sizeof(io_task));
   if (!future) {
     kvik__owner_release(&file->owner);
-    return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory for %zu tasks", fn_name(op), file->path, ntasks);
+    return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory for %zu tasks", fn, file->path, ntasks);
   }
   if (inline_run) {
     size_t done = 0;
@@ -266,19 +265,19 @@ static int start_request(kvik_file *file, kvik__op op, char *buf, size_t size, i
 int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset, size_t task_size,
                     kvik_future **future) {
   if (future) *future = NULL;
-  return start_request(file, KVIK__READ, buf, size, file_offset, task_size, 0, future);
+  return start_request("kvik_file_pread", file, KVIK__READ, buf, size, file_offset, task_size, 0, future);
 }
 
 int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file_offset, size_t task_size,
                      kvik_future **future) {
   if (future) *future = NULL;
   /* The buffer is only read from; the cast lets reads and writes share one task type. */
-  return start_request(file, KVIK__WRITE, (char *)buf, size, file_offset, task_size, 0, future);
+  return start_request("kvik_file_pwrite", file, KVIK__WRITE, (char *)buf, size, file_offset, task_size, 0, future);
 }
 
-static ssize_t run_blocking(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset) {
+static ssize_t run_blocking(const char *fn, kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset) {
   kvik_future *future = NULL;
-  int rc = start_request(file, op, buf, size, offset, 0, 1, &future);
+  int rc = start_request(fn, file, op, buf, size, offset, 0, 1, &future);
   if (rc < 0) return rc;
   ssize_t result = kvik_future_wait(future);
   kvik_future_free(future);
@@ -286,9 +285,9 @@ static ssize_t run_blocking(kvik_file *file, kvik__op op, char *buf, size_t size
 }
 
 ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset) {
-  return run_blocking(file, KVIK__READ, buf, size, file_offset);
+  return run_blocking("kvik_file_read", file, KVIK__READ, buf, size, file_offset);
 }
 
 ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t file_offset) {
-  return run_blocking(file, KVIK__WRITE, (char *)buf, size, file_offset);
+  return run_blocking("kvik_file_write", file, KVIK__WRITE, (char *)buf, size, file_offset);
 }

@@ -121,9 +121,11 @@ static void test_use_after_close(void) {
   ASSERT_EQ(kvik_file_closed(f), 1);
   char buf[16] = {0};
   kvik_future *fut = (kvik_future *)0x1;
-  ASSERT_FAILS(kvik_file_read(f, buf, 16, 0), -EBADF, "closed");
-  ASSERT_FAILS(kvik_file_write(f, buf, 16, 0), -EBADF, "closed");
-  ASSERT_FAILS(kvik_file_pread(f, buf, 16, 0, 0, &fut), -EBADF, "closed");
+  ASSERT_FAILS(kvik_file_read(f, buf, 16, 0), -EBADF, "kvik_file_read(");
+  ASSERT(strstr(kvik_last_error(), "closed"));
+  ASSERT_FAILS(kvik_file_write(f, buf, 16, 0), -EBADF, "kvik_file_write(");
+  ASSERT_FAILS(kvik_file_pread(f, buf, 16, 0, 0, &fut), -EBADF, "kvik_file_pread(");
+  ASSERT(strstr(kvik_last_error(), "closed"));
   ASSERT(fut == NULL);
   ASSERT_FAILS(kvik_file_pwrite(f, buf, 16, 0, 0, &fut), -EBADF, "closed");
   ASSERT_FAILS(kvik_file_fd(f), -EBADF, "closed");
