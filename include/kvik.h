@@ -63,7 +63,9 @@ KVIK_API const char *kvik_version_string(void);
 #define KVIK_ERROR_MAP(X)                                                                      \
   X(KVIK_ECONFIG, KVIK_ERRNO_BASE - 1, "invalid setting or environment variable value")       \
   X(KVIK_ECANCELED_BY_FORK, KVIK_ERRNO_BASE - 2, "IO was in flight in the parent at fork()")   \
-  X(KVIK_EINTERNAL, KVIK_ERRNO_BASE - 3, "internal error in kvik")
+  X(KVIK_EINTERNAL, KVIK_ERRNO_BASE - 3, "internal error in kvik")                             \
+  X(KVIK_ECUDA_UNAVAILABLE, KVIK_ERRNO_BASE - 4, "CUDA driver or device not available")          \
+  X(KVIK_ECUDA, KVIK_ERRNO_BASE - 5, "CUDA driver call failed")
 
 enum kvik_error {
 #define KVIK_ERROR_ENUM_(name, value, text) name = (value),
@@ -272,6 +274,155 @@ KVIK_API int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t fi
 /* Start a write like kvik_file_write() without waiting; see kvik_file_pread(). Thread-safe. */
 KVIK_API int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file_offset,
                               size_t task_size, kvik_future **future);
+
+/* ------------------------------------------------------------------------------------------ */
+/* GPU memory                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Every read and write above (and of kvik_mmap below) accepts host or GPU memory: the kind of
+ * `buf` is found per call from the pointer itself, an address inside an allocation included.
+ * Device and managed memory go through pinned bounce buffers: each task reads a chunk of the
+ * file into one buffer while the previous chunk is copied to the device from another, on a
+ * stream of its own, so storage and PCIe work at the same time. Pinned host memory (from
+ * cuMemHostAlloc/cudaHostAlloc or kvik_memory_register) and pageable host memory are read and
+ * written directly.
+ *
+ * The CUDA driver (libcuda.so.1) is loaded on the first call that needs it, never at build or
+ * load time. Without a driver or a device, host IO works as before and whatever needs the
+ * driver fails with KVIK_ECUDA_UNAVAILABLE and a message saying what is missing. A child
+ * process of a parent that used CUDA cannot use CUDA (a rule of the driver): there, buffers are
+ * taken to be host memory.
+ *
+ * Copies run in the context of the buffer's allocation; for memory without one (stream-ordered
+ * pools) in the calling thread's current context, else the primary context of the buffer's
+ * device. Device memory must be ready when the call starts: work on other streams that writes
+ * it must have completed.
+ *
+ * Memory bound: a running task holds two pinned buffers of min(KVIK_SETTING_BOUNCE_BUFFER_SIZE,
+ * task size / 4, at least 256 KiB) bytes; at most KVIK_PINNED_CACHE_BYTES of idle pinned
+ * buffers are kept for reuse and the rest are freed.
+ */
+#define KVIK_PINNED_CACHE_BYTES ((size_t)256 << 20)
+
+/* What kind of memory a pointer refers to. */
+typedef enum kvik_memory_kind {
+  KVIK_MEMORY_HOST = 0,   /* pageable host memory, or any pointer CUDA does not know */
+  KVIK_MEMORY_PINNED = 1, /* page-locked host memory: cuMemHostAlloc or registered */
+  KVIK_MEMORY_DEVICE = 2, /* device memory: cuMemAlloc, cudaMallocAsync pools, CuPy, PyTorch */
+  KVIK_MEMORY_MANAGED = 3 /* managed (unified) memory */
+} kvik_memory_kind;
+
+/* The kind of memory at `ptr`: a kvik_memory_kind, or KVIK_ECUDA if the driver fails to say.
+ * Without a CUDA driver every pointer is KVIK_MEMORY_HOST. Thread-safe. */
+KVIK_API int kvik_memory_kind_of(const void *ptr);
+
+/* Page-lock host memory [buf, buf + size) for every CUDA context, so that device transfers
+ * from and to it skip the bounce buffers (cuMemHostRegister). Pair with kvik_memory_deregister().
+ * Returns 0; -EINVAL (NULL or size 0); KVIK_ECUDA_UNAVAILABLE; KVIK_ECUDA (for instance when
+ * the range is already registered). Thread-safe. */
+KVIK_API int kvik_memory_register(void *buf, size_t size);
+
+/* Undo kvik_memory_register(buf, ...). Returns 0, -EINVAL, KVIK_ECUDA_UNAVAILABLE or KVIK_ECUDA
+ * (not registered). Thread-safe. */
+KVIK_API int kvik_memory_deregister(void *buf);
+
+/* The CUDA driver's version (e.g. 13000 for 13.0), or KVIK_ECUDA_UNAVAILABLE with a message
+ * saying why (no libcuda.so.1, no device, ...). Loads the driver. Thread-safe. */
+KVIK_API int kvik_cuda_driver_version(void);
+
+/* The number of CUDA devices, or KVIK_ECUDA_UNAVAILABLE. Thread-safe. */
+KVIK_API int kvik_cuda_device_count(void);
+
+/* Write the name of CUDA device `ordinal` into `name` (terminated when len > 0). Returns 0,
+ * -EINVAL (bad ordinal), KVIK_ECUDA_UNAVAILABLE or KVIK_ECUDA. Thread-safe. */
+KVIK_API int kvik_cuda_device_name(int ordinal, char *name, size_t len);
+
+/*
+ * Read the whole file into new device memory of CUDA device `device` (in its primary context):
+ * allocates as many bytes as the file has, reads them in parallel and stores the allocation in
+ * *devptr (NULL for an empty file). Returns the number of bytes, or a negative code (then nothing
+ * stays allocated). Free the memory with kvik_device_free(). Thread-safe.
+ */
+KVIK_API ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr);
+
+/* Free device memory from kvik_file_read_to_device(). NULL is ignored (returns 0). Returns 0 or
+ * KVIK_ECUDA. Thread-safe. */
+KVIK_API int kvik_device_free(void *devptr);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Stream-ordered IO                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Read `size` bytes at `file_offset` into `buf` (host or device memory) in the order of CUDA
+ * stream `stream` (a CUstream or cudaStream_t; NULL is the default stream): the read starts when
+ * the work queued on the stream before it is done, and work queued after it starts only when the
+ * read is done. The call itself does not wait for either: it queues the request and returns at
+ * once, storing a future in *future.
+ *
+ * The future completes before the stream moves past the read: once the stream is synchronised,
+ * kvik_future_done() is 1 and kvik_future_wait() returns the byte count (less than `size` only
+ * at end of file) at once. A failed read completes the future with its error; the stream still
+ * moves on, so check the future before using the data.
+ *
+ * The file and the buffer must stay valid until the future is done. Freeing the future before
+ * the stream reached the read waits for the stream. Returns 0, or a negative code (then nothing
+ * was queued): the errors of kvik_file_pread(), KVIK_ECUDA_UNAVAILABLE, KVIK_ECUDA.
+ * Thread-safe.
+ */
+KVIK_API int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset, void *stream,
+                                  kvik_future **future);
+
+/* Write like kvik_file_write() in the order of `stream`; see kvik_file_read_async(). The
+ * future's result is `size` or the write's error. Thread-safe. */
+KVIK_API int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t file_offset,
+                                   void *stream, kvik_future **future);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Mapped files                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A read-only memory mapping of a file (mmap(2), MAP_SHARED), read into host or device memory
+ * by copying from the mapping: the KvikIO MmapHandle. Useful when the same file is read many
+ * times in small pieces, as the page cache then serves it without a system call per read.
+ *
+ * kvik_mmap_open() maps `map_size` bytes from `map_offset` (map_size 0: up to the end of the
+ * file). `flags` must be "r". Errors: -EINVAL (NULL argument, flags other than "r", a range
+ * outside the file), any errno of open(2) or mmap(2). An empty file opens with nothing mapped.
+ * The file must not shrink while mapped: touching a page past its new end raises SIGBUS, a
+ * rule of mmap. Thread-safe.
+ */
+typedef struct kvik_mmap kvik_mmap;
+
+KVIK_API int kvik_mmap_open(const char *path, const char *flags, size_t map_size, int64_t map_offset,
+                            kvik_mmap **map);
+
+/* Unmap and close, first waiting for reads in flight. The handle stays valid until
+ * kvik_mmap_free(). Returns 0, or -EBADF if already closed. Thread-safe. */
+KVIK_API int kvik_mmap_close(kvik_mmap *map);
+
+/* Close if open, then free. NULL is ignored. No other thread may use the handle during or after
+ * this call. */
+KVIK_API void kvik_mmap_free(kvik_mmap *map);
+
+/* 1 if closed, else 0. Thread-safe. */
+KVIK_API int kvik_mmap_closed(const kvik_mmap *map);
+
+/* The file's size when it was opened, and the mapped range. Thread-safe. */
+KVIK_API int64_t kvik_mmap_file_size(const kvik_mmap *map);
+KVIK_API size_t kvik_mmap_map_size(const kvik_mmap *map);
+KVIK_API int64_t kvik_mmap_map_offset(const kvik_mmap *map);
+
+/* Copy `size` bytes at file offset `offset` into `buf`, in parallel like kvik_file_read().
+ * The range must lie inside the mapped range, else -EINVAL. Returns `size` or a negative code.
+ * Thread-safe. */
+KVIK_API ssize_t kvik_mmap_read(kvik_mmap *map, void *buf, size_t size, int64_t offset);
+
+/* Start kvik_mmap_read() without waiting; see kvik_file_pread(). Thread-safe. */
+KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t offset, size_t task_size,
+                             kvik_future **future);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Page cache                                                                                   */

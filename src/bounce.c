@@ -1,4 +1,4 @@
-/* A cache of aligned host buffers. */
+/* Caches of bounce buffers, one per kind of memory. */
 #define _GNU_SOURCE
 #include "bounce.h"
 
@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "cuda.h"
 #include "error.h"
 
 #define BOUNCE_ALIGNMENT 4096
@@ -16,45 +17,109 @@ typedef struct idle_buffer {
   size_t size;
 } idle_buffer;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static idle_buffer *idle;  /* guarded by lock */
-static size_t idle_bytes;  /* guarded by lock */
+typedef struct buffer_cache {
+  pthread_mutex_t lock;
+  idle_buffer *idle; /* guarded by lock */
+  size_t idle_bytes; /* guarded by lock */
+  size_t max_idle_bytes;
+  void *(*allocate)(const char *fn, size_t size);
+  void (*release)(void *buf);
+} buffer_cache;
 
-void *kvik__bounce_get(size_t size) {
-  pthread_mutex_lock(&lock);
-  idle_buffer **link = &idle;
+static void *take_idle(buffer_cache *cache, size_t size) {
+  pthread_mutex_lock(&cache->lock);
+  idle_buffer **link = &cache->idle;
   while (*link && (*link)->size != size) link = &(*link)->next;
   idle_buffer *found = *link;
   if (found) {
     *link = found->next;
-    idle_bytes -= size;
+    cache->idle_bytes -= size;
   }
-  pthread_mutex_unlock(&lock);
-  if (found) return found;
+  pthread_mutex_unlock(&cache->lock);
+  return found;
+}
+
+static void *cache_get(buffer_cache *cache, const char *fn, size_t size) {
+  void *buf = take_idle(cache, size);
+  return buf ? buf : cache->allocate(fn, size);
+}
+
+static void cache_put(buffer_cache *cache, void *buf, size_t size) {
+  if (!buf) return;
+  pthread_mutex_lock(&cache->lock);
+  int keep = cache->idle_bytes + size <= cache->max_idle_bytes;
+  if (keep) {
+    idle_buffer *b = buf;
+    b->next = cache->idle;
+    b->size = size;
+    cache->idle = b;
+    cache->idle_bytes += size;
+  }
+  pthread_mutex_unlock(&cache->lock);
+  if (!keep) cache->release(buf);
+}
+
+/* ---- aligned pageable memory ------------------------------------------------------------ */
+
+static void *allocate_aligned(const char *fn, size_t size) {
   void *buf = NULL;
   int err = posix_memalign(&buf, BOUNCE_ALIGNMENT, size);
   if (err) {
-    kvik__fail_errno(err, "bounce buffer of %zu bytes", size);
+    kvik__fail_errno(err, "%s: bounce buffer of %zu bytes", fn, size);
     return NULL;
   }
   return buf;
 }
 
-void kvik__bounce_put(void *buf, size_t size) {
-  if (!buf) return;
-  pthread_mutex_lock(&lock);
-  int keep = idle_bytes + size <= KVIK__BOUNCE_CACHE_BYTES;
-  if (keep) {
-    idle_buffer *b = buf;
-    b->next = idle;
-    b->size = size;
-    idle = b;
-    idle_bytes += size;
+static buffer_cache aligned = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, KVIK__BOUNCE_CACHE_BYTES, allocate_aligned, free};
+
+void *kvik__bounce_get(size_t size) { return cache_get(&aligned, "O_DIRECT", size); }
+
+void kvik__bounce_put(void *buf, size_t size) { cache_put(&aligned, buf, size); }
+
+/* ---- pinned memory ---------------------------------------------------------------------- */
+
+/* Portable: the buffer serves copies in every context, whichever was current here. */
+static void *allocate_pinned(const char *fn, size_t size) {
+  const kvik__cuda_api *cu = kvik__cuda(fn);
+  if (!cu) return NULL;
+  void *buf = NULL;
+  CUresult result = cu->cuMemHostAlloc(&buf, size, CU_MEMHOSTALLOC_PORTABLE);
+  if (result != CUDA_SUCCESS) {
+    kvik__cuda_check(result, fn, "cuMemHostAlloc");
+    return NULL;
   }
-  pthread_mutex_unlock(&lock);
-  if (!keep) free(buf);
+  return buf;
 }
 
-void kvik__bounce_atfork_prepare(void) { pthread_mutex_lock(&lock); }
-void kvik__bounce_atfork_parent(void) { pthread_mutex_unlock(&lock); }
-void kvik__bounce_atfork_child(void) { pthread_mutex_init(&lock, NULL); }
+static void release_pinned(void *buf) {
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  if (cu) cu->cuMemFreeHost(buf);
+}
+
+static buffer_cache pinned = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, KVIK_PINNED_CACHE_BYTES, allocate_pinned,
+                              release_pinned};
+
+void *kvik__pinned_get(const char *fn, size_t size) { return cache_get(&pinned, fn, size); }
+
+void kvik__pinned_put(void *buf, size_t size) { cache_put(&pinned, buf, size); }
+
+/* ---- fork ------------------------------------------------------------------------------- */
+
+void kvik__bounce_atfork_prepare(void) {
+  pthread_mutex_lock(&aligned.lock);
+  pthread_mutex_lock(&pinned.lock);
+}
+
+void kvik__bounce_atfork_parent(void) {
+  pthread_mutex_unlock(&pinned.lock);
+  pthread_mutex_unlock(&aligned.lock);
+}
+
+/* Pinned memory belongs to the parent's CUDA state, which the child cannot use: forget it. */
+void kvik__bounce_atfork_child(void) {
+  pthread_mutex_init(&aligned.lock, NULL);
+  pthread_mutex_init(&pinned.lock, NULL);
+  pinned.idle = NULL;
+  pinned.idle_bytes = 0;
+}

@@ -1,6 +1,10 @@
-/* Bounce buffers: page-aligned host memory for O_DIRECT transfers whose user buffer is not
- * aligned. Buffers are reused across calls; at most KVIK__BOUNCE_CACHE_BYTES of idle buffers
- * are kept, the rest are freed when returned. */
+/* Bounce buffers: page-aligned host memory that IO goes through when the user's buffer cannot
+ * take it directly. Two kinds, each with a cache of idle buffers reused across calls:
+ *  - aligned pageable memory, for O_DIRECT transfers whose user buffer is not aligned; at most
+ *    KVIK__BOUNCE_CACHE_BYTES idle;
+ *  - pinned (page-locked, CUDA-registered for every context) memory, for copies to and from the
+ *    device; at most KVIK_PINNED_CACHE_BYTES idle.
+ * Buffers returned beyond the bound are freed. */
 #ifndef KVIK_SRC_BOUNCE_H
 #define KVIK_SRC_BOUNCE_H
 
@@ -8,11 +12,19 @@
 
 #define KVIK__BOUNCE_CACHE_BYTES ((size_t)64 << 20)
 
-/* A buffer of `size` bytes (a multiple of the page size), or NULL with a detail message. */
+/* An aligned host buffer of `size` bytes (a multiple of the page size), or NULL with a detail
+ * message. */
 void *kvik__bounce_get(size_t size);
 
 /* Give back a buffer from kvik__bounce_get(size). */
 void kvik__bounce_put(void *buf, size_t size);
+
+/* A pinned buffer of `size` bytes (a multiple of the page size), or NULL with a detail message
+ * naming `fn`. A CUDA context must be current on the calling thread. */
+void *kvik__pinned_get(const char *fn, size_t size);
+
+/* Give back a buffer from kvik__pinned_get(size). A CUDA context must be current. */
+void kvik__pinned_put(void *buf, size_t size);
 
 void kvik__bounce_atfork_prepare(void);
 void kvik__bounce_atfork_parent(void);

@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "device_io.h"
 #include "error.h"
-#include "future.h"
 #include "init.h"
-#include "pool.h"
 #include "posix_io.h"
+#include "request.h"
 #include "settings.h"
 
 /* States of kvik_file.direct_fd besides an open descriptor. */
@@ -22,7 +22,7 @@
 #define DIRECT_UNAVAILABLE (-1)
 
 struct kvik_file {
-  kvik__owner owner; /* in-flight requests; close waits for them */
+  kvik__source source; /* requests run against it; close waits for them */
   int fd;
   _Atomic int direct_fd;      /* opened on first direct use; see direct_descriptor() */
   _Atomic int direct_refused; /* the file system refused O_DIRECT IO on it */
@@ -32,15 +32,7 @@ struct kvik_file {
   char path[];
 };
 
-typedef struct io_task {
-  kvik__task base; /* first: the pool hands back a kvik__task pointer */
-  kvik_future *future;
-  kvik_file *file;
-  kvik__op op;
-  char *buf;
-  size_t size;
-  int64_t offset;
-} io_task;
+static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_t offset, size_t *done);
 
 /* ---- open and close ------------------------------------------------------------------- */
 
@@ -114,13 +106,14 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   f->access = fs->flags & O_ACCMODE;
   f->append = fs->append;
   atomic_init(&f->append_end, size);
+  f->source = (kvik__source){{0, 0}, file_transfer, f, f->append ? &f->append_end : NULL, f->path};
   *file = f;
   return 0;
 }
 
 int kvik_file_close(kvik_file *file) {
   if (!file) return kvik__fail(-EINVAL, "kvik_file_close: NULL handle");
-  if (kvik__owner_close(&file->owner) < 0)
+  if (kvik__owner_close(&file->source.owner) < 0)
     return kvik__fail(-EBADF, "kvik_file_close(\"%s\"): already closed", file->path);
   int rc = 0;
   int direct = atomic_load(&file->direct_fd);
@@ -131,11 +124,11 @@ int kvik_file_close(kvik_file *file) {
 
 void kvik_file_free(kvik_file *file) {
   if (!file) return;
-  if (!kvik__owner_is_closed(&file->owner)) kvik_file_close(file);
+  if (!kvik__owner_is_closed(&file->source.owner)) kvik_file_close(file);
   free(file);
 }
 
-int kvik_file_closed(const kvik_file *file) { return file ? kvik__owner_is_closed(&file->owner) : 1; }
+int kvik_file_closed(const kvik_file *file) { return file ? kvik__owner_is_closed(&file->source.owner) : 1; }
 
 static int closed_error(const kvik_file *file, const char *fn) {
   if (!file) return kvik__fail(-EINVAL, "%s: NULL handle", fn);
@@ -143,19 +136,19 @@ static int closed_error(const kvik_file *file, const char *fn) {
 }
 
 int kvik_file_fd(const kvik_file *file) {
-  if (!file || kvik__owner_is_closed(&file->owner)) return closed_error(file, "kvik_file_fd");
+  if (!file || kvik__owner_is_closed(&file->source.owner)) return closed_error(file, "kvik_file_fd");
   return file->fd;
 }
 
 int kvik_file_open_flags(const kvik_file *file) {
-  if (!file || kvik__owner_is_closed(&file->owner)) return closed_error(file, "kvik_file_open_flags");
+  if (!file || kvik__owner_is_closed(&file->source.owner)) return closed_error(file, "kvik_file_open_flags");
   int flags = fcntl(file->fd, F_GETFL);
   if (flags < 0) return kvik__fail_errno(errno, "kvik_file_open_flags(\"%s\")", file->path);
   return file->append ? flags | O_APPEND : flags;
 }
 
 int64_t kvik_file_size(const kvik_file *file) {
-  if (!file || kvik__owner_is_closed(&file->owner)) return closed_error(file, "kvik_file_size");
+  if (!file || kvik__owner_is_closed(&file->source.owner)) return closed_error(file, "kvik_file_size");
   int64_t size = size_of_fd(file->fd);
   return size < 0 ? kvik__fail_errno((int)-size, "kvik_file_size(\"%s\")", file->path) : size;
 }
@@ -186,7 +179,8 @@ static int direct_for(kvik_file *file, kvik__op op) {
   return direct_descriptor(file);
 }
 
-static int transfer(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset, size_t *done) {
+static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_t offset, size_t *done) {
+  kvik_file *file = self;
   kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
   int refused = 0;
   int rc = kvik__posix_io(op, &target, buf, size, offset, done, &refused);
@@ -196,22 +190,9 @@ static int transfer(kvik_file *file, kvik__op op, char *buf, size_t size, int64_
   return rc;
 }
 
-static void run_io_task(kvik__task *base) {
-  io_task *task = (io_task *)base;
-  size_t done = 0;
-  int rc = transfer(task->file, task->op, task->buf, task->size, task->offset, &done);
-  kvik__future_task_done(task->future, done, rc);
-}
-
-/* `fn` is the public function called, for messages. */
-static int check_request(const char *fn, kvik_file *file, kvik__op op, const void *buf, size_t size,
-                         int64_t offset) {
+/* The checks only a file needs; kvik__request checks the rest. `fn` is the public function. */
+static int check_access(const char *fn, kvik_file *file, kvik__op op) {
   if (!file) return kvik__fail(-EINVAL, "%s: NULL handle", fn);
-  if (!buf && size > 0) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", fn, file->path, size);
-  if (offset < 0) return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset %lld", fn, file->path, (long long)offset);
-  if (size > (size_t)SSIZE_MAX || (uint64_t)offset + size > (uint64_t)INT64_MAX)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset", fn,
-                      file->path, size, (long long)offset);
   int forbidding_mode = op == KVIK__READ ? O_WRONLY : O_RDONLY;
   if (file->access == forbidding_mode)
     return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", fn, file->path,
@@ -219,75 +200,79 @@ static int check_request(const char *fn, kvik_file *file, kvik__op op, const voi
   return 0;
 }
 
-/* Split a request into tasks and start it. Requests below the GDS threshold, of one task when the
- * caller is going to wait anyway (`blocking`), or of no bytes, run on this thread: a round trip
- * through the pool would cost more than it saves. */
-static int start_request(const char *fn, kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset,
-                         size_t task_size, int blocking, kvik_future **out) {
-  int rc = check_request(fn, file, op, buf, size, offset);
-  if (rc == 0 && !out) rc = kvik__fail(-EINVAL, "%s(\"%s\"): NULL future", fn, file->path);
-  if (rc == 0) rc = kvik__init();
-  if (rc < 0) return rc;
-  if (kvik__owner_acquire(&file->owner) < 0) return closed_error(file, fn);
-  if (file->append && op == KVIK__WRITE) offset = atomic_fetch_add(&file->append_end, (int64_t)size);
-  if (task_size == 0) task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
-  size_t ntasks = size / task_size + (size % task_size != 0);
-  int inline_run = size == 0 || (ntasks == 1 && blocking) || size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
-  if (inline_run) ntasks = 1;
-  kvik_future *future = kvik__future_new(&file->owner, ntasks, size, inline_run ? 0 : ntasks * sizeof(io_task));
-  if (!future) {
-    kvik__owner_release(&file->owner);
-    return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory for %zu tasks", fn, file->path, ntasks);
-  }
-  if (inline_run) {
-    size_t done = 0;
-    rc = transfer(file, op, buf, size, offset, &done);
-    kvik__future_task_done(future, done, rc);
-    *out = future;
-    return 0;
-  }
-  io_task *tasks = kvik__future_extra(future);
-  for (size_t i = 0; i < ntasks; i++) {
-    size_t start = i * task_size;
-    tasks[i] = (io_task){{i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, future, file, op, buf + start,
-                         size - start < task_size ? size - start : task_size, offset + (int64_t)start};
-  }
-  rc = kvik__pool_submit(&tasks[0].base, &tasks[ntasks - 1].base);
-  if (rc < 0) {
-    for (size_t i = 0; i < ntasks; i++) kvik__future_task_done(future, 0, rc);
-    kvik_future_free(future);
-    return rc;
-  }
-  *out = future;
-  return 0;
+/* The buffer of a write is only read from; the cast lets reads and writes share one request. */
+static kvik__request request(const char *fn, kvik_file *file, kvik__op op, const void *buf, size_t size,
+                             int64_t offset, size_t task_size) {
+  return (kvik__request){fn, &file->source, op, (char *)buf, size, offset, task_size};
 }
 
 int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset, size_t task_size,
                     kvik_future **future) {
+  static const char fn[] = "kvik_file_pread";
   if (future) *future = NULL;
-  return start_request("kvik_file_pread", file, KVIK__READ, buf, size, file_offset, task_size, 0, future);
+  int rc = check_access(fn, file, KVIK__READ);
+  kvik__request req = request(fn, file, KVIK__READ, buf, size, file_offset, task_size);
+  return rc < 0 ? rc : kvik__request_start(&req, 0, future);
 }
 
 int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file_offset, size_t task_size,
                      kvik_future **future) {
+  static const char fn[] = "kvik_file_pwrite";
   if (future) *future = NULL;
-  /* The buffer is only read from; the cast lets reads and writes share one task type. */
-  return start_request("kvik_file_pwrite", file, KVIK__WRITE, (char *)buf, size, file_offset, task_size, 0, future);
-}
-
-static ssize_t run_blocking(const char *fn, kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset) {
-  kvik_future *future = NULL;
-  int rc = start_request(fn, file, op, buf, size, offset, 0, 1, &future);
-  if (rc < 0) return rc;
-  ssize_t result = kvik_future_wait(future);
-  kvik_future_free(future);
-  return result;
+  int rc = check_access(fn, file, KVIK__WRITE);
+  kvik__request req = request(fn, file, KVIK__WRITE, buf, size, file_offset, task_size);
+  return rc < 0 ? rc : kvik__request_start(&req, 0, future);
 }
 
 ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset) {
-  return run_blocking("kvik_file_read", file, KVIK__READ, buf, size, file_offset);
+  static const char fn[] = "kvik_file_read";
+  int rc = check_access(fn, file, KVIK__READ);
+  kvik__request req = request(fn, file, KVIK__READ, buf, size, file_offset, 0);
+  return rc < 0 ? rc : kvik__request_run(&req);
 }
 
 ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t file_offset) {
-  return run_blocking("kvik_file_write", file, KVIK__WRITE, (char *)buf, size, file_offset);
+  static const char fn[] = "kvik_file_write";
+  int rc = check_access(fn, file, KVIK__WRITE);
+  kvik__request req = request(fn, file, KVIK__WRITE, buf, size, file_offset, 0);
+  return rc < 0 ? rc : kvik__request_run(&req);
+}
+
+int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset, void *stream,
+                         kvik_future **future) {
+  static const char fn[] = "kvik_file_read_async";
+  if (future) *future = NULL;
+  int rc = check_access(fn, file, KVIK__READ);
+  kvik__request req = request(fn, file, KVIK__READ, buf, size, file_offset, 0);
+  return rc < 0 ? rc : kvik__request_start_on_stream(&req, stream, future);
+}
+
+int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t file_offset, void *stream,
+                          kvik_future **future) {
+  static const char fn[] = "kvik_file_write_async";
+  if (future) *future = NULL;
+  int rc = check_access(fn, file, KVIK__WRITE);
+  kvik__request req = request(fn, file, KVIK__WRITE, buf, size, file_offset, 0);
+  return rc < 0 ? rc : kvik__request_start_on_stream(&req, stream, future);
+}
+
+ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr) {
+  static const char fn[] = "kvik_file_read_to_device";
+  if (devptr) *devptr = NULL;
+  if (!devptr) return kvik__fail(-EINVAL, "%s: NULL output pointer", fn);
+  int rc = check_access(fn, file, KVIK__READ);
+  if (rc < 0) return rc;
+  int64_t size = kvik_file_size(file);
+  if (size <= 0) return size;
+  void *dev = NULL;
+  rc = kvik__device_alloc(fn, device, (size_t)size, &dev);
+  if (rc < 0) return rc;
+  kvik__request req = request(fn, file, KVIK__READ, dev, (size_t)size, 0, 0);
+  ssize_t got = kvik__request_run(&req);
+  if (got < 0) {
+    kvik_device_free(dev);
+    return got;
+  }
+  *devptr = dev;
+  return got;
 }

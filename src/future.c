@@ -13,12 +13,14 @@
 #include "error.h"
 
 struct kvik_future {
+  size_t tasks;
   _Atomic size_t tasks_left;
   _Atomic size_t bytes_done;
   size_t requested;
   kvik__owner *owner;
   /* Guarded by completion_lock. */
   int done;
+  unsigned holds; /* users besides the owner; see kvik__future_hold */
   int first_error;
   ssize_t result;
   struct kvik_future *prev, *next; /* the in-flight list, for fork() */
@@ -87,6 +89,7 @@ int kvik__owner_is_closed(const kvik__owner *owner) {
 kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requested, size_t extra) {
   kvik_future *future = calloc(1, sizeof *future + extra);
   if (!future) return NULL;
+  future->tasks = ntasks;
   atomic_init(&future->tasks_left, ntasks);
   atomic_init(&future->bytes_done, 0);
   future->requested = requested;
@@ -100,6 +103,21 @@ kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requeste
 }
 
 void *kvik__future_extra(kvik_future *future) { return future->extra; }
+
+size_t kvik__future_tasks(const kvik_future *future) { return future->tasks; }
+
+void kvik__future_hold(kvik_future *future) {
+  lock();
+  future->holds++;
+  unlock();
+}
+
+void kvik__future_await_release(kvik_future *future) {
+  lock();
+  while (!future->done) pthread_cond_wait(&completion_cond, &completion_lock);
+  if (--future->holds == 0) pthread_cond_broadcast(&completion_cond);
+  unlock();
+}
 
 /* Called with the lock held. */
 static void complete_locked(kvik_future *future, ssize_t result) {
@@ -195,7 +213,7 @@ size_t kvik_future_bytes_done(kvik_future *future) {
 void kvik_future_free(kvik_future *future) {
   if (!future) return;
   lock();
-  while (!future->done) pthread_cond_wait(&completion_cond, &completion_lock);
+  while (!future->done || future->holds) pthread_cond_wait(&completion_cond, &completion_lock);
   unlock();
   free(future);
 }
@@ -214,6 +232,7 @@ void kvik__future_atfork_child(void) {
   while (in_flight) {
     kvik_future *future = in_flight;
     future->first_error = KVIK_ECANCELED_BY_FORK;
+    future->holds = 0; /* a stream callback holding it does not run in the child either */
     snprintf(future->message, sizeof future->message,
              "IO request of %zu bytes was in flight in the parent process at fork(); "
              "it does not run in the child",

@@ -37,6 +37,17 @@ kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requeste
 
 void *kvik__future_extra(kvik_future *future);
 
+/* The number of tasks the future was created with. */
+size_t kvik__future_tasks(const kvik_future *future);
+
+/* Declare one more user of the future besides its owner, such as the stream callback that
+ * waits for it: kvik_future_free() then also waits until that user called
+ * kvik__future_await_release(). */
+void kvik__future_hold(kvik_future *future);
+
+/* Wait until the future is done, then drop a hold taken with kvik__future_hold(). */
+void kvik__future_await_release(kvik_future *future);
+
 /* Report one task as finished with `bytes` transferred and `code` (0, or negative: then this
  * thread's detail message describes the failure). The last task completes the future. */
 void kvik__future_task_done(kvik_future *future, size_t bytes, int code);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "bounce.h"
+#include "cuda.h"
 #include "error.h"
 #include "future.h"
 #include "pool.h"
@@ -15,8 +16,9 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_result;
 static char init_message[KVIK_MESSAGE_MAX];
 
-/* Lock order at fork: bounce buffers, then pool, then completions; released in reverse. */
+/* Lock order at fork: CUDA loader, bounce buffers, pool, completions; released in reverse. */
 static void prepare(void) {
+  kvik__cuda_atfork_prepare();
   kvik__bounce_atfork_prepare();
   kvik__pool_atfork_prepare();
   kvik__future_atfork_prepare();
@@ -26,12 +28,14 @@ static void parent(void) {
   kvik__future_atfork_parent();
   kvik__pool_atfork_parent();
   kvik__bounce_atfork_parent();
+  kvik__cuda_atfork_parent();
 }
 
 static void child(void) {
   kvik__future_atfork_child();
   kvik__pool_atfork_child();
   kvik__bounce_atfork_child();
+  kvik__cuda_atfork_child();
 }
 
 static void initialise(void) {

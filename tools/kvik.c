@@ -15,7 +15,7 @@ static const char usage_text[] =
     "Fast parallel file IO (a C take on NVIDIA KvikIO).\n"
     "\n"
     "commands:\n"
-    "  info [DIR]   version, settings, CUDA/cuFile presence, O_DIRECT support of DIR\n"
+    "  info [DIR]   version, settings, CUDA/cuFile presence, GPUs, O_DIRECT support of DIR\n"
     "  bench        page-cache throughput of kvik next to plain pread/pwrite loops\n"
     "\n"
     "options:\n"
@@ -28,7 +28,8 @@ static const char info_usage[] =
     "usage: kvik info [DIR]\n"
     "\n"
     "Print the library version, every setting with its value, environment variable and\n"
-    "source, whether the CUDA driver and cuFile can be loaded, and whether files in DIR\n"
+    "source, whether the CUDA driver and cuFile can be loaded, the GPUs that device IO can\n"
+    "use (or why it cannot), and whether files in DIR\n"
     "(default: the current directory) can be opened with O_DIRECT.\n";
 
 int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
@@ -81,6 +82,23 @@ static void print_lib(const char *label, kvik_runtime_lib lib) {
   printf("  %-12s %s: %s\n", label, found == 1 ? "found" : "not found", detail);
 }
 
+/* What device IO can use: the driver's version and devices, or why it cannot work. */
+static void print_cuda(void) {
+  int version = kvik_cuda_driver_version();
+  int count = version < 0 ? version : kvik_cuda_device_count();
+  if (count < 0) {
+    printf("\nGPU memory: unavailable (host IO works): %s\n", kvik_last_error());
+    return;
+  }
+  printf("\nGPU memory: CUDA driver %d.%d, %d device%s\n", version / 1000, version % 1000 / 10, count,
+         count == 1 ? "" : "s");
+  for (int i = 0; i < count; i++) {
+    char name[256];
+    if (kvik_cuda_device_name(i, name, sizeof name) < 0) snprintf(name, sizeof name, "? (%s)", kvik_last_error());
+    printf("  device %d: %s\n", i, name);
+  }
+}
+
 static int cmd_info(int argc, char **argv) {
   const char *dir = ".";
   for (int i = 1; i < argc; i++) {
@@ -99,6 +117,7 @@ static int cmd_info(int argc, char **argv) {
   printf("\nruntime libraries:\n");
   print_lib("CUDA driver", KVIK_LIB_CUDA);
   print_lib("cuFile", KVIK_LIB_CUFILE);
+  print_cuda();
   int direct = kvik_direct_io_supported(dir);
   if (direct < 0) return cli_fail("info");
   printf("\nO_DIRECT in %s: %s\n", dir, direct ? "supported" : "not supported");

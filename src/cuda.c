@@ -1,0 +1,156 @@
+/* Loading the CUDA driver, and the public queries about it. */
+#define _GNU_SOURCE
+#include "cuda.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dl.h"
+#include "error.h"
+
+#define CUDA_SONAME "libcuda.so.1"
+
+typedef enum {
+  NOT_TRIED,
+  LOADED,
+  FAILED,
+  FORKED /* a child forked while CUDA was in the parent: the driver's state is unusable here */
+} load_state;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static load_state state = NOT_TRIED; /* guarded by lock; LOADED is final */
+static kvik__cuda_api api;           /* written once, before state becomes LOADED */
+static char why_unavailable[KVIK_MESSAGE_MAX];
+static int present_at_fork;
+
+static int resolve_all(void *handle) {
+#define KVIK__CUDA_RESOLVE_(member, symbol, ret, params)                                             \
+  *(void **)&api.member = dlsym(handle, symbol);                                                     \
+  if (!api.member) {                                                                                 \
+    snprintf(why_unavailable, sizeof why_unavailable, CUDA_SONAME " lacks %s (driver too old?)", symbol); \
+    return -1;                                                                                       \
+  }
+  KVIK__CUDA_FUNCTIONS(KVIK__CUDA_RESOLVE_)
+#undef KVIK__CUDA_RESOLVE_
+  return 0;
+}
+
+static const char *error_name(CUresult result) {
+  const char *name = NULL;
+  if (state != LOADED || api.cuGetErrorName(result, &name) != CUDA_SUCCESS || !name) return "unknown CUDA error";
+  return name;
+}
+
+/* Called with the lock held. The handle stays open for the life of the process: the driver
+ * cannot be unloaded once initialised. */
+static void load_locked(void) {
+  char why[512];
+  void *handle = kvik__dl_open(CUDA_SONAME, why, sizeof why);
+  if (!handle) {
+    snprintf(why_unavailable, sizeof why_unavailable, "%s", why);
+    state = FAILED;
+    return;
+  }
+  if (resolve_all(handle) < 0) {
+    state = FAILED;
+    return;
+  }
+  CUresult result = api.cuInit(0);
+  if (result != CUDA_SUCCESS) {
+    const char *name = NULL;
+    api.cuGetErrorName(result, &name);
+    snprintf(why_unavailable, sizeof why_unavailable, "cuInit failed: %s (%d)", name ? name : "unknown error",
+             result);
+    state = FAILED;
+    return;
+  }
+  state = LOADED;
+}
+
+static load_state current_state(int try_load) {
+  pthread_mutex_lock(&lock);
+  if (state == NOT_TRIED && try_load) load_locked();
+  load_state s = state;
+  pthread_mutex_unlock(&lock);
+  return s;
+}
+
+const kvik__cuda_api *kvik__cuda(const char *fn) {
+  load_state s = current_state(1);
+  if (s == LOADED) return &api;
+  kvik__fail(KVIK_ECUDA_UNAVAILABLE, "%s: CUDA driver unavailable: %s", fn, why_unavailable);
+  return NULL;
+}
+
+static int soname_loaded(void) {
+  void *handle = dlopen(CUDA_SONAME, RTLD_NOW | RTLD_NOLOAD);
+  if (handle) dlclose(handle);
+  return handle != NULL;
+}
+
+const kvik__cuda_api *kvik__cuda_if_present(void) {
+  load_state s = current_state(0);
+  if (s == NOT_TRIED && soname_loaded()) s = current_state(1);
+  return s == LOADED ? &api : NULL;
+}
+
+int kvik__cuda_check(CUresult result, const char *fn, const char *call) {
+  if (result == CUDA_SUCCESS) return 0;
+  const char *text = NULL;
+  if (api.cuGetErrorString(result, &text) != CUDA_SUCCESS || !text) text = "no description";
+  return kvik__fail(KVIK_ECUDA, "%s: %s: %s (%s)", fn, call, error_name(result), text);
+}
+
+/* Whether CUDA was in the process is decided in the parent: the child may not call dlopen(),
+ * whose lock another parent thread may have held at fork(). */
+void kvik__cuda_atfork_prepare(void) {
+  pthread_mutex_lock(&lock);
+  present_at_fork = state == LOADED || soname_loaded();
+}
+
+void kvik__cuda_atfork_parent(void) { pthread_mutex_unlock(&lock); }
+
+void kvik__cuda_atfork_child(void) {
+  pthread_mutex_init(&lock, NULL);
+  if (present_at_fork) {
+    state = FORKED;
+    snprintf(why_unavailable, sizeof why_unavailable,
+             "this process was forked from one that had CUDA loaded, and CUDA does not survive fork()");
+  }
+}
+
+/* ---- public queries ------------------------------------------------------------------- */
+
+int kvik_cuda_driver_version(void) {
+  const kvik__cuda_api *cu = kvik__cuda("kvik_cuda_driver_version");
+  if (!cu) return KVIK_ECUDA_UNAVAILABLE;
+  int version = 0;
+  int rc = kvik__cuda_check(cu->cuDriverGetVersion(&version), "kvik_cuda_driver_version", "cuDriverGetVersion");
+  return rc < 0 ? rc : version;
+}
+
+int kvik_cuda_device_count(void) {
+  const kvik__cuda_api *cu = kvik__cuda("kvik_cuda_device_count");
+  if (!cu) return KVIK_ECUDA_UNAVAILABLE;
+  int count = 0;
+  int rc = kvik__cuda_check(cu->cuDeviceGetCount(&count), "kvik_cuda_device_count", "cuDeviceGetCount");
+  return rc < 0 ? rc : count;
+}
+
+int kvik_cuda_device_name(int ordinal, char *name, size_t len) {
+  if (!name || len == 0) return kvik__fail(-EINVAL, "kvik_cuda_device_name(%d): no room for the name", ordinal);
+  name[0] = '\0';
+  int count = kvik_cuda_device_count();
+  if (count < 0) return count;
+  if (ordinal < 0 || ordinal >= count)
+    return kvik__fail(-EINVAL, "kvik_cuda_device_name(%d): no such device (%d present)", ordinal, count);
+  CUdevice device;
+  int rc = kvik__cuda_check(api.cuDeviceGet(&device, ordinal), "kvik_cuda_device_name", "cuDeviceGet");
+  if (rc == 0)
+    rc = kvik__cuda_check(api.cuDeviceGetName(name, len > 1024 ? 1024 : (int)len, device), "kvik_cuda_device_name",
+                          "cuDeviceGetName");
+  return rc;
+}

@@ -1,0 +1,99 @@
+/* The CUDA driver API, loaded at run time from libcuda.so.1 on first use.
+ *
+ * kvik is built without CUDA headers: the few types and constants it needs are declared here
+ * with the values of the driver API (cuda.h), which are part of the driver's stable ABI. */
+#ifndef KVIK_SRC_CUDA_H
+#define KVIK_SRC_CUDA_H
+
+#include <stddef.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef void (*CUhostFn)(void *user_data);
+
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_NOT_READY 600
+#define CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
+#define CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED 713
+
+#define CU_POINTER_ATTRIBUTE_CONTEXT 1
+#define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+
+#define CU_MEMORYTYPE_HOST 1
+#define CU_MEMORYTYPE_DEVICE 2
+#define CU_MEMORYTYPE_UNIFIED 4
+
+#define CU_STREAM_NON_BLOCKING 1
+#define CU_EVENT_DISABLE_TIMING 2
+#define CU_MEMHOSTALLOC_PORTABLE 1
+#define CU_MEMHOSTREGISTER_PORTABLE 1
+
+/* Every driver function kvik calls: X(member, exported symbol, return type, parameters).
+ * Versioned symbols (_v2) are the ones cuda.h maps the plain names to. */
+#define KVIK__CUDA_FUNCTIONS(X)                                                                     \
+  X(cuInit, "cuInit", CUresult, (unsigned flags))                                                    \
+  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult, (int *version))                              \
+  X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult error, const char **name))                 \
+  X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult error, const char **text))             \
+  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult, (int *count))                                    \
+  X(cuDeviceGet, "cuDeviceGet", CUresult, (CUdevice * device, int ordinal))                          \
+  X(cuDeviceGetName, "cuDeviceGetName", CUresult, (char *name, int len, CUdevice device))            \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult, (CUcontext * ctx, CUdevice device)) \
+  X(cuCtxGetCurrent, "cuCtxGetCurrent", CUresult, (CUcontext * ctx))                                 \
+  X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", CUresult, (CUcontext ctx))                              \
+  X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", CUresult, (CUcontext * ctx))                              \
+  X(cuPointerGetAttributes, "cuPointerGetAttributes", CUresult,                                      \
+    (unsigned count, int *attributes, void **data, CUdeviceptr ptr))                                 \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr * ptr, size_t size))                         \
+  X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr ptr))                                          \
+  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult, (void **ptr, size_t size, unsigned flags))           \
+  X(cuMemFreeHost, "cuMemFreeHost", CUresult, (void *ptr))                                           \
+  X(cuMemHostRegister, "cuMemHostRegister_v2", CUresult, (void *ptr, size_t size, unsigned flags))   \
+  X(cuMemHostUnregister, "cuMemHostUnregister", CUresult, (void *ptr))                               \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", CUresult,                                             \
+    (CUdeviceptr dst, const void *src, size_t size, CUstream stream))                                \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult,                                             \
+    (void *dst, CUdeviceptr src, size_t size, CUstream stream))                                      \
+  X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream * stream, unsigned flags))                 \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream stream))                              \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult, (CUstream stream))                         \
+  X(cuStreamGetCtx, "cuStreamGetCtx", CUresult, (CUstream stream, CUcontext * ctx))                  \
+  X(cuLaunchHostFunc, "cuLaunchHostFunc", CUresult, (CUstream stream, CUhostFn fn, void *user_data)) \
+  X(cuEventCreate, "cuEventCreate", CUresult, (CUevent * event, unsigned flags))                     \
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult, (CUevent event))                                  \
+  X(cuEventRecord, "cuEventRecord", CUresult, (CUevent event, CUstream stream))                      \
+  X(cuEventSynchronize, "cuEventSynchronize", CUresult, (CUevent event))
+
+typedef struct kvik__cuda_api {
+#define KVIK__CUDA_MEMBER_(member, symbol, ret, params) ret(*member) params;
+  KVIK__CUDA_FUNCTIONS(KVIK__CUDA_MEMBER_)
+#undef KVIK__CUDA_MEMBER_
+} kvik__cuda_api;
+
+/* The driver API, loading libcuda.so.1 and calling cuInit(0) on the first call. Returns NULL
+ * with a detail message "<fn>: CUDA driver unavailable: <why>" (callers return
+ * KVIK_ECUDA_UNAVAILABLE) when there is no driver or no device, or when this is a child process
+ * forked while the parent had CUDA loaded (CUDA does not survive fork()). `fn` names the public
+ * function called. Thread-safe. */
+const kvik__cuda_api *kvik__cuda(const char *fn);
+
+/* The driver API if CUDA memory can exist in this process, else NULL, without a message. CUDA
+ * memory can only exist once someone (kvik, CuPy, PyTorch ...) loaded libcuda.so.1; until then
+ * every pointer is host memory and the driver is not loaded just to find that out. */
+const kvik__cuda_api *kvik__cuda_if_present(void);
+
+/* Turn a failed driver call into KVIK_ECUDA with a message "<fn>: <call>: <error name> (<error
+ * text>)". Returns 0 for CUDA_SUCCESS. */
+int kvik__cuda_check(CUresult result, const char *fn, const char *call);
+
+void kvik__cuda_atfork_prepare(void);
+void kvik__cuda_atfork_parent(void);
+void kvik__cuda_atfork_child(void);
+
+#endif

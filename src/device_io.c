@@ -1,0 +1,238 @@
+/* Pipelined device transfers, and the per-thread streams they run on. */
+#define _GNU_SOURCE
+#include "device_io.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+#include "bounce.h"
+#include "error.h"
+#include "settings.h"
+
+#define MIN_CHUNK ((size_t)256 << 10)
+#define PAGE 4096
+#define MAX_LANES 8
+
+/* A thread's stream in one context, with an event per bounce buffer that marks its last copy.
+ * Each thread has its own, so threads never wait on each other's copies. */
+typedef struct lane {
+  CUcontext ctx;
+  CUstream stream;
+  CUevent copied[2];
+} lane;
+
+typedef struct thread_lanes {
+  lane lane[MAX_LANES];
+  unsigned count;
+  unsigned next_evicted; /* when all are taken, the oldest makes room */
+} thread_lanes;
+
+static _Thread_local thread_lanes lanes;
+static pthread_key_t lanes_key; /* only for its destructor, which frees a thread's lanes */
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void destroy_lane(const kvik__cuda_api *cu, lane *l) {
+  if (cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
+  for (int i = 0; i < 2; i++)
+    if (l->copied[i]) cu->cuEventDestroy(l->copied[i]);
+  if (l->stream) cu->cuStreamDestroy(l->stream);
+  CUcontext popped;
+  cu->cuCtxPopCurrent(&popped);
+  *l = (lane){0};
+}
+
+static void destroy_thread_lanes(void *arg) {
+  thread_lanes *ls = arg;
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  if (!cu) return;
+  for (unsigned i = 0; i < ls->count; i++) destroy_lane(cu, &ls->lane[i]);
+  ls->count = 0;
+}
+
+static void create_key(void) { pthread_key_create(&lanes_key, destroy_thread_lanes); }
+
+/* Called with l->ctx current. */
+static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
+  int rc = kvik__cuda_check(cu->cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING), fn, "cuStreamCreate");
+  for (int i = 0; i < 2 && rc == 0; i++)
+    rc = kvik__cuda_check(cu->cuEventCreate(&l->copied[i], CU_EVENT_DISABLE_TIMING), fn, "cuEventCreate");
+  if (rc < 0) destroy_lane(cu, l);
+  return rc;
+}
+
+/* This thread's lane for `ctx`, which is current. */
+static int lane_for(const char *fn, CUcontext ctx, lane **out) {
+  for (unsigned i = 0; i < lanes.count; i++)
+    if (lanes.lane[i].ctx == ctx) {
+      *out = &lanes.lane[i];
+      return 0;
+    }
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  pthread_once(&key_once, create_key);
+  pthread_setspecific(lanes_key, &lanes);
+  lane *l;
+  if (lanes.count < MAX_LANES) {
+    l = &lanes.lane[lanes.count++];
+  } else {
+    l = &lanes.lane[lanes.next_evicted++ % MAX_LANES];
+    destroy_lane(cu, l);
+  }
+  l->ctx = ctx;
+  int rc = create_lane(fn, cu, l);
+  if (rc < 0) {
+    *l = lanes.lane[--lanes.count];
+    return rc;
+  }
+  *out = l;
+  return 0;
+}
+
+/* One transfer's state: its lane, its two bounce buffers (the second taken only when needed). */
+typedef struct pipeline {
+  const char *fn;
+  const kvik__cuda_api *cu;
+  lane *lane;
+  char *buf[2];
+  size_t chunk;
+  kvik__host_transfer transfer;
+  void *source;
+} pipeline;
+
+static char *buffer(pipeline *p, unsigned b) {
+  if (!p->buf[b]) p->buf[b] = kvik__pinned_get(p->fn, p->chunk);
+  return p->buf[b];
+}
+
+static int wait_copied(pipeline *p, unsigned b) {
+  return kvik__cuda_check(p->cu->cuEventSynchronize(p->lane->copied[b]), p->fn, "cuEventSynchronize");
+}
+
+static int mark_copied(pipeline *p, unsigned b) {
+  return kvik__cuda_check(p->cu->cuEventRecord(p->lane->copied[b], p->lane->stream), p->fn, "cuEventRecord");
+}
+
+/* Wait for the lane's copies, which must end before their buffers are reused, also after a
+ * failure. A failure of the wait itself is reported only if nothing failed before: the first
+ * error is the one that explains. */
+static int drain(pipeline *p, int rc) {
+  CUresult result = p->cu->cuStreamSynchronize(p->lane->stream);
+  return rc < 0 ? (result == CUDA_SUCCESS ? 0 : KVIK_ECUDA) : kvik__cuda_check(result, p->fn, "cuStreamSynchronize");
+}
+
+/* File to device: buffer b is filled while the other buffer's copy runs. */
+static int pipeline_read(pipeline *p, CUdeviceptr dev, size_t size, int64_t offset, size_t *done) {
+  size_t in_copy[2] = {0, 0}; /* bytes of each buffer's copy not yet known to be complete */
+  size_t pos = 0;
+  int rc = 0;
+  for (unsigned i = 0; pos < size; i++) {
+    unsigned b = i & 1;
+    if (in_copy[b]) {
+      rc = wait_copied(p, b);
+      if (rc < 0) break;
+      *done += in_copy[b];
+      in_copy[b] = 0;
+    }
+    char *host = buffer(p, b);
+    if (!host) {
+      rc = KVIK_ECUDA;
+      break;
+    }
+    size_t n = size - pos < p->chunk ? size - pos : p->chunk, got = 0;
+    rc = p->transfer(p->source, KVIK__READ, host, n, offset + (int64_t)pos, &got);
+    if (got > 0) {
+      int copy_rc = kvik__cuda_check(p->cu->cuMemcpyHtoDAsync(dev + pos, host, got, p->lane->stream), p->fn,
+                                     "cuMemcpyHtoDAsync");
+      if (copy_rc == 0) copy_rc = mark_copied(p, b);
+      if (copy_rc < 0) {
+        rc = copy_rc;
+        break;
+      }
+      in_copy[b] = got;
+      pos += got;
+    }
+    if (rc < 0 || got < n) break;
+  }
+  int sync_rc = drain(p, rc);
+  if (sync_rc == 0) *done += in_copy[0] + in_copy[1];
+  return rc < 0 ? rc : sync_rc;
+}
+
+static int queue_copy_out(pipeline *p, unsigned b, CUdeviceptr src, size_t n) {
+  char *host = buffer(p, b);
+  if (!host) return KVIK_ECUDA;
+  int rc = kvik__cuda_check(p->cu->cuMemcpyDtoHAsync(host, src, n, p->lane->stream), p->fn, "cuMemcpyDtoHAsync");
+  return rc < 0 ? rc : mark_copied(p, b);
+}
+
+/* Device to file: the copy of chunk i+1 is queued before chunk i is written. */
+static int pipeline_write(pipeline *p, CUdeviceptr dev, size_t size, int64_t offset, size_t *done) {
+  size_t nchunks = size / p->chunk + (size % p->chunk != 0);
+  int rc = queue_copy_out(p, 0, dev, size < p->chunk ? size : p->chunk);
+  for (size_t i = 0; i < nchunks && rc == 0; i++) {
+    unsigned b = i & 1;
+    size_t pos = i * p->chunk, n = size - pos < p->chunk ? size - pos : p->chunk;
+    if (i + 1 < nchunks) {
+      size_t next = pos + p->chunk;
+      rc = queue_copy_out(p, b ^ 1, dev + next, size - next < p->chunk ? size - next : p->chunk);
+    }
+    if (rc == 0) rc = wait_copied(p, b);
+    size_t wrote = 0;
+    if (rc == 0) rc = p->transfer(p->source, KVIK__WRITE, p->buf[b], n, offset + (int64_t)pos, &wrote);
+    *done += wrote;
+  }
+  /* A queued copy may still be filling a buffer. */
+  int sync_rc = drain(p, rc);
+  return rc < 0 ? rc : sync_rc;
+}
+
+/* Chunks small enough that a task has several to overlap, large enough that each copy's fixed
+ * cost is small, and page multiples so that O_DIRECT can fill them. */
+static size_t chunk_size(size_t size, size_t task_size) {
+  size_t chunk = task_size / 4 > MIN_CHUNK ? task_size / 4 : MIN_CHUNK;
+  size_t bounce = (size_t)kvik__setting(KVIK_SETTING_BOUNCE_BUFFER_SIZE);
+  if (chunk > bounce) chunk = bounce;
+  if (chunk > size) chunk = size;
+  return (chunk + PAGE - 1) & ~(size_t)(PAGE - 1);
+}
+
+int kvik__device_io(const char *fn, const kvik__memory *mem, kvik__op op, char *dev, size_t size, int64_t offset,
+                    size_t task_size, kvik__host_transfer transfer, void *source, size_t *done) {
+  *done = 0;
+  if (size == 0) return 0;
+  pipeline p = {fn, kvik__cuda_if_present(), NULL, {NULL, NULL}, chunk_size(size, task_size), transfer, source};
+  int rc = kvik__context_push(fn, mem->ctx);
+  if (rc < 0) return rc;
+  rc = lane_for(fn, mem->ctx, &p.lane);
+  if (rc == 0) {
+    CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)dev;
+    rc = op == KVIK__READ ? pipeline_read(&p, ptr, size, offset, done) : pipeline_write(&p, ptr, size, offset, done);
+  }
+  for (int b = 0; b < 2; b++) kvik__pinned_put(p.buf[b], p.chunk);
+  kvik__context_pop();
+  return rc;
+}
+
+int kvik__device_alloc(const char *fn, int device, size_t size, void **devptr) {
+  CUcontext ctx;
+  int rc = kvik__primary_context(fn, device, &ctx);
+  if (rc == 0) rc = kvik__context_push(fn, ctx);
+  if (rc < 0) return rc;
+  CUdeviceptr ptr = 0;
+  rc = kvik__cuda_check(kvik__cuda_if_present()->cuMemAlloc(&ptr, size), fn, "cuMemAlloc");
+  kvik__context_pop();
+  *devptr = (void *)(uintptr_t)ptr;
+  return rc;
+}
+
+int kvik_device_free(void *devptr) {
+  static const char fn[] = "kvik_device_free";
+  if (!devptr) return 0;
+  kvik__memory mem;
+  int rc = kvik__memory_classify(fn, devptr, &mem);
+  if (rc == 0 && mem.kind != KVIK_MEMORY_DEVICE) rc = kvik__fail(-EINVAL, "%s(%p): not device memory", fn, devptr);
+  if (rc == 0) rc = kvik__context_push(fn, mem.ctx);
+  if (rc < 0) return rc;
+  rc = kvik__cuda_check(kvik__cuda_if_present()->cuMemFree((CUdeviceptr)(uintptr_t)devptr), fn, "cuMemFree");
+  kvik__context_pop();
+  return rc;
+}

@@ -1,0 +1,113 @@
+/* Pointer classification, contexts, and host memory registration. */
+#define _GNU_SOURCE
+#include "memory.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+#include "error.h"
+#include "init.h"
+
+#define CUDA_ERROR_INVALID_VALUE 1
+#define MAX_DEVICES 64
+
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext primary[MAX_DEVICES]; /* guarded by primary_lock */
+
+int kvik__primary_context(const char *fn, int ordinal, CUcontext *ctx) {
+  const kvik__cuda_api *cu = kvik__cuda(fn);
+  if (!cu) return KVIK_ECUDA_UNAVAILABLE;
+  if (ordinal < 0 || ordinal >= MAX_DEVICES) return kvik__fail(-EINVAL, "%s: no CUDA device %d", fn, ordinal);
+  int count = 0;
+  int rc = kvik__cuda_check(cu->cuDeviceGetCount(&count), fn, "cuDeviceGetCount");
+  if (rc < 0) return rc;
+  if (ordinal >= count) return kvik__fail(-EINVAL, "%s: no CUDA device %d (%d present)", fn, ordinal, count);
+  pthread_mutex_lock(&primary_lock);
+  if (!primary[ordinal]) {
+    CUdevice device;
+    rc = kvik__cuda_check(cu->cuDeviceGet(&device, ordinal), fn, "cuDeviceGet");
+    if (rc == 0) rc = kvik__cuda_check(cu->cuDevicePrimaryCtxRetain(&primary[ordinal], device), fn,
+                                       "cuDevicePrimaryCtxRetain");
+  }
+  *ctx = primary[ordinal];
+  pthread_mutex_unlock(&primary_lock);
+  return rc;
+}
+
+static int copy_context(const char *fn, CUcontext own, int ordinal, CUcontext *ctx) {
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  *ctx = own;
+  if (*ctx) return 0;
+  int rc = kvik__cuda_check(cu->cuCtxGetCurrent(ctx), fn, "cuCtxGetCurrent");
+  if (rc < 0 || *ctx) return rc;
+  return kvik__primary_context(fn, ordinal, ctx);
+}
+
+int kvik__memory_classify(const char *fn, const void *ptr, kvik__memory *mem) {
+  mem->kind = KVIK_MEMORY_HOST;
+  mem->ctx = NULL;
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  if (!cu || !ptr) return 0;
+  CUcontext own = NULL;
+  unsigned type = 0, managed = 0;
+  int ordinal = 0;
+  int attributes[] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void *values[] = {&own, &type, &managed, &ordinal};
+  CUresult result = cu->cuPointerGetAttributes(4, attributes, values, (CUdeviceptr)(uintptr_t)ptr);
+  if (result == CUDA_ERROR_INVALID_VALUE) return 0; /* not a pointer CUDA knows */
+  int rc = kvik__cuda_check(result, fn, "cuPointerGetAttributes");
+  if (rc < 0) return rc;
+  if (managed) mem->kind = KVIK_MEMORY_MANAGED;
+  else if (type == CU_MEMORYTYPE_DEVICE) mem->kind = KVIK_MEMORY_DEVICE;
+  else if (type == CU_MEMORYTYPE_HOST) mem->kind = KVIK_MEMORY_PINNED;
+  if (!kvik__memory_on_device(mem)) return 0;
+  return copy_context(fn, own, ordinal, &mem->ctx);
+}
+
+int kvik__context_push(const char *fn, CUcontext ctx) {
+  return kvik__cuda_check(kvik__cuda_if_present()->cuCtxPushCurrent(ctx), fn, "cuCtxPushCurrent");
+}
+
+void kvik__context_pop(void) {
+  CUcontext popped;
+  kvik__cuda_if_present()->cuCtxPopCurrent(&popped);
+}
+
+int kvik_memory_kind_of(const void *ptr) {
+  kvik__memory mem;
+  int rc = kvik__memory_classify("kvik_memory_kind_of", ptr, &mem);
+  return rc < 0 ? rc : (int)mem.kind;
+}
+
+/* Registration needs a current context; the registration itself is portable to all of them. */
+static int push_any_context(const char *fn, const kvik__cuda_api *cu) {
+  CUcontext ctx = NULL;
+  int rc = kvik__cuda_check(cu->cuCtxGetCurrent(&ctx), fn, "cuCtxGetCurrent");
+  if (rc == 0 && !ctx) rc = kvik__primary_context(fn, 0, &ctx);
+  return rc < 0 ? rc : kvik__context_push(fn, ctx);
+}
+
+int kvik_memory_register(void *buf, size_t size) {
+  static const char fn[] = "kvik_memory_register";
+  if (!buf || size == 0) return kvik__fail(-EINVAL, "%s(%p, %zu): empty range", fn, buf, size);
+  const kvik__cuda_api *cu = kvik__cuda(fn);
+  if (!cu) return KVIK_ECUDA_UNAVAILABLE;
+  int rc = push_any_context(fn, cu);
+  if (rc < 0) return rc;
+  rc = kvik__cuda_check(cu->cuMemHostRegister(buf, size, CU_MEMHOSTREGISTER_PORTABLE), fn, "cuMemHostRegister");
+  kvik__context_pop();
+  return rc;
+}
+
+int kvik_memory_deregister(void *buf) {
+  static const char fn[] = "kvik_memory_deregister";
+  if (!buf) return kvik__fail(-EINVAL, "%s: NULL buffer", fn);
+  const kvik__cuda_api *cu = kvik__cuda(fn);
+  if (!cu) return KVIK_ECUDA_UNAVAILABLE;
+  int rc = push_any_context(fn, cu);
+  if (rc < 0) return rc;
+  rc = kvik__cuda_check(cu->cuMemHostUnregister(buf), fn, "cuMemHostUnregister");
+  kvik__context_pop();
+  return rc;
+}

@@ -1,0 +1,31 @@
+/* What kind of memory a buffer is, and the CUDA context that copies to it run in. */
+#ifndef KVIK_SRC_MEMORY_H
+#define KVIK_SRC_MEMORY_H
+
+#include "cuda.h"
+#include "kvik.h"
+
+typedef struct kvik__memory {
+  kvik_memory_kind kind;
+  CUcontext ctx; /* for device and managed memory: where copies run */
+} kvik__memory;
+
+/* Classify `ptr` (see kvik_memory_kind_of) and, for device and managed memory, pick the context:
+ * the allocation's own, else the calling thread's current one, else the primary context of the
+ * allocation's device. Returns 0, or KVIK_ECUDA with a message naming `fn`. */
+int kvik__memory_classify(const char *fn, const void *ptr, kvik__memory *mem);
+
+/* Whether transfers to this memory go through pinned bounce buffers and a device copy. */
+static inline int kvik__memory_on_device(const kvik__memory *mem) {
+  return mem->kind == KVIK_MEMORY_DEVICE || mem->kind == KVIK_MEMORY_MANAGED;
+}
+
+/* Make `ctx` current on this thread until kvik__context_pop(). Returns 0 or KVIK_ECUDA. */
+int kvik__context_push(const char *fn, CUcontext ctx);
+void kvik__context_pop(void);
+
+/* The primary context of device `ordinal`, retained once for the life of the process. Returns
+ * 0 or a negative code. */
+int kvik__primary_context(const char *fn, int ordinal, CUcontext *ctx);
+
+#endif

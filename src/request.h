@@ -1,0 +1,46 @@
+/* IO requests against a source (a file, a mapping): argument checks, memory classification,
+ * splitting into tasks on the pool, and starting them now or in the order of a CUDA stream. */
+#ifndef KVIK_SRC_REQUEST_H
+#define KVIK_SRC_REQUEST_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "device_io.h"
+#include "future.h"
+
+/* What requests run against. Lives inside its handle, so it outlives every request on it (the
+ * handle's close waits for them through `owner`). */
+typedef struct kvik__source {
+  kvik__owner owner;
+  kvik__host_transfer transfer; /* moves bytes between host memory and the source */
+  void *self;                   /* the handle, passed to transfer */
+  _Atomic int64_t *append_end;  /* where the next write lands, for append handles; else NULL */
+  const char *name;             /* the path, for messages */
+} kvik__source;
+
+typedef struct kvik__request {
+  const char *fn; /* the public function called, for messages */
+  kvik__source *source;
+  kvik__op op;
+  char *buf;
+  size_t size;
+  int64_t offset;
+  size_t task_size; /* 0: KVIK_SETTING_TASK_SIZE */
+} kvik__request;
+
+/* Start the request and store its future in *out. Requests below the GDS threshold, of one task
+ * when `blocking` (the caller waits anyway), or of no bytes run on the calling thread. Returns 0,
+ * or a negative code with a message (then no future exists). */
+int kvik__request_start(kvik__request *req, int blocking, kvik_future **out);
+
+/* Start the request and wait for it. Returns the byte count or a negative code. */
+ssize_t kvik__request_run(kvik__request *req);
+
+/* Queue the request on CUDA stream `stream`: it starts on the pool when the stream reaches it,
+ * and the stream goes on when it is done. Returns 0 or a negative code (nothing queued). */
+int kvik__request_start_on_stream(kvik__request *req, void *stream, kvik_future **out);
+
+#endif
