@@ -300,8 +300,9 @@ KVIK_API int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int
  * it must have completed.
  *
  * Memory bound: a running task holds two pinned buffers of min(KVIK_SETTING_BOUNCE_BUFFER_SIZE,
- * task size / 4, at least 256 KiB) bytes; at most KVIK_PINNED_CACHE_BYTES of idle pinned
- * buffers are kept for reuse and the rest are freed.
+ * max(task size / 2, 256 KiB)) bytes (2 MiB at the defaults); at most KVIK_PINNED_CACHE_BYTES of
+ * idle pinned buffers are kept for reuse and the rest are freed. Keep 2 x buffer size x
+ * KVIK_SETTING_NUM_THREADS under that bound, or buffers are freed and allocated again (slow).
  */
 #define KVIK_PINNED_CACHE_BYTES ((size_t)256 << 20)
 

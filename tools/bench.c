@@ -1,6 +1,7 @@
-/* kvik bench: page-cache (host memory) throughput of kvik_file_read/kvik_file_write next to the
- * plain pread/pwrite loops a user would otherwise write, on one and on T threads, so that the
- * numbers say what kvik's thread pool buys (or costs) on this machine. */
+/* kvik bench: throughput of kvik_file_read/kvik_file_write next to what a user would otherwise
+ * write, measured side by side. Host memory (here): plain pread/pwrite loops on one and on T
+ * threads, so that the numbers say what kvik's thread pool buys (or costs) on this machine.
+ * Device memory (--device, bench_device.c): the baselines and ceilings of a GPU transfer. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <ctype.h>
@@ -15,21 +16,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "cli.h"
-#include "kvik.h"
 
-#define CHUNK ((size_t)4 << 20) /* bytes per call of the hand-written loops: kvik's task size */
-#define MAX_COUNTS 32           /* thread counts --threads may list */
-#define PARSE_HELP (-1)         /* parse_args() printed the help: exit 0 */
+#define PARSE_HELP (-1) /* parse_args() printed the help: exit 0 */
 
 static const char bench_usage[] =
     "usage: kvik bench [options]\n"
     "\n"
-    "Measure page-cache (host memory) throughput: kvik_file_read/kvik_file_write of a whole\n"
-    "file next to plain pread/pwrite loops (4 MiB per call) on 1 and on T threads. Every kvik\n"
-    "transfer is verified. GB/s means 1e9 bytes/s; each number is the best of --repeat runs,\n"
-    "the three methods taking turns within each repetition.\n"
-    "Needs SIZE bytes free in DIR and about twice SIZE of memory.\n"
+    "Measure kvik_file_read/kvik_file_write of a whole file next to what one would otherwise\n"
+    "write, side by side in one run. Every kvik transfer is verified. GB/s means 1e9 bytes/s;\n"
+    "each number is the best of --repeat runs, the methods taking turns within each repetition.\n"
+    "\n"
+    "Host memory (default): plain pread/pwrite loops (4 MiB per call) on 1 and on T threads.\n"
+    "Device memory (--device, needs a CUDA GPU): (a) pread on 1 thread into pageable memory,\n"
+    "then one cuMemcpyHtoD; (b) preads on T threads into pinned memory, with no GPU copy, the\n"
+    "ceiling the page cache allows; (c) one pinned cuMemcpyHtoD of the file's size, the PCIe\n"
+    "ceiling; kvik reported as a fraction of min(b, c) and as a multiple of (a). Writes mirror\n"
+    "this from device memory.\n"
+    "Needs SIZE bytes free in DIR and about twice SIZE of memory (three times with --device).\n"
     "\n"
     "options:\n"
     "  --dir DIR       directory for the test file (default: $TMPDIR or /tmp)\n"
@@ -37,33 +42,16 @@ static const char bench_usage[] =
     "  --threads LIST  comma-separated thread counts (default: 1,2,4 and kvik's num_threads)\n"
     "  --repeat N      runs per measurement (default: 5)\n"
     "  --no-write      skip the write table\n"
+    "  --device        measure device memory instead of host memory\n"
+    "  --cold          with --device, also a read table with the file dropped from the page\n"
+    "                  cache before every run (reads from storage)\n"
     "  -h, --help      show this help\n";
 
-struct options {
-  const char *dir;
-  size_t size;
-  int counts[MAX_COUNTS];
-  int ncounts; /* 0: the default list */
-  int repeat;
-  int write;
-};
-
-/* Everything a run holds, so that one cleanup path undoes it on success and on error alike. */
-struct bench {
-  struct options opt;
-  int64_t default_threads; /* kvik's num_threads before the bench changed it */
-  unsigned char *buf;      /* the whole file's content */
-  unsigned char *scratch;  /* CHUNK bytes to read the file back into */
-  int fd;
-};
-
-/* Global so that the signal handler can remove the test file. */
-static char test_path[4096];
+char test_path[4096];
 static volatile sig_atomic_t test_path_set;
 static int show_progress; /* stderr is a terminal: logs get no progress lines */
 
-enum method { LOOP_1, LOOP_T, KVIK };
-static const char *const method_names[] = {"1 thread", "T threads", "kvik"};
+enum host_method { LOOP_1, LOOP_T, KVIK };
 
 /* ---- pattern ----------------------------------------------------------------------------- */
 
@@ -113,32 +101,31 @@ static size_t pattern_mismatch(const unsigned char *buf, uint64_t offset, size_t
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
-static void progress(int write, enum method m, int nthreads, int rep, int repeat) {
+static void progress(int write, const char *method, int nthreads, int rep, int repeat) {
   if (show_progress)
-    fprintf(stderr, "\rbench: %s %-9s T=%d rep %d/%d ", write ? "write" : "read", method_names[m],
-            nthreads, rep, repeat);
+    fprintf(stderr, "\rbench: %s %-20s T=%d rep %d/%d ", write ? "write" : "read", method, nthreads, rep, repeat);
 }
 
-static void progress_clear(void) {
+void bench_progress_clear(void) {
   if (show_progress) fprintf(stderr, "\r%50s\r", "");
 }
 
-static int sys_fail(const char *what, int err) {
-  progress_clear();
+int bench_sys_fail(const char *what, int err) {
+  bench_progress_clear();
   fprintf(stderr, "kvik bench: %s: %s\n", what, strerror(-err));
   return CLI_ERROR;
 }
 
-/* For a failed kvik call: progress_clear() makes no kvik call, so the message survives. */
-static int kvik_fail(void) {
-  progress_clear();
+/* For a failed kvik call: bench_progress_clear() makes no kvik call, so the message survives. */
+int bench_kvik_fail(void) {
+  bench_progress_clear();
   return cli_fail("bench");
 }
 
-static int check_range(const unsigned char *buf, uint64_t offset, size_t len, const char *what) {
+int bench_check_range(const unsigned char *buf, uint64_t offset, size_t len, const char *what) {
   size_t bad = pattern_mismatch(buf, offset, len);
   if (bad == len) return CLI_OK;
-  progress_clear();
+  bench_progress_clear();
   fprintf(stderr, "kvik bench: %s: wrong data at file offset %llu: 0x%02x, expected 0x%02x\n", what,
           (unsigned long long)(offset + bad), buf[bad], pattern_byte(offset + bad));
   return CLI_ERROR;
@@ -154,7 +141,7 @@ static double now(void) {
 
 /* pread or pwrite len bytes at offset in CHUNK-sized calls, retrying interrupted and short
  * calls. Returns 0, -errno, or -EIO when the file ends early. */
-static int io_loop(int fd, unsigned char *buf, size_t len, uint64_t offset, int write) {
+int bench_io_loop(int fd, unsigned char *buf, size_t len, uint64_t offset, int write) {
   size_t done = 0;
   while (done < len) {
     size_t n = len - done < CHUNK ? len - done : CHUNK;
@@ -178,13 +165,13 @@ struct slice {
 
 static void *slice_main(void *arg) {
   struct slice *s = arg;
-  s->err = io_loop(s->fd, s->buf, s->len, s->offset, s->write);
+  s->err = bench_io_loop(s->fd, s->buf, s->len, s->offset, s->write);
   return NULL;
 }
 
 /* The parallel loop one would write by hand: T threads, each one contiguous, page-aligned 1/T
  * of the file. Thread start-up is timed too, as it would be in such a program. */
-static int io_parallel(int fd, unsigned char *buf, size_t size, int nthreads, int write) {
+int bench_io_parallel(int fd, unsigned char *buf, size_t size, int nthreads, int write) {
   struct slice *s = calloc((size_t)nthreads, sizeof *s);
   if (!s) return -ENOMEM;
   size_t step = size / (size_t)nthreads / 4096 * 4096;
@@ -207,94 +194,118 @@ static int io_parallel(int fd, unsigned char *buf, size_t size, int nthreads, in
   return err;
 }
 
-/* One transfer of the whole file. Returns CLI_OK, or prints why not. */
-static int run_once(struct bench *b, kvik_file *f, enum method m, int nthreads, int write) {
-  size_t size = b->opt.size;
-  int err = 0;
-  if (m == LOOP_1) err = io_loop(b->fd, b->buf, size, 0, write);
-  if (m == LOOP_T) err = io_parallel(b->fd, b->buf, size, nthreads, write);
-  if (err) return sys_fail(write ? "pwrite" : "pread", err);
-  if (m != KVIK) return CLI_OK;
-  ssize_t n = write ? kvik_file_write(f, b->buf, size, 0) : kvik_file_read(f, b->buf, size, 0);
-  if (n < 0) return kvik_fail();
-  if ((size_t)n == size) return CLI_OK;
-  progress_clear();
-  fprintf(stderr, "kvik bench: %s: %zd of %zu bytes\n", write ? "kvik_file_write" : "kvik_file_read", n, size);
+int bench_check_count(struct bench *b, ssize_t n, const char *call) {
+  if (n < 0) return bench_kvik_fail();
+  if ((size_t)n == b->opt.size) return CLI_OK;
+  bench_progress_clear();
+  fprintf(stderr, "kvik bench: %s: %zd of %zu bytes\n", call, n, b->opt.size);
   return CLI_ERROR;
 }
 
-/* After a kvik read the buffer must hold the pattern; after a kvik write the file must, read
- * back with plain preads. */
-static int verify(struct bench *b, int write) {
-  if (!write) return check_range(b->buf, 0, b->opt.size, "kvik_file_read");
+int bench_verify_file(struct bench *b, const char *what) {
   for (size_t off = 0; off < b->opt.size; off += CHUNK) {
     size_t n = b->opt.size - off < CHUNK ? b->opt.size - off : CHUNK;
-    int err = io_loop(b->fd, b->scratch, n, off, 0);
-    if (err) return sys_fail("pread", err);
-    if (check_range(b->scratch, off, n, "kvik_file_write") != CLI_OK) return CLI_ERROR;
+    int err = bench_io_loop(b->fd, b->scratch, n, off, 0);
+    if (err) return bench_sys_fail("pread", err);
+    if (bench_check_range(b->scratch, off, n, what) != CLI_OK) return CLI_ERROR;
   }
   return CLI_OK;
 }
 
-/* The best of --repeat runs of each method, in GB/s. The methods take turns within each
- * repetition, so that a noisy neighbour or a drifting clock speed hits all three alike. kvik runs
- * are verified after each run, outside the timed region; a read target is zeroed first so that
- * bytes kvik did not read cannot pass. */
-static int measure_row(struct bench *b, kvik_file *f, int nthreads, int write, double best[3]) {
-  best[LOOP_1] = best[LOOP_T] = best[KVIK] = 0;
+/* ---- the engine -------------------------------------------------------------------------- */
+
+static int measure_row(struct bench *b, const struct suite *s, kvik_file *f, int nthreads, int write,
+                       double *best) {
+  for (int m = 0; m < s->nmethods; m++) best[m] = 0;
   for (int rep = 1; rep <= b->opt.repeat; rep++) {
-    for (enum method m = LOOP_1; m <= KVIK; m++) {
-      progress(write, m, nthreads, rep, b->opt.repeat);
-      if (m == KVIK && !write) memset(b->buf, 0, b->opt.size);
+    for (int m = 0; m < s->nmethods; m++) {
+      progress(write, s->names[m], nthreads, rep, b->opt.repeat);
+      if (s->prepare(b, m, write) != CLI_OK) return CLI_ERROR;
       double start = now();
-      if (run_once(b, f, m, nthreads, write) != CLI_OK) return CLI_ERROR;
+      if (s->run(b, f, m, nthreads, write) != CLI_OK) return CLI_ERROR;
       double rate = (double)b->opt.size / (now() - start) / 1e9;
-      if (m == KVIK && verify(b, write) != CLI_OK) return CLI_ERROR;
+      if (s->verify(b, m, write) != CLI_OK) return CLI_ERROR;
       if (rate > best[m]) best[m] = rate;
     }
   }
   return CLI_OK;
 }
 
-/* ---- tables ------------------------------------------------------------------------------ */
+/* Columns are as wide as their headers, at least 7. */
+static int width(const char *header) { return strlen(header) > 7 ? (int)strlen(header) : 7; }
 
-static void print_header(const struct bench *b, int write) {
-  const char *op = write ? "pwrite" : "pread";
-  char one[32], many[32], ratio_one[32], ratio_many[32];
-  snprintf(one, sizeof one, "%s 1 thread", op);
-  snprintf(many, sizeof many, "%s T threads", op);
-  snprintf(ratio_one, sizeof ratio_one, "kvik/%s1", op);
-  snprintf(ratio_many, sizeof ratio_many, "kvik/%sT", op);
-  progress_clear();
-  printf("\n%s (GB/s, best of %d)\n", write ? "WRITE: host memory -> page cache" : "READ: page cache -> host memory",
-         b->opt.repeat);
-  printf("%-12s  %15s  %16s  %7s  %12s  %12s\n", "threads T", one, many, "kvik", ratio_one, ratio_many);
+static void print_header(const struct bench *b, const struct suite *s) {
+  bench_progress_clear();
+  printf("\n%s (GB/s, best of %d)\n%-12s", s->title, b->opt.repeat, "threads T");
+  for (int m = 0; m < s->nmethods; m++) printf("  %*s", width(s->names[m]), s->names[m]);
+  for (int r = 0; r < s->nratios; r++) printf("  %*s", width(s->ratio_names[r]), s->ratio_names[r]);
+  printf("\n");
 }
 
-/* One row: the 1-thread loop, the T-thread loop and kvik with num_threads = T. */
-static int run_row(struct bench *b, kvik_file *f, int write, int nthreads) {
-  double best[3];
-  if (kvik_setting_set(KVIK_SETTING_NUM_THREADS, nthreads) < 0) return kvik_fail();
-  if (measure_row(b, f, nthreads, write, best) != CLI_OK) return CLI_ERROR;
+/* One row: every method, with kvik's num_threads = T. */
+static int run_row(struct bench *b, const struct suite *s, kvik_file *f, int write, int nthreads) {
+  double best[MAX_METHODS];
+  if (kvik_setting_set(KVIK_SETTING_NUM_THREADS, nthreads) < 0) return bench_kvik_fail();
+  if (measure_row(b, s, f, nthreads, write, best) != CLI_OK) return CLI_ERROR;
   char label[32];
   snprintf(label, sizeof label, "%d%s", nthreads, nthreads == b->default_threads ? " (default)" : "");
-  progress_clear();
-  printf("%-12s  %15.2f  %16.2f  %7.2f  %11.2fx  %11.2fx\n", label, best[LOOP_1], best[LOOP_T], best[KVIK],
-         best[KVIK] / best[LOOP_1], best[KVIK] / best[LOOP_T]);
+  bench_progress_clear();
+  printf("%-12s", label);
+  for (int m = 0; m < s->nmethods; m++) printf("  %*.2f", width(s->names[m]), best[m]);
+  for (int r = 0; r < s->nratios; r++) printf("  %*.2fx", width(s->ratio_names[r]) - 1, s->ratio(best, r));
+  printf("\n");
   fflush(stdout); /* a row per few seconds: show it as it comes */
   return CLI_OK;
 }
 
 /* Writes put the pattern back in place, so the file stays in the page cache and keeps its
  * content. */
-static int run_table(struct bench *b, int write) {
+int bench_table(struct bench *b, const struct suite *s, int write) {
   kvik_file *f;
-  if (kvik_file_open(test_path, write ? "r+" : "r", 0, &f) < 0) return kvik_fail();
-  print_header(b, write);
+  if (kvik_file_open(test_path, write ? "r+" : "r", 0, &f) < 0) return bench_kvik_fail();
+  print_header(b, s);
   int rc = CLI_OK;
-  for (int i = 0; rc == CLI_OK && i < b->opt.ncounts; i++) rc = run_row(b, f, write, b->opt.counts[i]);
+  for (int i = 0; rc == CLI_OK && i < b->opt.ncounts; i++) rc = run_row(b, s, f, write, b->opt.counts[i]);
   kvik_file_free(f);
   return rc;
+}
+
+/* ---- host memory ------------------------------------------------------------------------- */
+
+static int host_prepare(struct bench *b, int m, int write) {
+  /* A read target is zeroed so that bytes kvik did not read cannot pass. */
+  if (m == KVIK && !write) memset(b->buf, 0, b->opt.size);
+  return CLI_OK;
+}
+
+static int host_run(struct bench *b, kvik_file *f, int m, int nthreads, int write) {
+  size_t size = b->opt.size;
+  int err = 0;
+  if (m == LOOP_1) err = bench_io_loop(b->fd, b->buf, size, 0, write);
+  if (m == LOOP_T) err = bench_io_parallel(b->fd, b->buf, size, nthreads, write);
+  if (err) return bench_sys_fail(write ? "pwrite" : "pread", err);
+  if (m != KVIK) return CLI_OK;
+  if (write) return bench_check_count(b, kvik_file_write(f, b->buf, size, 0), "kvik_file_write");
+  return bench_check_count(b, kvik_file_read(f, b->buf, size, 0), "kvik_file_read");
+}
+
+/* After a kvik read the buffer must hold the pattern; after a kvik write the file must. */
+static int host_verify(struct bench *b, int m, int write) {
+  if (m != KVIK) return CLI_OK;
+  if (write) return bench_verify_file(b, "kvik_file_write");
+  return bench_check_range(b->buf, 0, b->opt.size, "kvik_file_read");
+}
+
+static double host_ratio(const double *best, int i) { return best[KVIK] / best[i == 0 ? LOOP_1 : LOOP_T]; }
+
+static int host_tables(struct bench *b) {
+  struct suite s = {"READ: page cache -> host memory", 3, {"pread 1 thread", "pread T threads", "kvik"},
+                    host_prepare, host_run, host_verify, 2, {"kvik/pread1", "kvik/preadT"}, host_ratio};
+  int rc = bench_table(b, &s, 0);
+  if (rc != CLI_OK || !b->opt.write) return rc;
+  s = (struct suite){"WRITE: host memory -> page cache", 3, {"pwrite 1 thread", "pwrite T threads", "kvik"},
+                     host_prepare, host_run, host_verify, 2, {"kvik/pwrite1", "kvik/pwriteT"}, host_ratio};
+  return bench_table(b, &s, 1);
 }
 
 /* ---- setup and cleanup ------------------------------------------------------------------- */
@@ -319,15 +330,15 @@ static void catch_signals(void) {
  * read it once, so that the whole file is in the page cache before the first timed read. */
 static int create_file(struct bench *b) {
   if (snprintf(test_path, sizeof test_path, "%s/kvik-bench-XXXXXX", b->opt.dir) >= (int)sizeof test_path)
-    return sys_fail(b->opt.dir, -ENAMETOOLONG);
+    return bench_sys_fail(b->opt.dir, -ENAMETOOLONG);
   catch_signals();
   b->fd = mkstemp(test_path);
-  if (b->fd < 0) return sys_fail(b->opt.dir, -errno);
+  if (b->fd < 0) return bench_sys_fail(b->opt.dir, -errno);
   test_path_set = 1;
-  int err = io_loop(b->fd, b->buf, b->opt.size, 0, 1);
+  int err = bench_io_loop(b->fd, b->buf, b->opt.size, 0, 1);
   if (!err && fdatasync(b->fd) < 0) err = -errno;
-  if (!err) err = io_loop(b->fd, b->buf, b->opt.size, 0, 0);
-  return err ? sys_fail(test_path, err) : CLI_OK;
+  if (!err) err = bench_io_loop(b->fd, b->buf, b->opt.size, 0, 0);
+  return err ? bench_sys_fail(test_path, err) : CLI_OK;
 }
 
 /* Filling the buffer with the pattern also faults in all its pages, so that no timed run
@@ -335,10 +346,10 @@ static int create_file(struct bench *b) {
 static int setup(struct bench *b) {
   void *buf;
   int err = posix_memalign(&buf, 4096, b->opt.size);
-  if (err) return sys_fail("buffer", -err);
+  if (err) return bench_sys_fail("buffer", -err);
   b->buf = buf;
   b->scratch = malloc(CHUNK);
-  if (!b->scratch) return sys_fail("buffer", -ENOMEM);
+  if (!b->scratch) return bench_sys_fail("buffer", -ENOMEM);
   pattern_fill(b->buf, 0, b->opt.size);
   if (create_file(b) != CLI_OK) return CLI_ERROR;
   printf("kvik bench: %ld online CPUs, file %zu bytes (%.2f GiB) in %s, kvik default num_threads %lld\n",
@@ -348,7 +359,7 @@ static int setup(struct bench *b) {
 }
 
 static int cleanup(struct bench *b, int rc) {
-  progress_clear();
+  bench_progress_clear();
   if (test_path_set) unlink(test_path);
   test_path_set = 0;
   if (b->fd >= 0) close(b->fd);
@@ -430,6 +441,8 @@ static int parse_option(int argc, char **argv, int *i, struct options *o) {
   const char *arg = argv[*i];
   if (cli_is_help(arg)) return fputs(bench_usage, stdout), PARSE_HELP;
   if (strcmp(arg, "--no-write") == 0) return o->write = 0, CLI_OK;
+  if (strcmp(arg, "--device") == 0) return o->device = 1, CLI_OK;
+  if (strcmp(arg, "--cold") == 0) return o->cold = 1, CLI_OK;
   for (int opt = 0; opt < OPT_COUNT; opt++) {
     const char *v = value_of(value_options[opt], argc, argv, i);
     if (!v) continue;
@@ -460,8 +473,7 @@ int cli_bench(int argc, char **argv) {
   if (b.opt.ncounts == 0) default_counts(&b.opt, (int)b.default_threads);
   show_progress = isatty(STDERR_FILENO);
   rc = setup(&b);
-  if (rc == CLI_OK) rc = run_table(&b, 0);
-  /* The last verified kvik read left the pattern in the buffer: the writes write it back. */
-  if (rc == CLI_OK && b.opt.write) rc = run_table(&b, 1);
+  /* The last verified kvik read leaves the pattern in its buffer: the writes write it back. */
+  if (rc == CLI_OK) rc = b.opt.device ? bench_device(&b) : host_tables(&b);
   return cleanup(&b, rc);
 }

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The GPU suite, on a machine with an NVIDIA driver and GPU:
+#   1. build kvik into build-gpu/ and run every C test; there the `device_system` test runs the
+#      device tests against the real driver, with files larger than 4 GiB;
+#   2. `kvik info`;
+#   3. `kvik bench --device`: reads of a SIZE file in the page cache into device memory, then
+#      writes from device memory (a smaller file);
+#   4. where KvikIO is importable (installed, or carried as wheels in .whl/), kvik and KvikIO
+#      reading the same file into the same GPU buffer, side by side (bench/kvikio_compare.py).
+# usage: scripts/gpu_check.sh [SIZE]   (default 8G; the test file goes to $TMPDIR or /tmp)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+size=${1:-8G}
+tmp=${TMPDIR:-/tmp}
+build=$root/build-gpu
+
+echo "== build and C tests (real driver)"
+"$root/scripts/build.sh" "$build" >/dev/null
+(cd "$build" && KVIK_TEST_LARGE=1 ctest --output-on-failure -j4)
+
+echo "== kvik info"
+"$build/kvik" info "$tmp"
+
+echo "== kvik bench --device (reads, $size)"
+"$build/kvik" bench --device --dir "$tmp" --size "$size" --threads 1,4,8,16 --repeat 3 --no-write
+echo "== kvik bench --device (writes, 2G)"
+"$build/kvik" bench --device --dir "$tmp" --size 2G --threads 1,4,16 --repeat 3
+
+if [ -d "$root/.whl" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvik-site \
+    "$root"/.whl/*.whl
+  export PYTHONPATH=/tmp/kvik-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+echo "== kvik next to KvikIO ($size)"
+status=0
+PYTHONUNBUFFERED=1 python3 "$root/bench/kvikio_compare.py" --lib "$build/libkvik.so" --file "$tmp/kvik-compare.bin" \
+  --size "$size" --threads 1,4,8,16 --repeat 3 || status=$?
+rm -f "$tmp/kvik-compare.bin"
+[ "$status" = 77 ] && echo "(KvikIO not importable here: comparison skipped)" && status=0
+exit "$status"

@@ -1,0 +1,104 @@
+/* A fake CUDA driver for machines without a GPU: tests/fake_cuda.c, built as
+ * <build>/tests/fake_cuda/libcuda.so.1. Tests that put that folder on LD_LIBRARY_PATH make kvik's
+ * dlopen("libcuda.so.1") load the fake instead of a real driver.
+ *
+ * What it models (the details are in fake_cuda.c):
+ *  - FAKE_CUDA_DEVICES (default 1) devices; 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE.
+ *  - Device memory the CPU cannot touch: device pointers lie in a PROT_NONE mapping, so a CPU
+ *    access crashes and pread()/pwrite() into one fails with EFAULT, as with a real GPU.
+ *  - Streams that really are asynchronous: one worker thread each, running the stream's work in
+ *    order. Every asynchronous copy waits FAKE_CUDA_COPY_DELAY_US microseconds (default 200)
+ *    before it copies, so that a host buffer reused before its copy finished shows up as
+ *    corrupted data.
+ *  - A thread-local context stack, pointer attributes, pinned and registered host memory, events.
+ *
+ * This header declares the control API the fake exports in addition to the driver API. Tests
+ * look the functions up with dlsym() on the handle of "libcuda.so.1", so that the same test can
+ * run against a real driver too, where they are absent:
+ *
+ *   void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+ *   fake_cuda_fail_fn fail = (fake_cuda_fail_fn)dlsym(cuda, "fake_cuda_fail");
+ *   if (!fail) return TEST_SKIP;   // a real driver: fault injection is not available
+ *
+ * Each dlopen() of the same name returns the same loaded library, so the test and kvik see one
+ * fake with one state. Every control function is thread-safe and may be called before cuInit. */
+#ifndef KVIK_TESTS_FAKE_CUDA_H
+#define KVIK_TESTS_FAKE_CUDA_H
+
+#include "../src/cuda.h"
+
+/* Arm a one-shot failure: the nth next call (1 = the very next) of the driver function exported
+ * as `symbol` ("cuMemHostAlloc", "cuMemcpyHtoDAsync_v2", ...) returns `error` without doing
+ * anything. Calls by any thread count. Several failures may be armed at once, also for the same
+ * function. An unknown symbol or nth < 1 is a bug in the test: the fake prints it and aborts. */
+void fake_cuda_fail(const char *symbol, int nth, int error);
+
+/* How many times the driver function exported as `symbol` was called since the library was
+ * loaded or fake_cuda_reset() was last called, failed calls included; -1 for an unknown symbol. */
+long fake_cuda_calls(const char *symbol);
+
+/* Live counts, for leak checks; -1 for an unknown name:
+ *   "device"     allocations of cuMemAlloc, cuMemAllocAsync and cuMemAllocManaged not yet freed
+ *   "pinned"     cuMemHostAlloc allocations not yet freed with cuMemFreeHost
+ *   "registered" cuMemHostRegister ranges not yet unregistered
+ *   "streams"    streams made with cuStreamCreate and not destroyed (the default streams the fake
+ *                makes on demand are not counted)
+ *   "events"     events made with cuEventCreate and not destroyed
+ *   "contexts"   contexts made with cuCtxCreate and not destroyed
+ *   "primary"    cuDevicePrimaryCtxRetain calls not yet matched by a release, over all devices */
+long fake_cuda_live(const char *what);
+
+/* Disarm every armed failure and zero the call counters. Live counts are left as they are. */
+void fake_cuda_reset(void);
+
+typedef void (*fake_cuda_fail_fn)(const char *symbol, int nth, int error);
+typedef long (*fake_cuda_calls_fn)(const char *symbol);
+typedef long (*fake_cuda_live_fn)(const char *what);
+typedef void (*fake_cuda_reset_fn)(void);
+
+/* Driver API constants beyond those kvik itself uses (src/cuda.h), with the values of the real
+ * cuda.h. Guarded so that src/cuda.h may define any of them later. */
+#ifndef CUDA_ERROR_INVALID_VALUE
+#define CUDA_ERROR_INVALID_VALUE 1
+#endif
+#ifndef CUDA_ERROR_OUT_OF_MEMORY
+#define CUDA_ERROR_OUT_OF_MEMORY 2
+#endif
+#ifndef CUDA_ERROR_NOT_INITIALIZED
+#define CUDA_ERROR_NOT_INITIALIZED 3
+#endif
+#ifndef CUDA_ERROR_NO_DEVICE
+#define CUDA_ERROR_NO_DEVICE 100
+#endif
+#ifndef CUDA_ERROR_INVALID_DEVICE
+#define CUDA_ERROR_INVALID_DEVICE 101
+#endif
+#ifndef CUDA_ERROR_INVALID_CONTEXT
+#define CUDA_ERROR_INVALID_CONTEXT 201
+#endif
+#ifndef CUDA_ERROR_INVALID_HANDLE
+#define CUDA_ERROR_INVALID_HANDLE 400
+#endif
+#ifndef CUDA_ERROR_CONTEXT_IS_DESTROYED
+#define CUDA_ERROR_CONTEXT_IS_DESTROYED 709
+#endif
+#ifndef CUDA_ERROR_UNKNOWN
+#define CUDA_ERROR_UNKNOWN 999
+#endif
+#ifndef CU_STREAM_LEGACY
+#define CU_STREAM_LEGACY ((CUstream)0x1)
+#endif
+#ifndef CU_STREAM_PER_THREAD
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
+#endif
+#ifndef CU_MEM_ATTACH_GLOBAL
+#define CU_MEM_ATTACH_GLOBAL 1
+#endif
+#ifndef CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
+#define CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#endif
+#ifndef CU_POINTER_ATTRIBUTE_RANGE_SIZE
+#define CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
+#endif
+
+#endif

@@ -1,0 +1,1191 @@
+/* Device IO against whichever libcuda.so.1 the loader finds: the fake driver of tests/fake_cuda.c
+ * (CI puts build/tests/fake_cuda on LD_LIBRARY_PATH) or a real NVIDIA driver. The test loads the
+ * driver itself (dlopen + dlsym) to make and check CUDA memory, and kvik loads the same library.
+ *
+ * Modes, chosen by what it finds:
+ *  - no libcuda.so.1: host IO works, every pointer is host memory, and what needs the driver fails
+ *    with KVIK_ECUDA_UNAVAILABLE and a message naming libcuda.so.1;
+ *  - cuInit fails (the fake with FAKE_CUDA_DEVICES=0): the same, with a message naming cuInit;
+ *  - otherwise the full suite: pointer classification; random reads and writes into device,
+ *    stream-ordered pool, managed, pinned and registered memory compared byte for byte with the
+ *    file, guard bytes around the destination included; threads with and without a current
+ *    context; a second context; stream-ordered reads and writes (ordering proven by holding the
+ *    stream with a host function, and on a real driver by a kernel run after the read);
+ *    kvik_file_read_to_device; mapped files; fault injection and leak checks (fake only: they
+ *    need its control API, absent from a real driver); a file over 4 GiB when KVIK_TEST_LARGE=1.
+ *
+ * The random choices come from one seed, printed at the start and on failure; KVIK_TEST_SEED=N
+ * repeats a run. Exit codes as in test.h: 0 pass, 1 fail. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "test.h"
+#include "../src/cuda.h"
+#include "fake_cuda.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define PAGE ((size_t)4096)
+
+#define FILE_BYTES (40 * MiB + 1234) /* the reference file that reads are checked against */
+#define MAX_READ (20 * MiB)
+#define AREA_BYTES (MAX_READ + MiB + 333) /* a read buffer: the largest read at an offset */
+#define GUARD ((size_t)512)               /* bytes checked on each side of a destination */
+#define READS_PER_KIND 25
+
+/* ---- The driver, loaded by the test itself ------------------------------------------------ */
+
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+
+#define CU_JIT_ERROR_LOG_BUFFER 5
+#define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+
+#define REQUIRED_FUNCTIONS(X)                                                                  \
+  X(cuGetErrorName, CUresult, (CUresult, const char **))                                       \
+  X(cuDeviceGet, CUresult, (CUdevice *, int))                                                  \
+  X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))                               \
+  X(cuCtxPushCurrent_v2, CUresult, (CUcontext))                                                \
+  X(cuCtxPopCurrent_v2, CUresult, (CUcontext *))                                               \
+  X(cuCtxSetCurrent, CUresult, (CUcontext))                                                    \
+  X(cuCtxGetCurrent, CUresult, (CUcontext *))                                                  \
+  X(cuCtxCreate_v2, CUresult, (CUcontext *, unsigned, CUdevice))                               \
+  X(cuCtxDestroy_v2, CUresult, (CUcontext))                                                    \
+  X(cuMemAlloc_v2, CUresult, (CUdeviceptr *, size_t))                                          \
+  X(cuMemFree_v2, CUresult, (CUdeviceptr))                                                     \
+  X(cuMemAllocManaged, CUresult, (CUdeviceptr *, size_t, unsigned))                            \
+  X(cuMemAllocAsync, CUresult, (CUdeviceptr *, size_t, CUstream))                              \
+  X(cuMemFreeAsync, CUresult, (CUdeviceptr, CUstream))                                         \
+  X(cuMemHostAlloc, CUresult, (void **, size_t, unsigned))                                     \
+  X(cuMemFreeHost, CUresult, (void *))                                                         \
+  X(cuMemcpyHtoD_v2, CUresult, (CUdeviceptr, const void *, size_t))                            \
+  X(cuMemcpyDtoH_v2, CUresult, (void *, CUdeviceptr, size_t))                                  \
+  X(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr, const void *, size_t, CUstream))             \
+  X(cuMemcpyDtoHAsync_v2, CUresult, (void *, CUdeviceptr, size_t, CUstream))                   \
+  X(cuStreamCreate, CUresult, (CUstream *, unsigned))                                          \
+  X(cuStreamDestroy_v2, CUresult, (CUstream))                                                  \
+  X(cuStreamSynchronize, CUresult, (CUstream))                                                 \
+  X(cuLaunchHostFunc, CUresult, (CUstream, CUhostFn, void *))
+
+/* Only a real driver has these; the fake lacks them. */
+#define KERNEL_FUNCTIONS(X)                                                                    \
+  X(cuModuleLoadData, CUresult, (CUmodule *, const void *))                                    \
+  X(cuModuleLoadDataEx, CUresult, (CUmodule *, const void *, unsigned, int *, void **))        \
+  X(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))                     \
+  X(cuLaunchKernel, CUresult,                                                                  \
+    (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
+     void **, void **))                                                                        \
+  X(cuModuleUnload, CUresult, (CUmodule))
+
+static struct {
+  CUresult (*cuInit)(unsigned);
+#define MEMBER_(name, ret, params) ret(*name) params;
+  REQUIRED_FUNCTIONS(MEMBER_)
+  KERNEL_FUNCTIONS(MEMBER_)
+#undef MEMBER_
+} cu;
+
+/* The fake's control API; all NULL on a real driver. */
+static struct {
+  fake_cuda_fail_fn fail;
+  fake_cuda_calls_fn calls;
+  fake_cuda_live_fn live;
+  fake_cuda_reset_fn reset;
+} fake;
+
+static const char *cu_error_name(CUresult r) {
+  const char *name = NULL;
+  if (!cu.cuGetErrorName || cu.cuGetErrorName(r, &name) != CUDA_SUCCESS || !name) return "?";
+  return name;
+}
+
+#define CU_OK(call)                                                                            \
+  do {                                                                                         \
+    CUresult r_ = (call);                                                                      \
+    if (r_ != CUDA_SUCCESS) FAIL_AT("%s failed: CUDA error %d (%s)", #call, r_, cu_error_name(r_)); \
+  } while (0)
+
+static void resolve_driver(void *handle) {
+#define RESOLVE_(name, ret, params)                                                            \
+  *(void **)&cu.name = dlsym(handle, #name);                                                   \
+  if (!cu.name) FAIL_AT("libcuda.so.1 lacks %s", #name);
+  REQUIRED_FUNCTIONS(RESOLVE_)
+#undef RESOLVE_
+#define RESOLVE_OPTIONAL_(name, ret, params) *(void **)&cu.name = dlsym(handle, #name);
+  KERNEL_FUNCTIONS(RESOLVE_OPTIONAL_)
+#undef RESOLVE_OPTIONAL_
+  *(void **)&fake.fail = dlsym(handle, "fake_cuda_fail");
+  *(void **)&fake.calls = dlsym(handle, "fake_cuda_calls");
+  *(void **)&fake.live = dlsym(handle, "fake_cuda_live");
+  *(void **)&fake.reset = dlsym(handle, "fake_cuda_reset");
+}
+
+/* ---- Run state ---------------------------------------------------------------------------- */
+
+static char *g_dir, *g_ref_path;
+static unsigned char *g_ref; /* the reference file's bytes */
+static unsigned char *g_scratch; /* AREA_BYTES of host memory for checks */
+static uint64_t g_seed, g_rng;
+static const char *g_case = "setup";
+static int g_finished;
+static CUdevice g_dev;
+static CUcontext g_primary;
+static CUstream g_alloc_stream; /* for cuMemAllocAsync */
+static long g_own_device, g_own_pinned; /* allocations the test itself holds, for leak checks */
+
+static void report_context(void) {
+  if (!g_finished)
+    fprintf(stderr, "  failed in case \"%s\"; seed %" PRIu64 " (KVIK_TEST_SEED=%" PRIu64 " repeats the run)\n",
+            g_case, g_seed, g_seed);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
+static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
+static void *hptr(CUdeviceptr d) { return (void *)(uintptr_t)d; }
+
+static size_t expected_count(size_t file_bytes, int64_t offset, size_t size) {
+  if ((uint64_t)offset >= file_bytes) return 0;
+  return size < file_bytes - (size_t)offset ? size : file_bytes - (size_t)offset;
+}
+
+static kvik_file *open_file(const char *path, const char *flags) {
+  kvik_file *f = NULL;
+  ASSERT_OK(kvik_file_open(path, flags, 0644, &f));
+  return f;
+}
+
+/* ---- Test memory of every kind ------------------------------------------------------------ */
+
+typedef enum buf_kind { BUF_DEVICE, BUF_POOL, BUF_MANAGED, BUF_PINNED, BUF_REGISTERED, BUF_HOST } buf_kind;
+#define BUF_CUDA_KINDS 5 /* the kinds above BUF_HOST */
+
+static const char *const buf_kind_names[] = {"device (cuMemAlloc)", "device (cuMemAllocAsync)", "managed",
+                                             "pinned", "registered host", "pageable host"};
+
+typedef struct tbuf {
+  buf_kind kind;
+  unsigned char *ptr;
+  size_t size;
+} tbuf;
+
+/* Kinds the CPU must not touch here: read and written through the driver's copies. */
+static int through_driver(buf_kind kind) { return kind == BUF_DEVICE || kind == BUF_POOL || kind == BUF_MANAGED; }
+
+static unsigned char *dev_alloc(size_t size) {
+  CUdeviceptr d = 0;
+  CU_OK(cu.cuMemAlloc_v2(&d, size));
+  g_own_device++;
+  return hptr(d);
+}
+
+static void dev_free(void *p) {
+  CU_OK(cu.cuMemFree_v2(dptr(p)));
+  g_own_device--;
+}
+
+static unsigned char *pinned_alloc(size_t size) {
+  void *h = NULL;
+  CU_OK(cu.cuMemHostAlloc(&h, size, 0));
+  g_own_pinned++;
+  return h;
+}
+
+static void pinned_free(void *p) {
+  CU_OK(cu.cuMemFreeHost(p));
+  g_own_pinned--;
+}
+
+static tbuf tbuf_new(buf_kind kind, size_t size) {
+  tbuf b = {kind, NULL, size};
+  CUdeviceptr d = 0;
+  void *h = NULL;
+  if (kind == BUF_DEVICE) {
+    b.ptr = dev_alloc(size);
+  } else if (kind == BUF_POOL) {
+    CU_OK(cu.cuMemAllocAsync(&d, size, g_alloc_stream));
+    CU_OK(cu.cuStreamSynchronize(g_alloc_stream));
+    g_own_device++;
+    b.ptr = hptr(d);
+  } else if (kind == BUF_MANAGED) {
+    CU_OK(cu.cuMemAllocManaged(&d, size, CU_MEM_ATTACH_GLOBAL));
+    g_own_device++;
+    b.ptr = hptr(d);
+  } else if (kind == BUF_PINNED) {
+    b.ptr = pinned_alloc(size);
+  } else {
+    ASSERT_EQ(posix_memalign(&h, PAGE, size), 0);
+    if (kind == BUF_REGISTERED) ASSERT_OK(kvik_memory_register(h, size));
+    b.ptr = h;
+  }
+  return b;
+}
+
+static void tbuf_free(tbuf *b) {
+  if (b->kind == BUF_POOL) {
+    CU_OK(cu.cuMemFreeAsync(dptr(b->ptr), g_alloc_stream));
+    CU_OK(cu.cuStreamSynchronize(g_alloc_stream));
+    g_own_device--;
+  } else if (through_driver(b->kind)) {
+    dev_free(b->ptr);
+  } else if (b->kind == BUF_PINNED) {
+    pinned_free(b->ptr);
+  } else {
+    if (b->kind == BUF_REGISTERED) ASSERT_OK(kvik_memory_deregister(b->ptr));
+    free(b->ptr);
+  }
+  b->ptr = NULL;
+}
+
+static void tbuf_put(const tbuf *b, size_t at, const void *src, size_t n) {
+  if (through_driver(b->kind)) CU_OK(cu.cuMemcpyHtoD_v2(dptr(b->ptr + at), src, n));
+  else memcpy(b->ptr + at, src, n);
+}
+
+static void tbuf_get(const tbuf *b, size_t at, void *dst, size_t n) {
+  if (through_driver(b->kind)) CU_OK(cu.cuMemcpyDtoH_v2(dst, dptr(b->ptr + at), n));
+  else memcpy(dst, b->ptr + at, n);
+}
+
+/* A buffer with a host mirror of what it must hold: random bytes at first, then what each
+ * read put there. Comparing a window with the mirror checks the bytes read and the guard bytes
+ * around them at once. */
+typedef struct area {
+  tbuf buf;
+  unsigned char *mirror;
+} area;
+
+static area area_new(buf_kind kind, size_t size) {
+  area a = {tbuf_new(kind, size), malloc(size)};
+  test_fill(a.mirror, size, test_rand(&g_rng));
+  tbuf_put(&a.buf, 0, a.mirror, size);
+  return a;
+}
+
+static void area_free(area *a) {
+  tbuf_free(&a->buf);
+  free(a->mirror);
+}
+
+/* The read of `want` bytes of `source` into [at, at + want) happened: check [at - GUARD,
+ * at + size + GUARD) against the mirror. */
+static void area_expect(area *a, size_t at, size_t size, const unsigned char *source, size_t want, const char *what) {
+  memcpy(a->mirror + at, source, want);
+  size_t lo = at > GUARD ? at - GUARD : 0;
+  size_t hi = at + size + GUARD < a->buf.size ? at + size + GUARD : a->buf.size;
+  tbuf_get(&a->buf, lo, g_scratch, hi - lo);
+  long long diff = test_first_diff(g_scratch, a->mirror + lo, hi - lo);
+  if (diff < 0) return;
+  size_t pos = lo + (size_t)diff;
+  FAIL_AT("%s into %s memory at +%zu (%zu bytes, %zu expected): byte %zu %s differs", what,
+          buf_kind_names[a->buf.kind], at, size, want, pos,
+          pos < at ? "before the destination" : pos < at + want ? "of the data read" : "past the bytes read");
+}
+
+/* ---- Modes without a usable driver --------------------------------------------------------- */
+
+/* Host IO works, and whatever needs the driver fails cleanly with a message containing `why`. */
+static void check_without_cuda(const char *why) {
+  g_case = "without CUDA";
+  char *path = test_path(g_dir, "host");
+  size_t n = MiB + 77;
+  unsigned char *data = malloc(n), *buf = malloc(n);
+  test_fill(data, n, test_rand(&g_rng));
+  test_write_file(path, data, n);
+  kvik_file *f = open_file(path, "r");
+  ASSERT_EQ(kvik_file_read(f, buf, n, 0), n);
+  ASSERT_SAME_BYTES(buf, data, n);
+  ASSERT_EQ(kvik_memory_kind_of(buf), KVIK_MEMORY_HOST);
+  ASSERT_FAILS(kvik_cuda_device_count(), KVIK_ECUDA_UNAVAILABLE, why);
+  ASSERT_FAILS(kvik_cuda_driver_version(), KVIK_ECUDA_UNAVAILABLE, why);
+  ASSERT_FAILS(kvik_memory_register(buf, n), KVIK_ECUDA_UNAVAILABLE, why);
+  kvik_future *fut = (kvik_future *)&fut;
+  ASSERT_FAILS(kvik_file_read_async(f, buf, n, 0, NULL, &fut), KVIK_ECUDA_UNAVAILABLE, why);
+  ASSERT(fut == NULL);
+  void *dev = &dev;
+  ASSERT_FAILS(kvik_file_read_to_device(f, 0, &dev), KVIK_ECUDA_UNAVAILABLE, why);
+  ASSERT(dev == NULL);
+  /* Host IO still works after all those failures. */
+  memset(buf, 0, n);
+  ASSERT_EQ(kvik_file_read(f, buf, n, 0), n);
+  ASSERT_SAME_BYTES(buf, data, n);
+  kvik_file_free(f);
+  free(data);
+  free(buf);
+  free(path);
+  printf("ok: without CUDA (%s): host IO works, CUDA calls fail with KVIK_ECUDA_UNAVAILABLE\n", why);
+}
+
+/* ---- 1. Classification ----------------------------------------------------------------------- */
+
+static void test_classification(void) {
+  g_case = "classification";
+  size_t n = 3 * MiB + 5;
+  void *host = malloc(n);
+  test_fill(host, n, test_rand(&g_rng));
+  ASSERT_EQ(kvik_memory_kind_of(host), KVIK_MEMORY_HOST);
+  const int expected[BUF_CUDA_KINDS] = {KVIK_MEMORY_DEVICE, KVIK_MEMORY_DEVICE, KVIK_MEMORY_MANAGED,
+                                        KVIK_MEMORY_PINNED, KVIK_MEMORY_PINNED};
+  for (int k = 0; k < BUF_CUDA_KINDS; k++) {
+    tbuf b = tbuf_new((buf_kind)k, n);
+    if (kvik_memory_kind_of(b.ptr) != expected[k] || kvik_memory_kind_of(b.ptr + 12345) != expected[k])
+      FAIL_AT("%s memory: kvik_memory_kind_of gives %d (+12345: %d), expected %d", buf_kind_names[k],
+              kvik_memory_kind_of(b.ptr), kvik_memory_kind_of(b.ptr + 12345), expected[k]);
+    tbuf_free(&b);
+  }
+  ASSERT_OK(kvik_memory_register(host, n));
+  ASSERT_EQ(kvik_memory_kind_of(host), KVIK_MEMORY_PINNED);
+  ASSERT_FAILS(kvik_memory_register(host, n), KVIK_ECUDA, "kvik_memory_register");
+  ASSERT_OK(kvik_memory_deregister(host));
+  ASSERT_EQ(kvik_memory_kind_of(host), KVIK_MEMORY_HOST);
+  ASSERT_FAILS(kvik_memory_deregister(host), KVIK_ECUDA, "kvik_memory_deregister");
+  ASSERT_FAILS(kvik_memory_register(NULL, n), -EINVAL, "kvik_memory_register");
+  ASSERT_FAILS(kvik_memory_register(host, 0), -EINVAL, "kvik_memory_register");
+  free(host);
+  printf("ok: classification of host, pinned, device, pool, managed and registered memory\n");
+}
+
+/* ---- 2. Reads ------------------------------------------------------------------------------- */
+
+static const size_t task_sizes[] = {0, 64 * KiB, MiB + 4096, 8 * MiB};
+
+/* Read [offset, offset + size) into the area at `at`: how 0 is kvik_file_read, how 1..4
+ * kvik_file_pread with task_sizes[how - 1]. */
+static void read_into(kvik_file *f, area *a, size_t at, int64_t offset, size_t size, int how) {
+  unsigned char *dst = a->buf.ptr + at;
+  ssize_t got;
+  if (how == 0) {
+    got = kvik_file_read(f, dst, size, offset);
+  } else {
+    kvik_future *fut = NULL;
+    ASSERT_OK(kvik_file_pread(f, dst, size, offset, task_sizes[how - 1], &fut));
+    got = kvik_future_wait(fut);
+    ASSERT_EQ(kvik_future_done(fut), 1);
+    if (got >= 0) ASSERT_EQ(kvik_future_bytes_done(fut), got);
+    kvik_future_free(fut);
+  }
+  size_t want = expected_count(FILE_BYTES, offset, size);
+  char what[160];
+  snprintf(what, sizeof what, "%s of %zu bytes at %lld (task size %zu)", how ? "kvik_file_pread" : "kvik_file_read",
+           size, (long long)offset, how ? task_sizes[how - 1] : 0);
+  if (got != (ssize_t)want)
+    FAIL_AT("%s into %s memory returned %zd (%s), expected %zu", what, buf_kind_names[a->buf.kind], got,
+            got < 0 ? kvik_err_name((int)got) : "count", want);
+  area_expect(a, at, size, g_ref + offset, want, what);
+}
+
+static size_t random_read_size(int i) {
+  static const size_t edges[] = {0, 1, PAGE - 1, PAGE, PAGE + 1, MiB - 1, MiB, MiB + 1, 8 * MiB};
+  switch (i % 6) {
+  case 0: return test_below(&g_rng, MiB); /* below the GDS threshold: runs inline */
+  case 1: return (1 + test_below(&g_rng, MAX_READ / PAGE)) * PAGE;
+  case 2: return test_below(&g_rng, MAX_READ + 1);
+  case 3: return 1 + test_below(&g_rng, 4 * MiB); /* placed across the end of the file */
+  case 4: return edges[test_below(&g_rng, sizeof edges / sizeof edges[0])];
+  default: return test_below(&g_rng, 64 * KiB);
+  }
+}
+
+static void random_read(kvik_file *f, area *a, int i) {
+  size_t size = random_read_size(i);
+  int64_t offset;
+  if (i % 6 == 3) offset = (int64_t)(FILE_BYTES - test_below(&g_rng, size));
+  else if (i % 4 == 0) offset = (int64_t)(test_below(&g_rng, FILE_BYTES / PAGE) * PAGE);
+  else offset = (int64_t)test_below(&g_rng, FILE_BYTES + 1000);
+  size_t at = test_below(&g_rng, a->buf.size - size + 1);
+  if (i % 3 == 0) at &= ~(PAGE - 1);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, i % 4 == 1));
+  read_into(f, a, at, offset, size, i % 5);
+}
+
+static void test_reads(void) {
+  g_case = "reads";
+  kvik_file *f = open_file(g_ref_path, "r");
+  for (int k = 0; k < BUF_CUDA_KINDS; k++) {
+    area a = area_new((buf_kind)k, AREA_BYTES);
+    for (int i = 0; i < READS_PER_KIND; i++) random_read(f, &a, i);
+    area_free(&a);
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
+  kvik_file_free(f);
+  printf("ok: %d random reads into each of %d kinds of memory\n", READS_PER_KIND, BUF_CUDA_KINDS);
+}
+
+/* ---- 3. Writes ------------------------------------------------------------------------------ */
+
+#define WFILE_BYTES (12 * MiB + 999)
+#define WSRC_BYTES (8 * MiB + 777)
+#define WMODEL_BYTES (3 * WFILE_BYTES)
+
+static size_t random_write_size(int i) {
+  static const size_t edges[] = {0, 1, PAGE - 1, PAGE, PAGE + 1, MiB + 1};
+  switch (i % 4) {
+  case 0: return test_below(&g_rng, MiB);
+  case 1: return test_below(&g_rng, WSRC_BYTES / PAGE + 1) * PAGE;
+  case 2: return test_below(&g_rng, WSRC_BYTES + 1);
+  default: return edges[test_below(&g_rng, sizeof edges / sizeof edges[0])];
+  }
+}
+
+/* One write of `size` bytes of the buffer at `from` to `offset`: how 0 is kvik_file_write,
+ * 1..4 kvik_file_pwrite with task_sizes[how - 1]. */
+static void write_from(kvik_file *f, const tbuf *b, size_t from, int64_t offset, size_t size, int how) {
+  ssize_t put;
+  if (how == 0) {
+    put = kvik_file_write(f, b->ptr + from, size, offset);
+  } else {
+    kvik_future *fut = NULL;
+    ASSERT_OK(kvik_file_pwrite(f, b->ptr + from, size, offset, task_sizes[how - 1], &fut));
+    put = kvik_future_wait(fut);
+    kvik_future_free(fut);
+  }
+  if (put != (ssize_t)size)
+    FAIL_AT("write %d of %zu bytes from %s memory +%zu at %lld returned %zd (%s)", how, size, buf_kind_names[b->kind],
+            from, (long long)offset, put, put < 0 ? kvik_err_name((int)put) : "count");
+}
+
+static void writes_from(buf_kind kind) {
+  char *path = test_path(g_dir, "written");
+  unsigned char *model = calloc(1, WMODEL_BYTES), *src = malloc(WSRC_BYTES);
+  size_t model_len = WFILE_BYTES;
+  test_fill(model, model_len, test_rand(&g_rng));
+  test_write_file(path, model, model_len);
+  test_fill(src, WSRC_BYTES, test_rand(&g_rng));
+  tbuf b = tbuf_new(kind, WSRC_BYTES);
+  tbuf_put(&b, 0, src, WSRC_BYTES);
+  kvik_file *f = open_file(path, "r+");
+  for (int i = 0; i < 14; i++) {
+    size_t size = random_write_size(i);
+    size_t from = test_below(&g_rng, WSRC_BYTES - size + 1);
+    int extend = i % 5 == 4 && model_len + 100000 + size <= WMODEL_BYTES; /* past the end, leaving a hole */
+    int64_t offset = (int64_t)(extend ? model_len + test_below(&g_rng, 100000) : test_below(&g_rng, model_len));
+    ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, i % 6 == 5));
+    write_from(f, &b, from, offset, size, i % 5);
+    memcpy(model + offset, src + from, size);
+    if (size && (size_t)offset + size > model_len) model_len = (size_t)offset + size;
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 0));
+  ASSERT_EQ(kvik_file_size(f), model_len);
+  kvik_file_free(f);
+  size_t n;
+  unsigned char *content = test_read_file(path, &n);
+  ASSERT_EQ(n, model_len);
+  long long diff = test_first_diff(content, model, n);
+  if (diff >= 0) FAIL_AT("after writes from %s memory the file differs at byte %lld", buf_kind_names[kind], diff);
+  free(content);
+  tbuf_free(&b);
+  free(src);
+  free(model);
+  free(path);
+}
+
+static void test_writes(void) {
+  g_case = "writes";
+  const buf_kind kinds[] = {BUF_DEVICE, BUF_POOL, BUF_MANAGED, BUF_PINNED};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) writes_from(kinds[k]);
+  printf("ok: random writes from device, pool, managed and pinned memory\n");
+}
+
+/* ---- 4. Threads ----------------------------------------------------------------------------- */
+
+#define READERS 4
+#define SLOTS 4
+#define SLOT_BYTES (3 * MiB + 517)
+
+typedef struct reader {
+  int index;
+  int with_context; /* else the thread never has a current context: kvik must find one */
+  kvik_file *file;
+  tbuf buf;
+  int64_t offsets[SLOTS];
+  pthread_t thread;
+} reader;
+
+static void *reader_main(void *arg) {
+  reader *r = arg;
+  if (r->with_context) CU_OK(cu.cuCtxSetCurrent(g_primary));
+  for (int j = 0; j < SLOTS; j++) {
+    unsigned char *dst = r->buf.ptr + (size_t)j * SLOT_BYTES;
+    ssize_t got;
+    if (j % 2 == 0) {
+      got = kvik_file_read(r->file, dst, SLOT_BYTES, r->offsets[j]);
+    } else {
+      kvik_future *fut = NULL;
+      ASSERT_OK(kvik_file_pread(r->file, dst, SLOT_BYTES, r->offsets[j], 256 * KiB + 4096, &fut));
+      got = kvik_future_wait(fut);
+      kvik_future_free(fut);
+    }
+    if (got != (ssize_t)SLOT_BYTES)
+      FAIL_AT("thread %d (%s) read into %s memory returned %zd", r->index,
+              r->with_context ? "context current" : "no context", buf_kind_names[r->buf.kind], got);
+    CUcontext current = NULL;
+    CU_OK(cu.cuCtxGetCurrent(&current));
+    if (current != (r->with_context ? g_primary : NULL))
+      FAIL_AT("thread %d: kvik left context %p current, expected %p", r->index, (void *)current,
+              (void *)(r->with_context ? g_primary : NULL));
+  }
+  return NULL;
+}
+
+static void check_reader(const reader *r, unsigned char *host) {
+  tbuf_get(&r->buf, 0, host, SLOTS * SLOT_BYTES);
+  for (int j = 0; j < SLOTS; j++) {
+    long long diff = test_first_diff(host + (size_t)j * SLOT_BYTES, g_ref + r->offsets[j], SLOT_BYTES);
+    if (diff >= 0) FAIL_AT("thread %d, slot %d (file offset %lld): byte %lld differs", r->index, j,
+                           (long long)r->offsets[j], diff);
+  }
+}
+
+static void test_threads(void) {
+  g_case = "threads";
+  kvik_file *f = open_file(g_ref_path, "r");
+  reader readers[READERS];
+  unsigned char *host = malloc(SLOTS * SLOT_BYTES);
+  for (int i = 0; i < READERS; i++)
+    readers[i] = (reader){i, i % 2 == 0, f, tbuf_new(i == 3 ? BUF_POOL : BUF_DEVICE, SLOTS * SLOT_BYTES), {0}, 0};
+  const int pool_threads[] = {1, 3, 8};
+  for (int t = 0; t < 3; t++) {
+    ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, pool_threads[t]));
+    for (int i = 0; i < READERS; i++) {
+      for (int j = 0; j < SLOTS; j++) readers[i].offsets[j] = (int64_t)test_below(&g_rng, FILE_BYTES - SLOT_BYTES);
+      ASSERT_EQ(pthread_create(&readers[i].thread, NULL, reader_main, &readers[i]), 0);
+    }
+    for (int i = 0; i < READERS; i++) ASSERT_EQ(pthread_join(readers[i].thread, NULL), 0);
+    for (int i = 0; i < READERS; i++) check_reader(&readers[i], host);
+  }
+  for (int i = 0; i < READERS; i++) tbuf_free(&readers[i].buf);
+  free(host);
+  kvik_file_free(f);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  printf("ok: %d threads at once, with and without a current context, pool of 1, 3 and 8 threads\n", READERS);
+}
+
+/* ---- 5. Another context ----------------------------------------------------------------------- */
+
+/* Read into memory of context `ctx` while `current` (maybe NULL) is current, then check. */
+static void read_in_other_context(kvik_file *f, CUcontext ctx, unsigned char *dev, size_t n, CUcontext current) {
+  int64_t offset = (int64_t)test_below(&g_rng, FILE_BYTES - n);
+  CU_OK(cu.cuCtxSetCurrent(current));
+  ssize_t got = kvik_file_read(f, dev, n, offset);
+  CUcontext after = NULL;
+  CU_OK(cu.cuCtxGetCurrent(&after));
+  CU_OK(cu.cuCtxSetCurrent(g_primary));
+  if (got != (ssize_t)n) FAIL_AT("read into another context's memory (current %p) returned %zd", (void *)current, got);
+  ASSERT(after == current);
+  CU_OK(cu.cuCtxPushCurrent_v2(ctx));
+  CU_OK(cu.cuMemcpyDtoH_v2(g_scratch, dptr(dev), n));
+  CU_OK(cu.cuCtxPopCurrent_v2(NULL));
+  long long diff = test_first_diff(g_scratch, g_ref + offset, n);
+  if (diff >= 0) FAIL_AT("read into another context's memory: byte %lld differs", diff);
+}
+
+static void test_other_context(void) {
+  g_case = "another context";
+  kvik_file *f = open_file(g_ref_path, "r");
+  size_t n = 6 * MiB + 4321;
+  CUcontext destroyed = NULL;
+  /* Three times: a context made after one was destroyed may get the same handle, and kvik must
+   * not take it for the old one. */
+  for (int round = 0; round < 3; round++) {
+    CUcontext ctx = NULL, popped = NULL;
+    CU_OK(cu.cuCtxCreate_v2(&ctx, 0, g_dev));
+    if (ctx == destroyed) printf("note: the new context got the handle of the destroyed one\n");
+    unsigned char *dev = dev_alloc(n);
+    CU_OK(cu.cuCtxPopCurrent_v2(&popped));
+    ASSERT(popped == ctx);
+    ASSERT_EQ(kvik_memory_kind_of(dev), KVIK_MEMORY_DEVICE);
+    read_in_other_context(f, ctx, dev, n, g_primary);
+    read_in_other_context(f, ctx, dev, n, NULL);
+    CU_OK(cu.cuCtxPushCurrent_v2(ctx));
+    dev_free(dev);
+    CU_OK(cu.cuCtxPopCurrent_v2(NULL));
+    CU_OK(cu.cuCtxDestroy_v2(ctx));
+    CU_OK(cu.cuCtxSetCurrent(g_primary));
+    destroyed = ctx;
+  }
+  kvik_file_free(f);
+  printf("ok: reads into memory of a second context, with the primary or no context current\n");
+}
+
+/* ---- 6. Stream-ordered IO ------------------------------------------------------------------- */
+
+/* A host function that holds its stream until *gate is set. */
+static void hold_stream(void *arg) {
+  atomic_int *gate = arg;
+  while (!atomic_load(gate)) sleep_ms(1);
+}
+
+/* A thread that sets *gate to `value` after delay_ms, unless it was set before. */
+typedef struct releaser {
+  atomic_int *gate;
+  int delay_ms, value;
+  pthread_t thread;
+} releaser;
+
+static void *release_main(void *arg) {
+  releaser *r = arg;
+  for (int waited = 0; waited < r->delay_ms && !atomic_load(r->gate); waited++) sleep_ms(1);
+  int expected = 0;
+  atomic_compare_exchange_strong(r->gate, &expected, r->value);
+  return NULL;
+}
+
+static void releaser_start(releaser *r, atomic_int *gate, int delay_ms, int value) {
+  *r = (releaser){gate, delay_ms, value, 0};
+  ASSERT_EQ(pthread_create(&r->thread, NULL, release_main, r), 0);
+}
+
+#define GATE_BY_TEST 1
+#define GATE_BY_WATCHDOG 2
+
+/* (a) The call returns while the stream is held, and a copy queued after it sees its data. */
+static void stream_read_is_ordered(kvik_file *f, unsigned flags, unsigned char *dev, unsigned char *pinned) {
+  CUstream s;
+  CU_OK(cu.cuStreamCreate(&s, flags));
+  size_t n = 6 * MiB + 123;
+  int64_t offset = 777;
+  CU_OK(cu.cuMemcpyHtoD_v2(dptr(dev), g_ref + 5 * MiB, n)); /* other bytes than the read's */
+  atomic_int gate = 0;
+  releaser watchdog;
+  releaser_start(&watchdog, &gate, 10000, GATE_BY_WATCHDOG);
+  CU_OK(cu.cuLaunchHostFunc(s, hold_stream, &gate));
+  kvik_future *fut = NULL;
+  ASSERT_OK(kvik_file_read_async(f, dev, n, offset, s, &fut));
+  if (atomic_load(&gate) == GATE_BY_WATCHDOG) FAIL_AT("kvik_file_read_async blocked until its stream moved on");
+  ASSERT(fut != NULL);
+  sleep_ms(20);
+  ASSERT_EQ(kvik_future_done(fut), 0);
+  CU_OK(cu.cuMemcpyDtoHAsync_v2(pinned, dptr(dev), n, s));
+  int expected = 0;
+  atomic_compare_exchange_strong(&gate, &expected, GATE_BY_TEST);
+  CU_OK(cu.cuStreamSynchronize(s));
+  ASSERT_EQ(kvik_future_done(fut), 1);
+  ASSERT_EQ(kvik_future_wait(fut), n);
+  kvik_future_free(fut);
+  ASSERT_EQ(pthread_join(watchdog.thread, NULL), 0);
+  long long diff = test_first_diff(pinned, g_ref + offset, n);
+  if (diff >= 0) FAIL_AT("stream (flags %u): the copy after the read saw byte %lld differ", flags, diff);
+  CU_OK(cu.cuStreamDestroy_v2(s));
+}
+
+/* (b) A write of device memory that a copy queued just before it fills. */
+static void stream_write_is_ordered(CUstream s, unsigned char *dev, unsigned char *pinned) {
+  char *path = test_path(g_dir, "stream_written");
+  size_t file_bytes = 9 * MiB + 31, n = 5 * MiB + 999;
+  int64_t offset = 4096 + 13;
+  test_write_file(path, g_ref, file_bytes);
+  kvik_file *f = open_file(path, "r+");
+  test_fill(pinned, n, test_rand(&g_rng));
+  CU_OK(cu.cuMemcpyHtoD_v2(dptr(dev), g_ref, n)); /* what a write that ran too early would see */
+  atomic_int gate = 0;
+  CU_OK(cu.cuLaunchHostFunc(s, hold_stream, &gate));
+  CU_OK(cu.cuMemcpyHtoDAsync_v2(dptr(dev), pinned, n, s));
+  kvik_future *fut = NULL;
+  ASSERT_OK(kvik_file_write_async(f, dev, n, offset, s, &fut));
+  sleep_ms(10);
+  ASSERT_EQ(kvik_future_done(fut), 0);
+  atomic_store(&gate, GATE_BY_TEST);
+  CU_OK(cu.cuStreamSynchronize(s));
+  ASSERT_EQ(kvik_future_done(fut), 1);
+  ASSERT_EQ(kvik_future_wait(fut), n);
+  kvik_future_free(fut);
+  kvik_file_free(f);
+  size_t got_n;
+  unsigned char *content = test_read_file(path, &got_n);
+  ASSERT_EQ(got_n, file_bytes);
+  ASSERT_SAME_BYTES(content, g_ref, (size_t)offset);
+  ASSERT_SAME_BYTES(content + offset, pinned, n);
+  ASSERT_SAME_BYTES(content + offset + n, g_ref + offset + n, file_bytes - (size_t)offset - n);
+  free(content);
+  free(path);
+}
+
+/* Read on `stream`, synchronise it, check the future and the bytes. */
+static void stream_read_checked(kvik_file *f, CUstream s, unsigned char *dev, size_t n, int64_t offset) {
+  size_t want = expected_count(FILE_BYTES, offset, n);
+  test_fill(g_scratch, n, test_rand(&g_rng));
+  CU_OK(cu.cuMemcpyHtoD_v2(dptr(dev), g_scratch, n));
+  kvik_future *fut = NULL;
+  ASSERT_OK(kvik_file_read_async(f, dev, n, offset, s, &fut));
+  CU_OK(cu.cuStreamSynchronize(s));
+  ASSERT_EQ(kvik_future_done(fut), 1);
+  ssize_t got = kvik_future_wait(fut);
+  if (got != (ssize_t)want)
+    FAIL_AT("read_async of %zu at %lld on stream %p returned %zd, expected %zu", n, (long long)offset, (void *)s,
+            got, want);
+  kvik_future_free(fut);
+  unsigned char *back = malloc(n);
+  CU_OK(cu.cuMemcpyDtoH_v2(back, dptr(dev), n));
+  ASSERT_SAME_BYTES(back, g_ref + offset, want);
+  ASSERT_SAME_BYTES(back + want, g_scratch + want, n - want); /* past the end of file: untouched */
+  free(back);
+}
+
+/* (e) Freeing a future the stream has not reached waits for the stream. */
+static void stream_free_waits(kvik_file *f, CUstream s, unsigned char *dev) {
+  atomic_int gate = 0;
+  CU_OK(cu.cuLaunchHostFunc(s, hold_stream, &gate));
+  kvik_future *fut = NULL;
+  ASSERT_OK(kvik_file_read_async(f, dev, 2 * MiB + 1, 0, s, &fut));
+  releaser r;
+  releaser_start(&r, &gate, 50, GATE_BY_TEST);
+  double start = now_s();
+  kvik_future_free(fut);
+  double waited = now_s() - start;
+  if (!atomic_load(&gate)) FAIL_AT("kvik_future_free returned after %.3f s, before its stream reached the read", waited);
+  ASSERT_EQ(pthread_join(r.thread, NULL), 0);
+  CU_OK(cu.cuStreamSynchronize(s));
+}
+
+/* Adds 1 (mod 256) to each of n bytes at data. */
+static const char add_one_ptx[] =
+    ".version 7.0\n"
+    ".target sm_52\n"
+    ".address_size 64\n"
+    "\n"
+    ".visible .entry add_one(\n"
+    "  .param .u64 add_one_param_0,\n"
+    "  .param .u64 add_one_param_1\n"
+    ")\n"
+    "{\n"
+    "  .reg .pred %p<2>;\n"
+    "  .reg .b16 %rs<3>;\n"
+    "  .reg .b32 %r<4>;\n"
+    "  .reg .b64 %rd<7>;\n"
+    "\n"
+    "  ld.param.u64 %rd1, [add_one_param_0];\n"
+    "  ld.param.u64 %rd2, [add_one_param_1];\n"
+    "  mov.u32 %r1, %ctaid.x;\n"
+    "  mov.u32 %r2, %ntid.x;\n"
+    "  mov.u32 %r3, %tid.x;\n"
+    "  cvt.u64.u32 %rd3, %r3;\n"
+    "  mad.wide.u32 %rd4, %r1, %r2, %rd3;\n"
+    "  setp.ge.u64 %p1, %rd4, %rd2;\n"
+    "  @%p1 bra DONE;\n"
+    "  cvta.to.global.u64 %rd5, %rd1;\n"
+    "  add.s64 %rd6, %rd5, %rd4;\n"
+    "  ld.global.u8 %rs1, [%rd6];\n"
+    "  add.s16 %rs2, %rs1, 1;\n"
+    "  st.global.u8 [%rd6], %rs2;\n"
+    "DONE:\n"
+    "  ret;\n"
+    "}\n";
+
+static int load_add_one(CUmodule *module) {
+  char log[4096] = "";
+  CUresult r;
+  if (cu.cuModuleLoadDataEx) {
+    int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log, (void *)(uintptr_t)sizeof log};
+    r = cu.cuModuleLoadDataEx(module, add_one_ptx, 2, options, values);
+  } else {
+    r = cu.cuModuleLoadData(module, add_one_ptx);
+  }
+  if (r != CUDA_SUCCESS) printf("note: the PTX kernel did not load (%s): %s\n", cu_error_name(r), log);
+  return r == CUDA_SUCCESS;
+}
+
+/* (f) A kernel queued after the read sees the read's bytes. */
+static void stream_read_then_kernel(kvik_file *f, CUstream s, unsigned char *dev, unsigned char *pinned) {
+  CUmodule module;
+  CUfunction fn;
+  if (!(cu.cuModuleLoadData || cu.cuModuleLoadDataEx) || !cu.cuLaunchKernel || !load_add_one(&module)) {
+    printf("skipped: read_async followed by a kernel (the driver cannot load PTX: a fake?)\n");
+    return;
+  }
+  CU_OK(cu.cuModuleGetFunction(&fn, module, "add_one"));
+  unsigned long long n = 7 * MiB + 11;
+  int64_t offset = 12345;
+  atomic_int gate = 0;
+  CU_OK(cu.cuLaunchHostFunc(s, hold_stream, &gate));
+  kvik_future *fut = NULL;
+  ASSERT_OK(kvik_file_read_async(f, dev, n, offset, s, &fut));
+  CUdeviceptr data = dptr(dev);
+  void *args[] = {&data, &n};
+  CU_OK(cu.cuLaunchKernel(fn, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, s, args, NULL));
+  CU_OK(cu.cuMemcpyDtoHAsync_v2(pinned, data, n, s));
+  atomic_store(&gate, GATE_BY_TEST);
+  CU_OK(cu.cuStreamSynchronize(s));
+  ASSERT_EQ(kvik_future_wait(fut), n);
+  kvik_future_free(fut);
+  for (size_t i = 0; i < n; i++)
+    if (pinned[i] != (unsigned char)(g_ref[offset + (int64_t)i] + 1))
+      FAIL_AT("after read_async and the kernel, byte %zu is %d, expected %d", i, pinned[i],
+              (unsigned char)(g_ref[offset + (int64_t)i] + 1));
+  CU_OK(cu.cuModuleUnload(module));
+  printf("ok: a kernel queued after read_async sees the bytes read\n");
+}
+
+static void test_streams(void) {
+  g_case = "stream-ordered IO";
+  kvik_file *f = open_file(g_ref_path, "r");
+  unsigned char *dev = dev_alloc(8 * MiB), *pinned = pinned_alloc(8 * MiB);
+  stream_read_is_ordered(f, 0, dev, pinned);
+  stream_read_is_ordered(f, CU_STREAM_NON_BLOCKING, dev, pinned);
+  CUstream s;
+  CU_OK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  stream_write_is_ordered(s, dev, pinned);
+  stream_read_checked(f, NULL, dev, 3 * MiB + 3, 4 * MiB + 1); /* (c) the default stream */
+  stream_read_checked(f, s, dev, 5000, (int64_t)FILE_BYTES - 1000); /* (d) across the end of file */
+  stream_read_checked(f, s, dev, 5000, (int64_t)FILE_BYTES + 1);
+  stream_read_checked(f, s, dev, 300 * KiB, 99); /* below the GDS threshold */
+  stream_free_waits(f, s, dev);
+  stream_read_then_kernel(f, s, dev, pinned);
+  CU_OK(cu.cuStreamDestroy_v2(s));
+  dev_free(dev);
+  pinned_free(pinned);
+  kvik_file_free(f);
+  printf("ok: stream-ordered reads and writes (held streams, default stream, end of file, free waits)\n");
+}
+
+/* ---- 7. kvik_file_read_to_device --------------------------------------------------------------- */
+
+static void test_read_to_device(void) {
+  g_case = "read_to_device";
+  long live_before = fake.live ? fake.live("device") : 0;
+  kvik_file *f = open_file(g_ref_path, "r");
+  void *dev = NULL;
+  ASSERT_EQ(kvik_file_read_to_device(f, 0, &dev), FILE_BYTES);
+  ASSERT(dev != NULL);
+  ASSERT_EQ(kvik_memory_kind_of(dev), KVIK_MEMORY_DEVICE);
+  unsigned char *back = malloc(FILE_BYTES);
+  CU_OK(cu.cuMemcpyDtoH_v2(back, dptr(dev), FILE_BYTES));
+  ASSERT_SAME_BYTES(back, g_ref, FILE_BYTES);
+  ASSERT_EQ(kvik_device_free(dev), 0);
+  ASSERT_EQ(kvik_device_free(NULL), 0);
+  if (fake.live) ASSERT_EQ(fake.live("device"), live_before);
+  dev = &dev;
+  ASSERT_FAILS(kvik_file_read_to_device(f, 99, &dev), -EINVAL, "99");
+  ASSERT(dev == NULL);
+  kvik_file_free(f);
+  char *empty = test_path(g_dir, "empty");
+  test_write_file(empty, "", 0);
+  f = open_file(empty, "r");
+  dev = &dev;
+  ASSERT_EQ(kvik_file_read_to_device(f, 0, &dev), 0);
+  ASSERT(dev == NULL);
+  kvik_file_free(f);
+  free(empty);
+  free(back);
+  printf("ok: kvik_file_read_to_device (whole file, empty file, bad device)\n");
+}
+
+/* ---- 8. Mapped files ------------------------------------------------------------------------ */
+
+static void mmap_read_into(kvik_mmap *m, area *a, size_t at, int64_t offset, size_t size, int how) {
+  ssize_t got;
+  unsigned char *dst = a->buf.ptr + at;
+  if (how == 0) {
+    got = kvik_mmap_read(m, dst, size, offset);
+  } else {
+    kvik_future *fut = NULL;
+    ASSERT_OK(kvik_mmap_pread(m, dst, size, offset, task_sizes[how - 1], &fut));
+    got = kvik_future_wait(fut);
+    kvik_future_free(fut);
+  }
+  char what[128];
+  snprintf(what, sizeof what, "kvik_mmap_%s of %zu bytes at %lld", how ? "pread" : "read", size, (long long)offset);
+  if (got != (ssize_t)size) FAIL_AT("%s returned %zd", what, got);
+  area_expect(a, at, size, g_ref + offset, size, what);
+}
+
+static void test_mmap(void) {
+  g_case = "mapped files";
+  area areas[2] = {area_new(BUF_DEVICE, AREA_BYTES), area_new(BUF_HOST, AREA_BYTES)};
+  kvik_mmap *m = NULL;
+  ASSERT_OK(kvik_mmap_open(g_ref_path, "r", 0, 0, &m));
+  ASSERT_EQ(kvik_mmap_map_size(m), FILE_BYTES);
+  for (int i = 0; i < 16; i++) {
+    size_t size = i % 3 == 0 ? test_below(&g_rng, MiB) : test_below(&g_rng, 8 * MiB);
+    int64_t offset = (int64_t)test_below(&g_rng, FILE_BYTES - size + 1);
+    area *a = &areas[i % 2];
+    mmap_read_into(m, a, test_below(&g_rng, AREA_BYTES - size + 1), offset, size, i % 5);
+  }
+  kvik_future *fut = (kvik_future *)&fut;
+  ASSERT_FAILS(kvik_mmap_read(m, areas[0].buf.ptr, 20, (int64_t)FILE_BYTES - 10), -EINVAL, "outside");
+  ASSERT_FAILS(kvik_mmap_pread(m, areas[0].buf.ptr, 20, (int64_t)FILE_BYTES - 10, 0, &fut), -EINVAL, "outside");
+  ASSERT(fut == NULL);
+  kvik_mmap_free(m);
+  /* A mapping of part of the file, starting off a page boundary. */
+  int64_t map_offset = 4096 + 7;
+  size_t map_size = 100000;
+  ASSERT_OK(kvik_mmap_open(g_ref_path, "r", map_size, map_offset, &m));
+  ASSERT_EQ(kvik_mmap_map_offset(m), map_offset);
+  ASSERT_EQ(kvik_mmap_map_size(m), map_size);
+  mmap_read_into(m, &areas[0], 1000, map_offset, map_size, 0);
+  mmap_read_into(m, &areas[1], 3, map_offset + 5, map_size - 5, 2);
+  mmap_read_into(m, &areas[0], 77, map_offset + 50000, 1234, 1);
+  ASSERT_FAILS(kvik_mmap_read(m, areas[0].buf.ptr, 10, map_offset - 1), -EINVAL, "outside");
+  ASSERT_FAILS(kvik_mmap_read(m, areas[0].buf.ptr, 11, map_offset + (int64_t)map_size - 10), -EINVAL, "outside");
+  kvik_mmap_free(m);
+  area_free(&areas[0]);
+  area_free(&areas[1]);
+  printf("ok: mapped files read into device and host memory\n");
+}
+
+/* ---- 9. Fault injection (fake driver only) ---------------------------------------------------- */
+
+/* After a failure kvik must still work: a normal read into the same memory. */
+static void normal_read_works(kvik_file *f, unsigned char *dev) {
+  fake.reset();
+  size_t n = 5 * MiB + 3;
+  int64_t offset = (int64_t)test_below(&g_rng, FILE_BYTES - n);
+  ssize_t got = kvik_file_read(f, dev, n, offset);
+  if (got != (ssize_t)n) FAIL_AT("the read after an injected failure returned %zd (%s)", got, kvik_err_name((int)got));
+  CU_OK(cu.cuMemcpyDtoH_v2(g_scratch, dptr(dev), n));
+  ASSERT_SAME_BYTES(g_scratch, g_ref + offset, n);
+}
+
+static void fault_pinned_alloc(kvik_file *f, unsigned char *dev) {
+  /* kvik caches pinned buffers by size: a bounce size never used before forces an allocation. */
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, 16 * MiB));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 3 * MiB + 5 * 4096));
+  fake.reset();
+  fake.fail("cuMemHostAlloc", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_FAILS(kvik_file_read(f, dev, 8 * MiB, 0), KVIK_ECUDA, "cuMemHostAlloc");
+  ASSERT_EQ(fake.calls("cuMemHostAlloc"), 1);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, 4 * MiB));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 16 * MiB));
+  normal_read_works(f, dev);
+}
+
+static void fault_copy_to_device(kvik_file *f, unsigned char *dev) {
+  size_t n = 8 * MiB;
+  fake.reset();
+  fake.fail("cuMemcpyHtoDAsync_v2", 2, CUDA_ERROR_UNKNOWN);
+  kvik_future *fut = NULL;
+  ASSERT_OK(kvik_file_pread(f, dev, n, 0, n, &fut)); /* one task of four 2 MiB chunks */
+  ASSERT_FAILS(kvik_future_wait(fut), KVIK_ECUDA, "cuMemcpyHtoDAsync");
+  size_t done = kvik_future_bytes_done(fut);
+  if (done >= n) FAIL_AT("a read whose second copy failed reports %zu of %zu bytes done", done, n);
+  kvik_future_free(fut);
+  normal_read_works(f, dev);
+}
+
+static void fault_copy_from_device(unsigned char *dev) {
+  char *path = test_path(g_dir, "fault_written");
+  kvik_file *w = open_file(path, "w");
+  fake.reset();
+  fake.fail("cuMemcpyDtoHAsync_v2", 1, CUDA_ERROR_UNKNOWN);
+  ASSERT_FAILS(kvik_file_write(w, dev, 3 * MiB + 5, 0), KVIK_ECUDA, "cuMemcpyDtoHAsync");
+  fake.reset();
+  ASSERT_EQ(kvik_file_write(w, dev, 3 * MiB + 5, 0), 3 * MiB + 5);
+  kvik_file_free(w);
+  free(path);
+}
+
+static void fault_stream(kvik_file *f, unsigned char *dev) {
+  CUstream s;
+  CU_OK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  fake.reset();
+  fake.fail("cuLaunchHostFunc", 1, CUDA_ERROR_UNKNOWN);
+  kvik_future *fut = (kvik_future *)&fut;
+  ASSERT_FAILS(kvik_file_read_async(f, dev, 4 * MiB, 0, s, &fut), KVIK_ECUDA, "cuLaunchHostFunc");
+  ASSERT(fut == NULL);
+  /* A copy failing inside a stream-ordered read completes the future with the error. */
+  fake.reset();
+  fake.fail("cuMemcpyHtoDAsync_v2", 1, CUDA_ERROR_UNKNOWN);
+  ASSERT_OK(kvik_file_read_async(f, dev, 4 * MiB, 0, s, &fut));
+  CU_OK(cu.cuStreamSynchronize(s));
+  ASSERT_EQ(kvik_future_done(fut), 1);
+  ASSERT_FAILS(kvik_future_wait(fut), KVIK_ECUDA, "cuMemcpyHtoDAsync");
+  kvik_future_free(fut);
+  fake.reset();
+  stream_read_checked(f, s, dev, 4 * MiB, 1);
+  CU_OK(cu.cuStreamDestroy_v2(s));
+}
+
+static void fault_device_alloc(kvik_file *f) {
+  long live_before = fake.live("device");
+  fake.reset();
+  fake.fail("cuMemAlloc_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  void *out = &out;
+  ASSERT_FAILS(kvik_file_read_to_device(f, 0, &out), KVIK_ECUDA, "cuMemAlloc");
+  ASSERT(out == NULL);
+  ASSERT_EQ(fake.live("device"), live_before);
+}
+
+static void check_no_leaks(void) {
+  ASSERT_EQ(fake.live("registered"), 0);
+  ASSERT_EQ(fake.live("device"), g_own_device);
+  long pinned = fake.live("pinned");
+  if (pinned < g_own_pinned || pinned > g_own_pinned + (long)(KVIK_PINNED_CACHE_BYTES / PAGE))
+    FAIL_AT("%ld pinned allocations live, the test holds %ld", pinned, g_own_pinned);
+}
+
+static void test_faults(void) {
+  g_case = "fault injection";
+  if (!fake.fail || !fake.calls || !fake.live || !fake.reset) {
+    printf("skipped: fault injection and leak checks (the driver has no fake_cuda_* control API)\n");
+    return;
+  }
+  kvik_file *f = open_file(g_ref_path, "r");
+  unsigned char *dev = dev_alloc(8 * MiB);
+  fault_pinned_alloc(f, dev);
+  fault_copy_to_device(f, dev);
+  fault_copy_from_device(dev);
+  fault_stream(f, dev);
+  fault_device_alloc(f);
+  normal_read_works(f, dev);
+  check_no_leaks();
+  dev_free(dev);
+  kvik_file_free(f);
+  printf("ok: injected failures of cuMemHostAlloc, copies, cuLaunchHostFunc and cuMemAlloc; no leaks\n");
+}
+
+/* ---- 10. Over 4 GiB (KVIK_TEST_LARGE=1) --------------------------------------------------- */
+
+#define LARGE_BYTES (((size_t)9 << 29) + 777) /* 4.5 GiB + 777 */
+#define LARGE_PIECE (256 * MiB)
+#define LARGE_KEY 0x9E3779B97F4A7C15ULL
+
+/* Bytes [pos, pos + n) of the large file: each 8-byte word is its offset ^ LARGE_KEY. */
+static void large_pattern(unsigned char *buf, size_t n, size_t pos) {
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t word = (uint64_t)(pos + i) ^ LARGE_KEY;
+    memcpy(buf + i, &word, n - i < 8 ? n - i : 8);
+  }
+}
+
+static void large_write(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) FAIL_AT("open(%s): %s", path, strerror(errno));
+  unsigned char *piece = malloc(LARGE_PIECE);
+  for (size_t pos = 0; pos < LARGE_BYTES;) {
+    size_t n = LARGE_BYTES - pos < LARGE_PIECE ? LARGE_BYTES - pos : LARGE_PIECE;
+    large_pattern(piece, n, pos);
+    for (size_t done = 0; done < n;) {
+      ssize_t r = pwrite(fd, piece + done, n - done, (off_t)(pos + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) FAIL_AT("pwrite(%s): %s", path, strerror(errno));
+      done += (size_t)r;
+    }
+    pos += n;
+  }
+  free(piece);
+  close(fd);
+}
+
+static void large_check(const void *dev, const char *what) {
+  unsigned char *got = malloc(LARGE_PIECE), *want = malloc(LARGE_PIECE);
+  for (size_t pos = 0; pos < LARGE_BYTES; pos += LARGE_PIECE) {
+    size_t n = LARGE_BYTES - pos < LARGE_PIECE ? LARGE_BYTES - pos : LARGE_PIECE;
+    CU_OK(cu.cuMemcpyDtoH_v2(got, dptr(dev) + pos, n));
+    large_pattern(want, n, pos);
+    if (memcmp(got, want, n) != 0)
+      FAIL_AT("%s of the large file: byte %lld differs", what, (long long)pos + test_first_diff(got, want, n));
+  }
+  free(got);
+  free(want);
+}
+
+static void test_large(void) {
+  g_case = "large file";
+  const char *large = getenv("KVIK_TEST_LARGE");
+  if (!large || strcmp(large, "1") != 0) {
+    printf("skipped: the file over 4 GiB (set KVIK_TEST_LARGE=1 to run it)\n");
+    return;
+  }
+  char *path = test_path(g_dir, "large");
+  double start = now_s();
+  large_write(path);
+  kvik_file *f = open_file(path, "r");
+  unsigned char *dev = dev_alloc(LARGE_BYTES);
+  double read_start = now_s();
+  ASSERT_EQ(kvik_file_read(f, dev, LARGE_BYTES, 0), LARGE_BYTES);
+  double read_s = now_s() - read_start;
+  large_check(dev, "kvik_file_read");
+  dev_free(dev);
+  void *whole = NULL;
+  ASSERT_EQ(kvik_file_read_to_device(f, 0, &whole), LARGE_BYTES);
+  large_check(whole, "kvik_file_read_to_device");
+  ASSERT_EQ(kvik_device_free(whole), 0);
+  kvik_file_free(f);
+  unlink(path);
+  free(path);
+  printf("ok: a file of %zu bytes read into one allocation (read %.2f s, case %.1f s)\n", LARGE_BYTES, read_s,
+         now_s() - start);
+}
+
+/* ---- main ---------------------------------------------------------------------------------- */
+
+static void setup_cuda(void) {
+  CU_OK(cu.cuDeviceGet(&g_dev, 0));
+  CU_OK(cu.cuDevicePrimaryCtxRetain(&g_primary, g_dev));
+  CU_OK(cu.cuCtxSetCurrent(g_primary));
+  CU_OK(cu.cuStreamCreate(&g_alloc_stream, CU_STREAM_NON_BLOCKING));
+  int count = kvik_cuda_device_count(), version = kvik_cuda_driver_version();
+  ASSERT_OK(count);
+  ASSERT_OK(version);
+  char name[256];
+  ASSERT_OK(kvik_cuda_device_name(0, name, sizeof name));
+  printf("driver %d, %d device(s), device 0: %s, %s\n", version, count, name,
+         fake.fail ? "fake driver: fault injection on" : "real driver: fault injection skipped");
+}
+
+static void run_suite(void) {
+  setup_cuda();
+  g_ref_path = test_path(g_dir, "reference");
+  g_ref = malloc(FILE_BYTES);
+  g_scratch = malloc(AREA_BYTES);
+  test_fill(g_ref, FILE_BYTES, test_rand(&g_rng));
+  test_write_file(g_ref_path, g_ref, FILE_BYTES);
+  test_classification();
+  test_reads();
+  test_writes();
+  test_threads();
+  test_other_context();
+  test_streams();
+  test_read_to_device();
+  test_mmap();
+  test_faults();
+  test_large();
+  g_case = "teardown";
+  CU_OK(cu.cuStreamDestroy_v2(g_alloc_stream));
+  if (fake.live) check_no_leaks();
+  free(g_scratch);
+  free(g_ref);
+  free(g_ref_path);
+}
+
+int main(void) {
+  const char *seed_text = getenv("KVIK_TEST_SEED");
+  g_seed = seed_text ? strtoull(seed_text, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+  g_rng = g_seed | 1;
+  atexit(report_context);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  printf("seed %" PRIu64 "\n", g_seed);
+  g_dir = test_mkdtemp();
+  void *handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    printf("no CUDA driver: %s\n", dlerror());
+    check_without_cuda("libcuda.so.1");
+  } else {
+    *(void **)&cu.cuInit = dlsym(handle, "cuInit");
+    if (!cu.cuInit) FAIL_AT("libcuda.so.1 lacks cuInit");
+    *(void **)&cu.cuGetErrorName = dlsym(handle, "cuGetErrorName");
+    CUresult r = cu.cuInit(0);
+    if (r != CUDA_SUCCESS) {
+      printf("cuInit failed: %d (%s)\n", r, cu_error_name(r));
+      check_without_cuda("cuInit");
+    } else {
+      resolve_driver(handle);
+      run_suite();
+    }
+  }
+  test_rmdir(g_dir);
+  g_finished = 1;
+  return 0;
+}

@@ -1,0 +1,84 @@
+/* What the host (bench.c) and device (bench_device.c) benchmarks share: options, the test file
+ * and its pattern, the plain IO loops, and the engine that measures a suite of methods side by
+ * side and prints one table row per thread count. */
+#ifndef KVIK_BENCH_H
+#define KVIK_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvik.h"
+
+#define CHUNK ((size_t)4 << 20) /* bytes per call of the hand-written loops: kvik's task size */
+#define MAX_COUNTS 32           /* thread counts --threads may list */
+#define MAX_METHODS 4
+
+struct options {
+  const char *dir;
+  size_t size;
+  int counts[MAX_COUNTS];
+  int ncounts; /* 0: the default list */
+  int repeat;
+  int write;
+  int device; /* --device: measure device memory (bench_device.c) */
+  int cold;   /* --cold: also read with the file dropped from the page cache before each run */
+};
+
+/* Everything a run holds, so that one cleanup path undoes it on success and on error alike. */
+struct bench {
+  struct options opt;
+  int64_t default_threads; /* kvik's num_threads before the bench changed it */
+  unsigned char *buf;      /* the whole file's content */
+  unsigned char *scratch;  /* CHUNK bytes to read the file back into */
+  int fd;
+  int cold_run;       /* the table being measured drops the page cache before each read */
+  void *device_state; /* bench_device.c's buffers */
+};
+
+extern char test_path[4096];
+
+/*
+ * A table: methods measured side by side, taking turns within each repetition so that a noisy
+ * neighbour or a drifting clock speed hits all alike, the best of --repeat runs of each in GB/s.
+ * `prepare` and `verify` run outside the timed region, before and after each run of a method.
+ * After the method columns come `nratios` ratio columns computed by `ratio`.
+ */
+struct suite {
+  const char *title;
+  int nmethods;
+  const char *names[MAX_METHODS];
+  int (*prepare)(struct bench *b, int method, int write);
+  int (*run)(struct bench *b, kvik_file *f, int method, int nthreads, int write);
+  int (*verify)(struct bench *b, int method, int write);
+  int nratios;
+  const char *ratio_names[2];
+  double (*ratio)(const double *best, int i);
+};
+
+/* Measure every thread count of --threads and print the table. Returns a CLI exit code. */
+int bench_table(struct bench *b, const struct suite *suite, int write);
+
+/* The file's pattern at `offset`: CLI_OK if buf holds it, else print where it differs. */
+int bench_check_range(const unsigned char *buf, uint64_t offset, size_t len, const char *what);
+
+/* Check that the test file holds the pattern, reading it back with plain preads. */
+int bench_verify_file(struct bench *b, const char *what);
+
+/* pread/pwrite the range in CHUNK-sized calls, on 1 or on T threads. 0 or -errno. */
+int bench_io_loop(int fd, unsigned char *buf, size_t len, uint64_t offset, int write);
+int bench_io_parallel(int fd, unsigned char *buf, size_t size, int nthreads, int write);
+
+/* Print an error (a -errno, or kvik_last_error()) without garbling a progress line. */
+int bench_sys_fail(const char *what, int err);
+int bench_kvik_fail(void);
+
+/* Erase the progress line (shown when stderr is a terminal) before printing. */
+void bench_progress_clear(void);
+
+/* Check a kvik call's byte count against the file size. */
+int bench_check_count(struct bench *b, ssize_t n, const char *call);
+
+/* `kvik bench --device`: the device tables. Returns a CLI exit code. */
+int bench_device(struct bench *b);
+
+#endif

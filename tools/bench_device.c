@@ -1,0 +1,181 @@
+/* kvik bench --device: file <-> device memory, next to the baseline a user would write and the
+ * two ceilings that bound any such transfer (the page cache and PCIe). The tool loads the CUDA
+ * driver itself for its buffers and baselines; kvik is used through its public API only. */
+#define _GNU_SOURCE
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cli.h"
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+
+/* The driver functions the bench calls: X(member, symbol, parameters). */
+#define DRIVER_FUNCTIONS(X)                                                                    \
+  X(cuInit, "cuInit", (unsigned flags))                                                        \
+  X(cuGetErrorName, "cuGetErrorName", (CUresult error, const char **name))                     \
+  X(cuDeviceGet, "cuDeviceGet", (int *device, int ordinal))                                    \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * ctx, int device))       \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext ctx))                                       \
+  X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * ptr, size_t size))                             \
+  X(cuMemFree, "cuMemFree_v2", (CUdeviceptr ptr))                                              \
+  X(cuMemHostAlloc, "cuMemHostAlloc", (void **ptr, size_t size, unsigned flags))               \
+  X(cuMemFreeHost, "cuMemFreeHost", (void *ptr))                                               \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr dst, const void *src, size_t size))          \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *dst, CUdeviceptr src, size_t size))                \
+  X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr dst, unsigned char value, size_t count))
+
+static struct driver {
+#define MEMBER_(member, symbol, params) CUresult(*member) params;
+  DRIVER_FUNCTIONS(MEMBER_)
+#undef MEMBER_
+} cu;
+
+enum device_method { PAGEABLE_COPY, PINNED_PARALLEL, PINNED_COPY, KVIK_DEVICE };
+
+struct device_state {
+  CUdeviceptr dev;     /* the file's size of device memory */
+  unsigned char *pinned; /* the file's size of pinned host memory */
+};
+
+static int cuda_fail(const char *call, CUresult r) {
+  const char *name = NULL;
+  cu.cuGetErrorName(r, &name);
+  bench_progress_clear();
+  fprintf(stderr, "kvik bench --device: %s failed: %s\n", call, name ? name : "unknown CUDA error");
+  return CLI_ERROR;
+}
+
+#define CU_CHECK(call)                                                                         \
+  do {                                                                                         \
+    CUresult r_ = (call);                                                                      \
+    if (r_ != 0) return cuda_fail(#call, r_);                                                  \
+  } while (0)
+
+static int load_driver(void) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return fprintf(stderr, "kvik bench --device: %s\n", dlerror()), CLI_ERROR;
+#define RESOLVE_(member, symbol, params)                                                       \
+  if (!(*(void **)&cu.member = dlsym(lib, symbol)))                                            \
+    return fprintf(stderr, "kvik bench --device: libcuda.so.1 lacks %s\n", symbol), CLI_ERROR;
+  DRIVER_FUNCTIONS(RESOLVE_)
+#undef RESOLVE_
+  return CLI_OK;
+}
+
+static int reads_file(int m) { return m != PINNED_COPY; }
+
+static int device_prepare(struct bench *b, int m, int write) {
+  struct device_state *d = b->device_state;
+  if (!write && b->cold_run && reads_file(m) && kvik_page_cache_drop(test_path) < 0) return bench_kvik_fail();
+  /* A read target is zeroed so that bytes kvik did not read cannot pass. */
+  if (!write && m == KVIK_DEVICE) CU_CHECK(cu.cuMemsetD8(d->dev, 0, b->opt.size));
+  return CLI_OK;
+}
+
+static int device_read(struct bench *b, kvik_file *f, int m, int nthreads) {
+  struct device_state *d = b->device_state;
+  size_t size = b->opt.size;
+  int err = 0;
+  switch (m) {
+  case PAGEABLE_COPY:
+    err = bench_io_loop(b->fd, b->buf, size, 0, 0);
+    if (!err) CU_CHECK(cu.cuMemcpyHtoD(d->dev, b->buf, size));
+    break;
+  case PINNED_PARALLEL: err = bench_io_parallel(b->fd, d->pinned, size, nthreads, 0); break;
+  case PINNED_COPY: CU_CHECK(cu.cuMemcpyHtoD(d->dev, d->pinned, size)); break;
+  default: return bench_check_count(b, kvik_file_read(f, (void *)(uintptr_t)d->dev, size, 0), "kvik_file_read");
+  }
+  return err ? bench_sys_fail("pread", err) : CLI_OK;
+}
+
+static int device_write(struct bench *b, kvik_file *f, int m, int nthreads) {
+  struct device_state *d = b->device_state;
+  size_t size = b->opt.size;
+  int err = 0;
+  switch (m) {
+  case PAGEABLE_COPY:
+    CU_CHECK(cu.cuMemcpyDtoH(b->buf, d->dev, size));
+    err = bench_io_loop(b->fd, b->buf, size, 0, 1);
+    break;
+  case PINNED_PARALLEL: err = bench_io_parallel(b->fd, d->pinned, size, nthreads, 1); break;
+  case PINNED_COPY: CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, size)); break;
+  default: return bench_check_count(b, kvik_file_write(f, (void *)(uintptr_t)d->dev, size, 0), "kvik_file_write");
+  }
+  return err ? bench_sys_fail("pwrite", err) : CLI_OK;
+}
+
+static int device_run(struct bench *b, kvik_file *f, int m, int nthreads, int write) {
+  return write ? device_write(b, f, m, nthreads) : device_read(b, f, m, nthreads);
+}
+
+/* After a kvik read the device memory must hold the pattern; after a kvik write the file must. */
+static int device_verify(struct bench *b, int m, int write) {
+  struct device_state *d = b->device_state;
+  if (m != KVIK_DEVICE) return CLI_OK;
+  if (write) return bench_verify_file(b, "kvik_file_write");
+  CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
+  return bench_check_range(d->pinned, 0, b->opt.size, "kvik_file_read");
+}
+
+static double device_ratio(const double *best, int i) {
+  if (i == 1) return best[KVIK_DEVICE] / best[PAGEABLE_COPY];
+  double ceiling = best[PINNED_PARALLEL] < best[PINNED_COPY] ? best[PINNED_PARALLEL] : best[PINNED_COPY];
+  return best[KVIK_DEVICE] / ceiling;
+}
+
+static int device_tables(struct bench *b) {
+  struct suite s = {"READ: page cache -> device memory",
+                    4,
+                    {"(a) pread1+copy", "(b) pread pinned T", "(c) copy pinned", "kvik"},
+                    device_prepare,
+                    device_run,
+                    device_verify,
+                    2,
+                    {"kvik/min(b,c)", "kvik/(a)"},
+                    device_ratio};
+  int rc = bench_table(b, &s, 0);
+  if (rc == CLI_OK && b->opt.cold) {
+    b->cold_run = 1;
+    s.title = "READ (cold, page cache dropped before each run): storage -> device memory";
+    rc = bench_table(b, &s, 0);
+    b->cold_run = 0;
+  }
+  if (rc != CLI_OK || !b->opt.write) return rc;
+  /* The writes write the pattern: put it in device memory and in the pinned buffer. */
+  struct device_state *d = b->device_state;
+  CU_CHECK(cu.cuMemcpyHtoD(d->dev, b->buf, b->opt.size));
+  CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
+  s.title = "WRITE: device memory -> page cache";
+  s.names[0] = "(a) copy+pwrite1";
+  s.names[1] = "(b) pwrite pinned T";
+  return bench_table(b, &s, 1);
+}
+
+int bench_device(struct bench *b) {
+  if (load_driver() != CLI_OK) return CLI_ERROR;
+  CUcontext ctx;
+  int device;
+  CU_CHECK(cu.cuInit(0));
+  CU_CHECK(cu.cuDeviceGet(&device, 0));
+  CU_CHECK(cu.cuDevicePrimaryCtxRetain(&ctx, device));
+  CU_CHECK(cu.cuCtxSetCurrent(ctx));
+  struct device_state d = {0, NULL};
+  char name[256] = "?";
+  kvik_cuda_device_name(0, name, sizeof name);
+  printf("kvik bench --device: GPU 0 %s\n", name);
+  CUresult r = cu.cuMemAlloc(&d.dev, b->opt.size);
+  if (r == 0) r = cu.cuMemHostAlloc((void **)&d.pinned, b->opt.size, 0);
+  int rc = r == 0 ? CLI_OK : cuda_fail("buffers of the file's size", r);
+  b->device_state = &d;
+  if (rc == CLI_OK) rc = device_tables(b);
+  b->device_state = NULL;
+  if (d.pinned) cu.cuMemFreeHost(d.pinned);
+  if (d.dev) cu.cuMemFree(d.dev);
+  return rc;
+}
