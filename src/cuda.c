@@ -58,6 +58,7 @@ static void load_locked(void) {
     state = FAILED;
     return;
   }
+  *(void **)&api.cuCtxGetId = dlsym(handle, "cuCtxGetId");
   CUresult result = api.cuInit(0);
   if (result != CUDA_SUCCESS) {
     const char *name = NULL;

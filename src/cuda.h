@@ -74,6 +74,9 @@ typedef struct kvik__cuda_api {
 #define KVIK__CUDA_MEMBER_(member, symbol, ret, params) ret(*member) params;
   KVIK__CUDA_FUNCTIONS(KVIK__CUDA_MEMBER_)
 #undef KVIK__CUDA_MEMBER_
+  /* Optional (CUDA 12.0 and later; NULL before): a context's ID, never reused, unlike its
+   * handle, which a context created after another was destroyed may get again. */
+  CUresult (*cuCtxGetId)(CUcontext ctx, unsigned long long *id);
 } kvik__cuda_api;
 
 /* The driver API, loading libcuda.so.1 and calling cuInit(0) on the first call. Returns NULL

@@ -17,6 +17,7 @@
  * Each thread has its own, so threads never wait on each other's copies. */
 typedef struct lane {
   CUcontext ctx;
+  unsigned long long ctx_id; /* tells a context from a later one with the same handle */
   CUstream stream;
   CUevent copied[2];
 } lane;
@@ -31,8 +32,16 @@ static _Thread_local thread_lanes lanes;
 static pthread_key_t lanes_key; /* only for its destructor, which frees a thread's lanes */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
+static unsigned long long context_id(const kvik__cuda_api *cu, CUcontext ctx) {
+  unsigned long long id = 0;
+  if (cu->cuCtxGetId && cu->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) id = 0;
+  return id;
+}
+
+/* Destroy the lane's stream and events, unless its context is gone: then they went with it, and
+ * its handle may now name another context. */
 static void destroy_lane(const kvik__cuda_api *cu, lane *l) {
-  if (cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
+  if (context_id(cu, l->ctx) != l->ctx_id || cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
   for (int i = 0; i < 2; i++)
     if (l->copied[i]) cu->cuEventDestroy(l->copied[i]);
   if (l->stream) cu->cuStreamDestroy(l->stream);
@@ -60,23 +69,18 @@ static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
   return rc;
 }
 
-/* Whether a cached lane still belongs to `ctx`: a destroyed context takes its streams with it,
- * and a context created later may get the same handle. */
-static int lane_alive(const kvik__cuda_api *cu, const lane *l, CUcontext ctx) {
-  CUcontext owner = NULL;
-  return cu->cuStreamGetCtx(l->stream, &owner) == CUDA_SUCCESS && owner == ctx;
-}
-
-/* This thread's lane for `ctx`, which is current. */
+/* This thread's lane for `ctx`, which is current. A lane whose context was destroyed (same
+ * handle, other ID) is forgotten: its stream and events died with that context. */
 static int lane_for(const char *fn, CUcontext ctx, lane **out) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
+  unsigned long long id = context_id(cu, ctx);
   for (unsigned i = 0; i < lanes.count; i++) {
     if (lanes.lane[i].ctx != ctx) continue;
-    if (lane_alive(cu, &lanes.lane[i], ctx)) {
+    if (lanes.lane[i].ctx_id == id) {
       *out = &lanes.lane[i];
       return 0;
     }
-    lanes.lane[i] = lanes.lane[--lanes.count]; /* its handles died with its context */
+    lanes.lane[i] = lanes.lane[--lanes.count];
     break;
   }
   pthread_once(&key_once, create_key);
@@ -89,6 +93,7 @@ static int lane_for(const char *fn, CUcontext ctx, lane **out) {
     destroy_lane(cu, l);
   }
   l->ctx = ctx;
+  l->ctx_id = id;
   int rc = create_lane(fn, cu, l);
   if (rc < 0) {
     *l = lanes.lane[--lanes.count];

@@ -55,6 +55,7 @@ CUresult cuCtxPushCurrent_v2(CUcontext ctx);
 CUresult cuCtxPopCurrent_v2(CUcontext *ctx);
 CUresult cuCtxSynchronize(void);
 CUresult cuCtxGetDevice(CUdevice *device);
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id);
 CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size);
 CUresult cuMemFree_v2(CUdeviceptr ptr);
 CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t size, CUstream stream);
@@ -87,7 +88,7 @@ CUresult cuEventQuery(CUevent event);
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)     \
   X(cuDeviceGet) X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) \
   X(cuCtxCreate_v2) X(cuCtxDestroy_v2) X(cuCtxGetCurrent) X(cuCtxSetCurrent)                    \
-  X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize) X(cuCtxGetDevice)            \
+  X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize) X(cuCtxGetDevice) X(cuCtxGetId) \
   X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAllocManaged)    \
   X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister_v2) X(cuMemHostUnregister)             \
   X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemsetD8_v2) X(cuPointerGetAttributes)              \
@@ -525,6 +526,7 @@ static CUresult record_free(uintptr_t addr, int kinds, CUresult not_found) {
 #define CTX_STACK_MAX 128
 
 struct CUctx_st {
+  unsigned long long id;    /* unique for the life of the process, as cuCtxGetId promises */
   CUdevice device;
   int primary;
   atomic_int destroyed;
@@ -594,6 +596,7 @@ CUresult cuInit(unsigned flags) {
     } else {
       g_device_count = devices;
       for (int i = 0; i < devices; i++) {
+        g_primary[i].id = (unsigned long long)i + 1;
         g_primary[i].device = i;
         g_primary[i].primary = 1;
       }
@@ -661,8 +664,10 @@ CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice device) {
   if (t_stack.depth == CTX_STACK_MAX) return CUDA_ERROR_OUT_OF_MEMORY;
   struct CUctx_st *c = calloc(1, sizeof *c);
   if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  static unsigned long long next_id = MAX_DEVICES + 1;
   c->device = device;
   pthread_mutex_lock(&g_lock);
+  c->id = next_id++;
   c->next = g_created;
   g_created = c;
   pthread_mutex_unlock(&g_lock);
@@ -714,6 +719,14 @@ CUresult cuCtxGetDevice(CUdevice *device) {
   CUcontext ctx;
   CUresult result = current_ctx(&ctx);
   if (result == CUDA_SUCCESS) *device = ctx->device;
+  return result;
+}
+
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id) {
+  ENTER(cuCtxGetId);
+  if (!id) return CUDA_ERROR_INVALID_VALUE;
+  CUresult result = ctx ? ctx_check(ctx) : current_ctx(&ctx);
+  if (result == CUDA_SUCCESS) *id = ctx->id;
   return result;
 }
 
