@@ -282,9 +282,10 @@ KVIK_API int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int
 /*
  * Every read and write above (and of kvik_mmap below) accepts host or GPU memory: the kind of
  * `buf` is found per call from the pointer itself, an address inside an allocation included.
- * Device and managed memory go through pinned bounce buffers: each task reads a chunk of the
- * file into one buffer while the previous chunk is copied to the device from another, on a
- * stream of its own, so storage and PCIe work at the same time. Pinned host memory (from
+ * Device and managed memory go through pinned bounce buffers: each thread reads a chunk of the
+ * file into one buffer while the previous chunk (of the same task, or of the thread's previous
+ * task) is copied to the device from another, on a stream of its own, so storage and PCIe work
+ * at the same time. Pinned host memory (from
  * cuMemHostAlloc/cudaHostAlloc or kvik_memory_register) and pageable host memory are read and
  * written directly.
  *
@@ -299,8 +300,9 @@ KVIK_API int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int
  * device. Device memory must be ready when the call starts: work on other streams that writes
  * it must have completed.
  *
- * Memory bound: a running task holds two pinned buffers of min(KVIK_SETTING_BOUNCE_BUFFER_SIZE,
- * max(task size / 2, 256 KiB)) bytes (2 MiB at the defaults); at most KVIK_PINNED_CACHE_BYTES of
+ * Memory bound: a thread with device work holds two pinned buffers of
+ * min(KVIK_SETTING_BOUNCE_BUFFER_SIZE, max(task size / 2, 256 KiB)) bytes (2 MiB at the
+ * defaults), and gives them back when it runs out of work; at most KVIK_PINNED_CACHE_BYTES of
  * idle pinned buffers are kept for reuse and the rest are freed. Keep 2 x buffer size x
  * KVIK_SETTING_NUM_THREADS under that bound, or buffers are freed and allocated again (slow).
  */

@@ -13,13 +13,23 @@
 #define PAGE 4096
 #define MAX_LANES 8
 
-/* A thread's stream in one context, with an event per bounce buffer that marks its last copy.
- * Each thread has its own, so threads never wait on each other's copies. */
+/* A bounce buffer of a lane, and the read that its last copy to the device belongs to. */
+typedef struct slot {
+  char *buf;
+  kvik__device_read *owner; /* whose copy from buf may still run; NULL when none may */
+  size_t bytes;             /* that copy's size */
+} slot;
+
+/* A thread's stream in one context, with two bounce buffers and an event each that marks the
+ * buffer's last copy. Each thread has its own, so threads never wait on each other's copies. */
 typedef struct lane {
   CUcontext ctx;
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
   CUstream stream;
   CUevent copied[2];
+  slot slot[2]; /* reads only; writes take buffers of their own */
+  size_t chunk; /* the size of the slots' buffers */
+  unsigned next; /* the slot reads fill next: the one whose copy was queued first */
 } lane;
 
 typedef struct thread_lanes {
@@ -29,6 +39,7 @@ typedef struct thread_lanes {
 } thread_lanes;
 
 static _Thread_local thread_lanes lanes;
+static _Thread_local lane *busy; /* the lane whose slots may hold copies of unfinished reads */
 static pthread_key_t lanes_key; /* only for its destructor, which frees a thread's lanes */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
@@ -42,8 +53,11 @@ static unsigned long long context_id(const kvik__cuda_api *cu, CUcontext ctx) {
  * its handle may now name another context. */
 static void destroy_lane(const kvik__cuda_api *cu, lane *l) {
   if (context_id(cu, l->ctx) != l->ctx_id || cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
-  for (int i = 0; i < 2; i++)
+  if (l->stream) cu->cuStreamSynchronize(l->stream);
+  for (int i = 0; i < 2; i++) {
+    kvik__pinned_put(l->slot[i].buf, l->chunk);
     if (l->copied[i]) cu->cuEventDestroy(l->copied[i]);
+  }
   if (l->stream) cu->cuStreamDestroy(l->stream);
   CUcontext popped;
   cu->cuCtxPopCurrent(&popped);
@@ -135,44 +149,6 @@ static int drain(pipeline *p, int rc) {
   return rc < 0 ? (result == CUDA_SUCCESS ? 0 : KVIK_ECUDA) : kvik__cuda_check(result, p->fn, "cuStreamSynchronize");
 }
 
-/* File to device: buffer b is filled while the other buffer's copy runs. */
-static int pipeline_read(pipeline *p, CUdeviceptr dev, size_t size, int64_t offset, size_t *done) {
-  size_t in_copy[2] = {0, 0}; /* bytes of each buffer's copy not yet known to be complete */
-  size_t pos = 0;
-  int rc = 0;
-  for (unsigned i = 0; pos < size; i++) {
-    unsigned b = i & 1;
-    if (in_copy[b]) {
-      rc = wait_copied(p, b);
-      if (rc < 0) break;
-      *done += in_copy[b];
-      in_copy[b] = 0;
-    }
-    char *host = buffer(p, b);
-    if (!host) {
-      rc = KVIK_ECUDA;
-      break;
-    }
-    size_t n = size - pos < p->chunk ? size - pos : p->chunk, got = 0;
-    rc = p->transfer(p->source, KVIK__READ, host, n, offset + (int64_t)pos, &got);
-    if (got > 0) {
-      int copy_rc = kvik__cuda_check(p->cu->cuMemcpyHtoDAsync(dev + pos, host, got, p->lane->stream), p->fn,
-                                     "cuMemcpyHtoDAsync");
-      if (copy_rc == 0) copy_rc = mark_copied(p, b);
-      if (copy_rc < 0) {
-        rc = copy_rc;
-        break;
-      }
-      in_copy[b] = got;
-      pos += got;
-    }
-    if (rc < 0 || got < n) break;
-  }
-  int sync_rc = drain(p, rc);
-  if (sync_rc == 0) *done += in_copy[0] + in_copy[1];
-  return rc < 0 ? rc : sync_rc;
-}
-
 static int queue_copy_out(pipeline *p, unsigned b, CUdeviceptr src, size_t n) {
   char *host = buffer(p, b);
   if (!host) return KVIK_ECUDA;
@@ -213,18 +189,133 @@ static size_t chunk_size(size_t task_size) {
   return (chunk + PAGE - 1) & ~(size_t)(PAGE - 1);
 }
 
-int kvik__device_io(const char *fn, const kvik__memory *mem, kvik__op op, char *dev, size_t size, int64_t offset,
-                    size_t task_size, kvik__host_transfer transfer, void *source, size_t *done) {
+/* ---- reads ------------------------------------------------------------------------------ */
+
+/* A read finishes once all its chunks were queued and all their copies are known to be done. */
+static void finish_if_done(kvik__device_read *r) {
+  if (r->issued && r->in_flight == 0) r->finish(r, r->bytes, r->rc);
+}
+
+/* Wait for the copy from slot s, credit its read, and finish that read if it was its last. */
+static void reap(const kvik__cuda_api *cu, lane *l, unsigned s) {
+  slot *sl = &l->slot[s];
+  kvik__device_read *r = sl->owner;
+  if (!r) return;
+  sl->owner = NULL;
+  CUresult result = cu->cuEventSynchronize(l->copied[s]);
+  if (result == CUDA_SUCCESS) r->bytes += sl->bytes;
+  else if (r->rc == 0) r->rc = kvik__cuda_check(result, r->fn, "cuEventSynchronize");
+  r->in_flight--;
+  finish_if_done(r);
+}
+
+/* Finish every read with copies on the lane, the older copy first. With `release`, also wait for
+ * whatever else the stream holds (a copy queued by a call that then failed) and give the buffers
+ * back. Called with the lane's context current. */
+static void settle_lane(const kvik__cuda_api *cu, lane *l, int release) {
+  reap(cu, l, l->next);
+  reap(cu, l, l->next ^ 1);
+  if (!release) return;
+  cu->cuStreamSynchronize(l->stream);
+  for (int i = 0; i < 2; i++) {
+    kvik__pinned_put(l->slot[i].buf, l->chunk);
+    l->slot[i].buf = NULL;
+  }
+}
+
+void kvik__device_settle(void) {
+  lane *l = busy;
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  busy = NULL;
+  if (!l || !cu) return;
+  int pushed = cu->cuCtxPushCurrent(l->ctx) == CUDA_SUCCESS;
+  settle_lane(cu, l, 1);
+  if (pushed) kvik__context_pop();
+}
+
+/* Read the range chunk by chunk, each into the slot whose copy was queued first, once that copy
+ * is done. Returns 0 or the first error. */
+static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, CUdeviceptr dev, size_t size,
+                        int64_t offset, kvik__host_transfer transfer, void *source) {
+  for (size_t pos = 0; pos < size;) {
+    unsigned s = l->next;
+    slot *sl = &l->slot[s];
+    reap(cu, l, s);
+    if (!sl->buf && !(sl->buf = kvik__pinned_get(r->fn, l->chunk))) return KVIK_ECUDA;
+    l->next ^= 1;
+    size_t n = size - pos < l->chunk ? size - pos : l->chunk, got = 0;
+    int rc = transfer(source, KVIK__READ, sl->buf, n, offset + (int64_t)pos, &got);
+    if (got > 0) {
+      int copy_rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev + pos, sl->buf, got, l->stream), r->fn,
+                                     "cuMemcpyHtoDAsync");
+      if (copy_rc == 0)
+        copy_rc = kvik__cuda_check(cu->cuEventRecord(l->copied[s], l->stream), r->fn, "cuEventRecord");
+      if (copy_rc < 0) return copy_rc;
+      sl->owner = r;
+      sl->bytes = got;
+      r->in_flight++;
+      pos += got;
+    }
+    if (rc < 0 || got < n) return rc;
+  }
+  return 0;
+}
+
+/* The lane for `mem` with slots of `chunk` bytes; a lane with other copies in flight is settled
+ * first. Called with mem->ctx current. */
+static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memory *mem, size_t chunk, lane **out) {
+  /* Settled before lane_for(), which may evict or move lanes. */
+  if (busy && busy->ctx != mem->ctx) kvik__device_settle();
+  int rc = lane_for(fn, mem->ctx, out);
+  if (rc < 0) return rc;
+  lane *l = *out;
+  if (l->chunk != chunk) {
+    settle_lane(cu, l, 1);
+    l->chunk = chunk;
+  }
+  busy = l;
+  return 0;
+}
+
+void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
+                       size_t task_size, kvik__host_transfer transfer, void *source, int may_defer,
+                       kvik__device_read *r) {
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  *r = (kvik__device_read){r->finish, fn, 0, 0, 0, 0};
+  int rc = kvik__context_push(fn, mem->ctx);
+  if (rc < 0) {
+    r->rc = rc;
+    r->issued = 1;
+    finish_if_done(r);
+    return;
+  }
+  lane *l = NULL;
+  rc = read_lane(fn, cu, mem, chunk_size(task_size), &l);
+  if (rc == 0) rc = queue_chunks(cu, l, r, (CUdeviceptr)(uintptr_t)dev, size, offset, transfer, source);
+  if (rc < 0 && r->rc == 0) r->rc = rc;
+  int defer = may_defer && r->rc == 0;
+  r->issued = 1;
+  /* From here on r may be finished, and then freed by its waiter: it is not touched again. */
+  if (r->in_flight == 0) r->finish(r, r->bytes, r->rc);
+  if (!defer && l) {
+    settle_lane(cu, l, 1);
+    busy = NULL;
+  }
+  kvik__context_pop();
+}
+
+/* ---- writes ----------------------------------------------------------------------------- */
+
+int kvik__device_write(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
+                       size_t task_size, kvik__host_transfer transfer, void *source, size_t *done) {
   *done = 0;
+  kvik__device_settle(); /* writes use the lane's events */
   if (size == 0) return 0;
   pipeline p = {fn, kvik__cuda_if_present(), NULL, {NULL, NULL}, chunk_size(task_size), transfer, source};
   int rc = kvik__context_push(fn, mem->ctx);
   if (rc < 0) return rc;
   rc = lane_for(fn, mem->ctx, &p.lane);
-  if (rc == 0) {
-    CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)dev;
-    rc = op == KVIK__READ ? pipeline_read(&p, ptr, size, offset, done) : pipeline_write(&p, ptr, size, offset, done);
-  }
+  if (rc == 0) rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)dev, size, offset, done);
   for (int b = 0; b < 2; b++) kvik__pinned_put(p.buf[b], p.chunk);
   kvik__context_pop();
   return rc;

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "device_io.h"
 #include "error.h"
 
 static pthread_mutex_t resize_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -26,10 +27,11 @@ static _Atomic unsigned running;            /* written under resize_lock */
 
 static _Thread_local int is_pool_thread;
 
-/* Take the next task, or NULL when the pool is stopping. */
-static kvik__task *next_task(void) {
+/* Take the next task; with `wait`, wait for one. NULL when there is none or the pool is
+ * stopping. */
+static kvik__task *next_task(int wait) {
   pthread_mutex_lock(&queue_lock);
-  while (!stopping && !queue_head) pthread_cond_wait(&work_available, &queue_lock);
+  while (wait && !stopping && !queue_head) pthread_cond_wait(&work_available, &queue_lock);
   kvik__task *task = stopping ? NULL : queue_head;
   if (task) {
     queue_head = task->next;
@@ -39,12 +41,24 @@ static kvik__task *next_task(void) {
   return task;
 }
 
+/* Before it sleeps or exits, a worker finishes the device reads it deferred (device_io.h). */
 static void *worker_main(void *unused) {
   (void)unused;
   is_pool_thread = 1;
-  for (kvik__task *task; (task = next_task()) != NULL;) task->run(task);
+  for (;;) {
+    kvik__task *task = next_task(0);
+    if (!task) {
+      kvik__device_settle();
+      task = next_task(1);
+    }
+    if (!task) break;
+    task->run(task);
+  }
+  kvik__device_settle();
   return NULL;
 }
+
+int kvik__pool_in_worker(void) { return is_pool_thread; }
 
 /* Start up to n threads. Called with resize_lock held and no threads running. */
 static int start_threads(unsigned n) {

@@ -21,6 +21,9 @@ int kvik__pool_submit(kvik__task *first, kvik__task *last);
  * lost). */
 int kvik__pool_resize(unsigned nthreads);
 
+/* Whether the calling thread is one of the pool's. */
+int kvik__pool_in_worker(void);
+
 /* Threads running now (0 before first use and in a child after fork). */
 unsigned kvik__pool_running(void);
 

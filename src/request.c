@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 
 #include "cuda.h"
 #include "error.h"
@@ -22,20 +23,30 @@ typedef struct io_task {
   size_t size;
   int64_t offset;
   size_t task_size;
+  kvik__device_read read; /* the state of a read into device memory */
 } io_task;
 
-static int transfer(const io_task *t, size_t *done) {
-  if (kvik__memory_on_device(&t->mem))
-    return kvik__device_io(t->fn, &t->mem, t->op, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
-                           t->source->self, done);
-  return t->source->transfer(t->source->self, t->op, t->buf, t->size, t->offset, done);
+static void finish_device_read(kvik__device_read *read, size_t bytes, int rc) {
+  io_task *task = (io_task *)((char *)read - offsetof(io_task, read));
+  kvik__future_task_done(task->future, bytes, rc);
 }
 
+/* Reads into device memory on pool threads may complete after the task returns (see
+ * kvik__read_to_device); everything else completes here, after the thread's deferred reads. */
 static void run_io_task(kvik__task *base) {
-  io_task *task = (io_task *)base;
+  io_task *t = (io_task *)base;
+  if (kvik__memory_on_device(&t->mem) && t->op == KVIK__READ) {
+    kvik__read_to_device(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
+                      t->source->self, kvik__pool_in_worker(), &t->read);
+    return;
+  }
+  kvik__device_settle();
   size_t done = 0;
-  int rc = transfer(task, &done);
-  kvik__future_task_done(task->future, done, rc);
+  int rc = kvik__memory_on_device(&t->mem)
+               ? kvik__device_write(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
+                                    t->source->self, &done)
+               : t->source->transfer(t->source->self, t->op, t->buf, t->size, t->offset, &done);
+  kvik__future_task_done(t->future, done, rc);
 }
 
 static int check(const kvik__request *req, kvik_future **out) {
@@ -75,7 +86,7 @@ static int prepare(kvik__request *req, int single, kvik_future **out, size_t *nt
     size_t start = i * piece;
     tasks[i] = (io_task){{i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, future, req->fn, src, mem, req->op,
                          req->buf + start, req->size - start < piece ? req->size - start : piece,
-                         req->offset + (int64_t)start, ts};
+                         req->offset + (int64_t)start, ts, {finish_device_read, req->fn, 0, 0, 0, 0}};
   }
   *out = future;
   *ntasks_out = ntasks;
