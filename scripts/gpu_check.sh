@@ -2,7 +2,7 @@
 # The GPU suite, on a machine with an NVIDIA driver and GPU:
 #   1. build kvik into build-gpu/ and run every C test; there the `device_system` test runs the
 #      device tests against the real driver, with files larger than 4 GiB;
-#   2. `kvik info`;
+#   2. reads into CuPy and PyTorch memory (tests/test_frameworks.py), then `kvik info`;
 #   3. `kvik bench --device`: reads of a SIZE file in the page cache into device memory, then
 #      writes from device memory (a smaller file);
 #   4. where KvikIO is importable (installed, or carried as wheels in .whl/), kvik and KvikIO
@@ -17,6 +17,11 @@ build=$root/build-gpu
 echo "== build and C tests (real driver)"
 "$root/scripts/build.sh" "$build" >/dev/null
 (cd "$build" && KVIK_TEST_LARGE=1 ctest --output-on-failure -j4)
+
+echo "== CuPy and PyTorch memory"
+status=0
+python3 "$root/tests/test_frameworks.py" "$build/libkvik.so" || status=$?
+[ "$status" = 0 ] || [ "$status" = 77 ] || exit "$status"
 
 echo "== kvik info"
 "$build/kvik" info "$tmp"

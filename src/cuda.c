@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,7 +22,8 @@ typedef enum {
 } load_state;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static load_state state = NOT_TRIED; /* guarded by lock; LOADED is final */
+/* Written under lock; read without it on the fast path, as LOADED is final. */
+static _Atomic load_state state = NOT_TRIED;
 static kvik__cuda_api api;           /* written once, before state becomes LOADED */
 static char why_unavailable[KVIK_MESSAGE_MAX];
 static int present_at_fork;
@@ -72,6 +74,7 @@ static void load_locked(void) {
 }
 
 static load_state current_state(int try_load) {
+  if (atomic_load(&state) == LOADED) return LOADED;
   pthread_mutex_lock(&lock);
   if (state == NOT_TRIED && try_load) load_locked();
   load_state s = state;

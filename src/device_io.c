@@ -225,9 +225,10 @@ static void settle_lane(const kvik__cuda_api *cu, lane *l, int release) {
 
 void kvik__device_settle(void) {
   lane *l = busy;
-  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  if (!l) return;
   busy = NULL;
-  if (!l || !cu) return;
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  if (!cu) return;
   int pushed = cu->cuCtxPushCurrent(l->ctx) == CUDA_SUCCESS;
   settle_lane(cu, l, 1);
   if (pushed) kvik__context_pop();
