@@ -105,6 +105,17 @@ KVIK_API const char *kvik_last_error(void);
  *   KVIK_SETTING_BOUNCE_BUFFER_SIZE KVIKIO_BOUNCE_BUFFER_SIZE 16 MiB
  *   KVIK_SETTING_AUTO_DIRECT_IO_READ  KVIKIO_AUTO_DIRECT_IO_READ  0 (off)
  *   KVIK_SETTING_AUTO_DIRECT_IO_WRITE KVIKIO_AUTO_DIRECT_IO_WRITE 0 (off)
+ *   KVIK_SETTING_ZERO_COPY_READ KVIK_ZERO_COPY_READ           KVIK_AUTO
+ *
+ * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_.
+ *
+ * KVIK_SETTING_ZERO_COPY_READ: how reads of a file into device memory may skip the CPU copy.
+ * The range is mapped (mmap), the mapping is registered read-only with CUDA, and the GPU copies
+ * straight out of the page cache. KVIK_OFF: never; KVIK_AUTO: when every page of a task's range
+ * is in the page cache; KVIK_ON: always (pages not in memory are then read from storage by the
+ * registration, one fault at a time). Whenever the path cannot be taken (no support for
+ * read-only registration, a range reaching past the end of the file, a failed mapping or
+ * registration), the read goes through the bounce buffers instead, with the same result.
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
@@ -119,12 +130,16 @@ typedef enum kvik_setting {
   KVIK_SETTING_BOUNCE_BUFFER_SIZE,
   KVIK_SETTING_AUTO_DIRECT_IO_READ,
   KVIK_SETTING_AUTO_DIRECT_IO_WRITE,
+  KVIK_SETTING_ZERO_COPY_READ,
   KVIK_SETTING_COUNT /* number of settings; not a setting */
 } kvik_setting;
 
 /* Values of KVIK_SETTING_COMPAT_MODE. ON: never use cuFile (POSIX IO only). OFF: require
  * cuFile. AUTO: use cuFile where it can work, POSIX elsewhere. */
 typedef enum kvik_compat_mode { KVIK_COMPAT_OFF = 0, KVIK_COMPAT_ON = 1, KVIK_COMPAT_AUTO = 2 } kvik_compat_mode;
+
+/* Values of the other three-way settings (KVIK_SETTING_ZERO_COPY_READ); the same numbers. */
+typedef enum kvik_tristate { KVIK_OFF = 0, KVIK_ON = 1, KVIK_AUTO = 2 } kvik_tristate;
 
 /* Where a setting's current value came from. */
 typedef enum kvik_setting_source {

@@ -6,7 +6,8 @@
 #   3. `kvik bench --device`: reads of a SIZE file in the page cache into device memory, then
 #      writes from device memory (a smaller file);
 #   4. where KvikIO is importable (installed, or carried as wheels in .whl/), kvik and KvikIO
-#      reading the same file into the same GPU buffer, side by side (bench/kvikio_compare.py).
+#      reading the same file into the same GPU buffer, side by side (bench/kvikio_compare.py),
+#      with kvik's zero-copy reads on auto (its default), then off (bounce buffers only).
 # usage: scripts/gpu_check.sh [SIZE]   (default 8G; the test file goes to $TMPDIR or /tmp)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,8 +39,11 @@ if [ -d "$root/.whl" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
 fi
 echo "== kvik next to KvikIO ($size)"
 status=0
-PYTHONUNBUFFERED=1 python3 "$root/bench/kvikio_compare.py" --lib "$build/libkvik.so" --file "$tmp/kvik-compare.bin" \
-  --size "$size" --threads 1,4,8,16 --repeat 3 || status=$?
+for zero_copy in auto off; do
+  [ "$status" = 0 ] || break
+  PYTHONUNBUFFERED=1 python3 "$root/bench/kvikio_compare.py" --lib "$build/libkvik.so" --file "$tmp/kvik-compare.bin" \
+    --size "$size" --threads 1,4,8,16 --repeat 3 --zero-copy "$zero_copy" || status=$?
+done
 rm -f "$tmp/kvik-compare.bin"
 [ "$status" = 77 ] && echo "(KvikIO not importable here: comparison skipped)" && status=0
 exit "$status"

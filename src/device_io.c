@@ -8,6 +8,7 @@
 #include "bounce.h"
 #include "error.h"
 #include "settings.h"
+#include "zero_copy.h"
 
 #define MIN_CHUNK ((size_t)256 << 10)
 #define PAGE 4096
@@ -278,9 +279,24 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
   return 0;
 }
 
+/* The whole range in one copy from its registered mapping, waited for: the mapping must outlive
+ * the copy. Returns 1 if the range could be mapped, with the outcome in r; else 0. */
+static int read_zero_copy(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, int fd, CUdeviceptr dev,
+                          size_t size, int64_t offset) {
+  kvik__mapped mapped;
+  if (!kvik__map_for_device(fd, offset, size, &mapped)) return 0;
+  int rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev, mapped.host, size, l->stream), r->fn, "cuMemcpyHtoDAsync");
+  CUresult synced = cu->cuStreamSynchronize(l->stream); /* also after a failure: nothing may read the mapping */
+  if (rc == 0) rc = kvik__cuda_check(synced, r->fn, "cuStreamSynchronize");
+  kvik__unmap_for_device(&mapped);
+  if (rc == 0) r->bytes = size;
+  r->rc = rc;
+  return 1;
+}
+
 void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                       size_t task_size, kvik__host_transfer transfer, void *source, int may_defer,
-                       kvik__device_read *r) {
+                          size_t task_size, kvik__host_transfer transfer, void *source, int fd, int may_defer,
+                          kvik__device_read *r) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   *r = (kvik__device_read){r->finish, fn, 0, 0, 0, 0};
   int rc = kvik__context_push(fn, mem->ctx);
@@ -292,7 +308,9 @@ void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, si
   }
   lane *l = NULL;
   rc = read_lane(fn, cu, mem, chunk_size(task_size), &l);
-  if (rc == 0) rc = queue_chunks(cu, l, r, (CUdeviceptr)(uintptr_t)dev, size, offset, transfer, source);
+  CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)dev;
+  if (rc == 0 && !read_zero_copy(cu, l, r, fd, ptr, size, offset))
+    rc = queue_chunks(cu, l, r, ptr, size, offset, transfer, source);
   if (rc < 0 && r->rc == 0) r->rc = rc;
   int defer = may_defer && r->rc == 0;
   r->issued = 1;

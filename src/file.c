@@ -106,7 +106,7 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   f->access = fs->flags & O_ACCMODE;
   f->append = fs->append;
   atomic_init(&f->append_end, size);
-  f->source = (kvik__source){{0, 0}, file_transfer, f, f->append ? &f->append_end : NULL, f->path};
+  f->source = (kvik__source){{0, 0}, file_transfer, f, f->append ? &f->append_end : NULL, f->fd, f->path};
   *file = f;
   return 0;
 }

@@ -37,7 +37,7 @@ static void run_io_task(kvik__task *base) {
   io_task *t = (io_task *)base;
   if (kvik__memory_on_device(&t->mem) && t->op == KVIK__READ) {
     kvik__read_to_device(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
-                      t->source->self, kvik__pool_in_worker(), &t->read);
+                         t->source->self, t->source->fd, kvik__pool_in_worker(), &t->read);
     return;
   }
   kvik__device_settle();

@@ -18,7 +18,7 @@
 #include "init.h"
 #include "pool.h"
 
-typedef enum { KIND_COMPAT, KIND_BOOL, KIND_COUNT, KIND_BYTES } value_kind;
+typedef enum { KIND_TRISTATE, KIND_BOOL, KIND_COUNT, KIND_BYTES } value_kind;
 
 typedef struct {
   const char *name;      /* KvikIO's Python defaults name */
@@ -34,13 +34,14 @@ typedef struct {
 #define DEFAULT_MAX_THREADS 64
 
 static const setting_desc descs[KVIK_SETTING_COUNT] = {
-    [KVIK_SETTING_COMPAT_MODE] = {"compat_mode", "KVIKIO_COMPAT_MODE", NULL, KIND_COMPAT, 0, 2},
+    [KVIK_SETTING_COMPAT_MODE] = {"compat_mode", "KVIKIO_COMPAT_MODE", NULL, KIND_TRISTATE, 0, 2},
     [KVIK_SETTING_NUM_THREADS] = {"num_threads", "KVIKIO_NTHREADS", "KVIKIO_NUM_THREADS", KIND_COUNT, 1, MAX_THREADS},
     [KVIK_SETTING_TASK_SIZE] = {"task_size", "KVIKIO_TASK_SIZE", NULL, KIND_BYTES, 1, MAX_BYTES},
     [KVIK_SETTING_GDS_THRESHOLD] = {"gds_threshold", "KVIKIO_GDS_THRESHOLD", NULL, KIND_BYTES, 0, MAX_BYTES},
     [KVIK_SETTING_BOUNCE_BUFFER_SIZE] = {"bounce_buffer_size", "KVIKIO_BOUNCE_BUFFER_SIZE", NULL, KIND_BYTES, 4096, MAX_BYTES},
     [KVIK_SETTING_AUTO_DIRECT_IO_READ] = {"auto_direct_io_read", "KVIKIO_AUTO_DIRECT_IO_READ", NULL, KIND_BOOL, 0, 1},
     [KVIK_SETTING_AUTO_DIRECT_IO_WRITE] = {"auto_direct_io_write", "KVIKIO_AUTO_DIRECT_IO_WRITE", NULL, KIND_BOOL, 0, 1},
+    [KVIK_SETTING_ZERO_COPY_READ] = {"zero_copy_read", "KVIK_ZERO_COPY_READ", NULL, KIND_TRISTATE, 0, 2},
 };
 
 static _Atomic int64_t values[KVIK_SETTING_COUNT];
@@ -59,6 +60,7 @@ static int64_t default_num_threads(void) {
 static int64_t default_value(kvik_setting s) {
   switch (s) {
   case KVIK_SETTING_COMPAT_MODE: return KVIK_COMPAT_AUTO;
+  case KVIK_SETTING_ZERO_COPY_READ: return KVIK_AUTO;
   case KVIK_SETTING_NUM_THREADS: return default_num_threads();
   case KVIK_SETTING_TASK_SIZE: return 4 * MiB;
   case KVIK_SETTING_GDS_THRESHOLD: return 1 * MiB;
@@ -92,7 +94,7 @@ static int parse_bool(const char *t, int64_t *out) {
   return 0;
 }
 
-static int parse_compat(const char *t, int64_t *out) {
+static int parse_tristate(const char *t, int64_t *out) {
   if (strcasecmp(t, "auto") == 0) return *out = KVIK_COMPAT_AUTO, 1;
   int64_t on;
   if (!parse_bool(t, &on)) return 0;
@@ -114,7 +116,7 @@ static int parse_decimal(const char *t, int64_t *out) {
 
 static const char *expected_text(value_kind kind) {
   switch (kind) {
-  case KIND_COMPAT: return "ON, OFF or AUTO (or true/false/yes/no/1/0)";
+  case KIND_TRISTATE: return "ON, OFF or AUTO (or true/false/yes/no/1/0)";
   case KIND_BOOL: return "on/off, true/false, yes/no or 1/0";
   default: return "a decimal integer";
   }
@@ -127,7 +129,7 @@ static int parse_value(kvik_setting s, const char *text, const char *what, int64
   char t[64];
   int ok = trim(text, t, sizeof t);
   switch (d->kind) {
-  case KIND_COMPAT: ok = ok && parse_compat(t, out); break;
+  case KIND_TRISTATE: ok = ok && parse_tristate(t, out); break;
   case KIND_BOOL: ok = ok && parse_bool(t, out); break;
   default: ok = ok && parse_decimal(t, out); break;
   }
@@ -233,9 +235,9 @@ int kvik_setting_format(kvik_setting setting, char *buf, size_t len) {
   int64_t v;
   int rc = kvik_setting_get(setting, &v);
   if (rc < 0) return rc;
-  static const char *const compat_names[] = {"OFF", "ON", "AUTO"};
+  static const char *const tristate_names[] = {"OFF", "ON", "AUTO"};
   switch (descs[setting].kind) {
-  case KIND_COMPAT: return snprintf(buf, len, "%s", compat_names[v]);
+  case KIND_TRISTATE: return snprintf(buf, len, "%s", tristate_names[v]);
   case KIND_BOOL: return snprintf(buf, len, "%s", v ? "on" : "off");
   default: return snprintf(buf, len, "%" PRId64, v);
   }

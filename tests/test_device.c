@@ -935,6 +935,56 @@ static void test_mmap(void) {
   printf("ok: mapped files read into device and host memory\n");
 }
 
+/* ---- Zero-copy reads from the page cache ----------------------------------------------------- */
+
+static long registrations(void) { return fake.calls ? fake.calls("cuMemHostRegister_v2") : 0; }
+
+/* Random reads with KVIK_SETTING_ZERO_COPY_READ at `mode`; returns the registrations they made
+ * (0 on a real driver, where they cannot be counted). */
+static long reads_in_mode(kvik_file *f, area *a, int mode, int nreads) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode));
+  long before = registrations();
+  for (int i = 0; i < nreads; i++) random_read(f, a, i);
+  return registrations() - before;
+}
+
+static int file_resident(const char *path) {
+  size_t resident = 0, total = 0;
+  ASSERT_OK(kvik_page_cache_info(path, &resident, &total));
+  return resident == total;
+}
+
+/* Every mode reads the same bytes; where the fake counts registrations, ON and AUTO on a
+ * resident file map and register, OFF never does, and AUTO leaves a file out of the page cache
+ * to the bounce buffers. A refused registration falls back to the bounce buffers. */
+static void test_zero_copy(void) {
+  g_case = "zero-copy reads";
+  kvik_file *f = open_file(g_ref_path, "r");
+  area a = area_new(BUF_DEVICE, AREA_BYTES);
+  int counted = fake.calls != NULL;
+  long on = reads_in_mode(f, &a, KVIK_ON, 12), off = reads_in_mode(f, &a, KVIK_OFF, 12);
+  int resident = file_resident(g_ref_path);
+  long autom = reads_in_mode(f, &a, KVIK_AUTO, 12);
+  if (counted) {
+    ASSERT(on > 0);
+    ASSERT_EQ(off, 0);
+    if (resident) ASSERT(autom > 0);
+    fake.reset();
+    fake.fail("cuMemHostRegister_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    read_into(f, &a, 0, 0, 8 * MiB, 0);
+    ASSERT_OK(kvik_page_cache_drop(g_ref_path));
+    size_t cached = 0;
+    ASSERT_OK(kvik_page_cache_info(g_ref_path, &cached, NULL));
+    /* One read only: it brings its range, and readahead more, back into the page cache. */
+    if (cached == 0) ASSERT_EQ(reads_in_mode(f, &a, KVIK_AUTO, 1), 0);
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
+  area_free(&a);
+  kvik_file_free(f);
+  printf("ok: reads with zero-copy on, off and auto%s\n", counted ? ", registrations counted" : "");
+}
+
 /* ---- 9. Fault injection (fake driver only) ---------------------------------------------------- */
 
 /* After a failure kvik must still work: a normal read into the same memory. */
@@ -1031,6 +1081,8 @@ static void test_faults(void) {
     printf("skipped: fault injection and leak checks (the driver has no fake_cuda_* control API)\n");
     return;
   }
+  /* These failures are on the bounce-buffer path. */
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF));
   kvik_file *f = open_file(g_ref_path, "r");
   unsigned char *dev = dev_alloc(8 * MiB);
   fault_pinned_alloc(f, dev);
@@ -1040,6 +1092,7 @@ static void test_faults(void) {
   fault_device_alloc(f);
   normal_read_works(f, dev);
   check_no_leaks();
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
   dev_free(dev);
   kvik_file_free(f);
   printf("ok: injected failures of cuMemHostAlloc, copies, cuLaunchHostFunc and cuMemAlloc; no leaks\n");
@@ -1150,6 +1203,7 @@ static void run_suite(void) {
   test_streams();
   test_read_to_device();
   test_mmap();
+  test_zero_copy();
   test_faults();
   test_large();
   g_case = "teardown";

@@ -27,11 +27,14 @@ static void test_defaults(void) {
 
 static void test_names(void) {
   static const char *const names[] = {"compat_mode", "num_threads", "task_size", "gds_threshold",
-                                      "bounce_buffer_size", "auto_direct_io_read", "auto_direct_io_write"};
+                                      "bounce_buffer_size", "auto_direct_io_read", "auto_direct_io_write",
+                                      "zero_copy_read"};
+  ASSERT_EQ(sizeof names / sizeof names[0], KVIK_SETTING_COUNT);
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
     ASSERT(strcmp(kvik_setting_name((kvik_setting)s), names[s]) == 0);
     ASSERT_EQ(kvik_setting_lookup(names[s]), s);
-    ASSERT(strncmp(kvik_setting_env_name((kvik_setting)s), "KVIKIO_", 7) == 0);
+    const char *env = kvik_setting_env_name((kvik_setting)s);
+    ASSERT(strncmp(env, "KVIKIO_", 7) == 0 || strncmp(env, "KVIK_", 5) == 0);
   }
   ASSERT(kvik_setting_name(KVIK_SETTING_COUNT) == NULL);
   ASSERT_FAILS(kvik_setting_lookup("nthreads_typo"), -EINVAL, "nthreads_typo");
@@ -121,6 +124,9 @@ static const env_case env_cases[] = {
     {{"KVIKIO_AUTO_DIRECT_IO_WRITE=True"}, KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 1, 1, NULL},
     {{"KVIKIO_AUTO_DIRECT_IO_WRITE=0"}, KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 0, 1, NULL},
     {{"KVIKIO_AUTO_DIRECT_IO_WRITE=2"}, KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 0, 0, "KVIKIO_AUTO_DIRECT_IO_WRITE='2'"},
+    {{"KVIK_ZERO_COPY_READ=off"}, KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF, 1, NULL},
+    {{"KVIK_ZERO_COPY_READ=Auto"}, KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO, 1, NULL},
+    {{"KVIK_ZERO_COPY_READ=maybe"}, KVIK_SETTING_ZERO_COPY_READ, 0, 0, "KVIK_ZERO_COPY_READ='maybe'"},
 };
 
 static void check_env_case_in_child(const env_case *c) {

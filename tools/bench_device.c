@@ -36,11 +36,14 @@ static struct driver {
 #undef MEMBER_
 } cu;
 
-enum device_method { PAGEABLE_COPY, PINNED_PARALLEL, PINNED_COPY, KVIK_DEVICE };
+/* KVIK_BOUNCE is kvik with zero-copy reads off: its bounce-buffer path, which every read takes
+ * where the page cache cannot be read in place. Reads only. */
+enum device_method { PAGEABLE_COPY, PINNED_PARALLEL, PINNED_COPY, KVIK_DEVICE, KVIK_BOUNCE };
 
 struct device_state {
-  CUdeviceptr dev;     /* the file's size of device memory */
+  CUdeviceptr dev;       /* the file's size of device memory */
   unsigned char *pinned; /* the file's size of pinned host memory */
+  int64_t zero_copy;     /* kvik's zero_copy_read setting before the bench changed it */
 };
 
 static int cuda_fail(const char *call, CUresult r) {
@@ -74,8 +77,15 @@ static int device_prepare(struct bench *b, int m, int write) {
   struct device_state *d = b->device_state;
   if (!write && b->cold_run && reads_file(m) && kvik_page_cache_drop(test_path) < 0) return bench_kvik_fail();
   /* A read target is zeroed so that bytes kvik did not read cannot pass. */
-  if (!write && m == KVIK_DEVICE) CU_CHECK(cu.cuMemsetD8(d->dev, 0, b->opt.size));
+  if (!write && (m == KVIK_DEVICE || m == KVIK_BOUNCE)) CU_CHECK(cu.cuMemsetD8(d->dev, 0, b->opt.size));
   return CLI_OK;
+}
+
+/* kvik_file_read into device memory with zero-copy reads in `mode`. */
+static int kvik_read(struct bench *b, kvik_file *f, int64_t mode) {
+  struct device_state *d = b->device_state;
+  if (kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode) < 0) return bench_kvik_fail();
+  return bench_check_count(b, kvik_file_read(f, (void *)(uintptr_t)d->dev, b->opt.size, 0), "kvik_file_read");
 }
 
 static int device_read(struct bench *b, kvik_file *f, int m, int nthreads) {
@@ -89,7 +99,7 @@ static int device_read(struct bench *b, kvik_file *f, int m, int nthreads) {
     break;
   case PINNED_PARALLEL: err = bench_io_parallel(b->fd, d->pinned, size, nthreads, 0); break;
   case PINNED_COPY: CU_CHECK(cu.cuMemcpyHtoD(d->dev, d->pinned, size)); break;
-  default: return bench_check_count(b, kvik_file_read(f, (void *)(uintptr_t)d->dev, size, 0), "kvik_file_read");
+  default: return kvik_read(b, f, m == KVIK_BOUNCE ? KVIK_OFF : d->zero_copy);
   }
   return err ? bench_sys_fail("pread", err) : CLI_OK;
 }
@@ -117,7 +127,7 @@ static int device_run(struct bench *b, kvik_file *f, int m, int nthreads, int wr
 /* After a kvik read the device memory must hold the pattern; after a kvik write the file must. */
 static int device_verify(struct bench *b, int m, int write) {
   struct device_state *d = b->device_state;
-  if (m != KVIK_DEVICE) return CLI_OK;
+  if (m != KVIK_DEVICE && m != KVIK_BOUNCE) return CLI_OK;
   if (write) return bench_verify_file(b, "kvik_file_write");
   CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
   return bench_check_range(d->pinned, 0, b->opt.size, "kvik_file_read");
@@ -131,8 +141,8 @@ static double device_ratio(const double *best, int i) {
 
 static int device_tables(struct bench *b) {
   struct suite s = {"READ: page cache -> device memory",
-                    4,
-                    {"(a) pread1+copy", "(b) pread pinned T", "(c) copy pinned", "kvik"},
+                    5,
+                    {"(a) pread1+copy", "(b) pread pinned T", "(c) copy pinned", "kvik", "kvik bounce"},
                     device_prepare,
                     device_run,
                     device_verify,
@@ -152,6 +162,7 @@ static int device_tables(struct bench *b) {
   CU_CHECK(cu.cuMemcpyHtoD(d->dev, b->buf, b->opt.size));
   CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
   s.title = "WRITE: device memory -> page cache";
+  s.nmethods = 4;
   s.names[0] = "(a) copy+pwrite1";
   s.names[1] = "(b) pwrite pinned T";
   return bench_table(b, &s, 1);
@@ -165,7 +176,8 @@ int bench_device(struct bench *b) {
   CU_CHECK(cu.cuDeviceGet(&device, 0));
   CU_CHECK(cu.cuDevicePrimaryCtxRetain(&ctx, device));
   CU_CHECK(cu.cuCtxSetCurrent(ctx));
-  struct device_state d = {0, NULL};
+  struct device_state d = {0, NULL, KVIK_AUTO};
+  if (kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &d.zero_copy) < 0) return bench_kvik_fail();
   char name[256] = "?";
   kvik_cuda_device_name(0, name, sizeof name);
   printf("kvik bench --device: GPU 0 %s\n", name);
@@ -175,6 +187,7 @@ int bench_device(struct bench *b) {
   b->device_state = &d;
   if (rc == CLI_OK) rc = device_tables(b);
   b->device_state = NULL;
+  if (kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, d.zero_copy) < 0 && rc == CLI_OK) rc = bench_kvik_fail();
   if (d.pinned) cu.cuMemFreeHost(d.pinned);
   if (d.dev) cu.cuMemFree(d.dev);
   return rc;
