@@ -7,7 +7,7 @@
 #      writes from device memory (a smaller file);
 #   4. where KvikIO is importable (installed, or carried as wheels in .whl/), kvik and KvikIO
 #      reading the same file into the same GPU buffer, side by side (bench/kvikio_compare.py),
-#      with kvik's zero-copy reads on auto (its default), then off (bounce buffers only).
+#      with kvik's zero-copy reads off (its default: bounce buffers only), then on auto.
 # usage: scripts/gpu_check.sh [SIZE]   (default 8G; the test file goes to $TMPDIR or /tmp)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +39,7 @@ if [ -d "$root/.whl" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
 fi
 echo "== kvik next to KvikIO ($size)"
 status=0
-for zero_copy in auto off; do
+for zero_copy in off auto; do
   [ "$status" = 0 ] || break
   PYTHONUNBUFFERED=1 python3 "$root/bench/kvikio_compare.py" --lib "$build/libkvik.so" --file "$tmp/kvik-compare.bin" \
     --size "$size" --threads 1,4,8,16 --repeat 3 --zero-copy "$zero_copy" || status=$?

@@ -23,6 +23,7 @@ typedef struct io_task {
   size_t size;
   int64_t offset;
   size_t task_size;
+  int map_fd; /* the descriptor zero-copy reads may map, or -1 (see KVIK_SETTING_ZERO_COPY_READ) */
   kvik__device_read read; /* the state of a read into device memory */
 } io_task;
 
@@ -37,7 +38,7 @@ static void run_io_task(kvik__task *base) {
   io_task *t = (io_task *)base;
   if (kvik__memory_on_device(&t->mem) && t->op == KVIK__READ) {
     kvik__read_to_device(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
-                         t->source->self, t->source->fd, kvik__pool_in_worker(), &t->read);
+                         t->source->self, t->map_fd, kvik__pool_in_worker(), &t->read);
     return;
   }
   kvik__device_settle();
@@ -62,8 +63,9 @@ static int check(const kvik__request *req, kvik_future **out) {
 }
 
 /* Everything up to running: checks, classification, the owner's acquisition, the append offset,
- * and a future with its tasks laid out (one task when `single`). */
-static int prepare(kvik__request *req, int single, kvik_future **out, size_t *ntasks_out) {
+ * and a future with its tasks laid out (one task when `single`). Zero-copy reads are left out of
+ * requests in stream order: their registration would wait for the stream that waits for them. */
+static int prepare(kvik__request *req, int single, int stream_ordered, kvik_future **out, size_t *ntasks_out) {
   int rc = check(req, out);
   kvik__memory mem;
   if (rc == 0) rc = kvik__memory_classify(req->fn, req->buf, &mem);
@@ -86,7 +88,8 @@ static int prepare(kvik__request *req, int single, kvik_future **out, size_t *nt
     size_t start = i * piece;
     tasks[i] = (io_task){{i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, future, req->fn, src, mem, req->op,
                          req->buf + start, req->size - start < piece ? req->size - start : piece,
-                         req->offset + (int64_t)start, ts, {finish_device_read, req->fn, 0, 0, 0, 0}};
+                         req->offset + (int64_t)start, ts, stream_ordered ? -1 : src->fd,
+                         {finish_device_read, req->fn, 0, 0, 0, 0}};
   }
   *out = future;
   *ntasks_out = ntasks;
@@ -111,7 +114,7 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   int inline_run = req->size == 0 || (blocking && req->size <= task_size) ||
                    req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   size_t ntasks;
-  rc = prepare(req, inline_run, out, &ntasks);
+  rc = prepare(req, inline_run, 0, out, &ntasks);
   if (rc < 0) return rc;
   if (inline_run) {
     run_io_task(&((io_task *)kvik__future_extra(*out))->base);
@@ -161,7 +164,7 @@ static int stream_context(const char *fn, const kvik__cuda_api *cu, void *stream
 
 int kvik__request_start_on_stream(kvik__request *req, void *stream, kvik_future **out) {
   size_t ntasks;
-  int rc = prepare(req, 0, out, &ntasks);
+  int rc = prepare(req, 0, 1, out, &ntasks);
   if (rc < 0) return rc;
   kvik_future *future = *out;
   *out = NULL;

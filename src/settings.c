@@ -60,7 +60,6 @@ static int64_t default_num_threads(void) {
 static int64_t default_value(kvik_setting s) {
   switch (s) {
   case KVIK_SETTING_COMPAT_MODE: return KVIK_COMPAT_AUTO;
-  case KVIK_SETTING_ZERO_COPY_READ: return KVIK_AUTO;
   case KVIK_SETTING_NUM_THREADS: return default_num_threads();
   case KVIK_SETTING_TASK_SIZE: return 4 * MiB;
   case KVIK_SETTING_GDS_THRESHOLD: return 1 * MiB;

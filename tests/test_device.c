@@ -959,6 +959,8 @@ static int file_resident(const char *path) {
  * to the bounce buffers. A refused registration falls back to the bounce buffers. */
 static void test_zero_copy(void) {
   g_case = "zero-copy reads";
+  int64_t mode_before;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &mode_before));
   kvik_file *f = open_file(g_ref_path, "r");
   area a = area_new(BUF_DEVICE, AREA_BYTES);
   int counted = fake.calls != NULL;
@@ -978,7 +980,7 @@ static void test_zero_copy(void) {
     /* One read only: it brings its range, and readahead more, back into the page cache. */
     if (cached == 0) ASSERT_EQ(reads_in_mode(f, &a, KVIK_AUTO, 1), 0);
   }
-  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode_before));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
   area_free(&a);
   kvik_file_free(f);
@@ -1082,6 +1084,8 @@ static void test_faults(void) {
     return;
   }
   /* These failures are on the bounce-buffer path. */
+  int64_t mode_before;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &mode_before));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF));
   kvik_file *f = open_file(g_ref_path, "r");
   unsigned char *dev = dev_alloc(8 * MiB);
@@ -1092,7 +1096,7 @@ static void test_faults(void) {
   fault_device_alloc(f);
   normal_read_works(f, dev);
   check_no_leaks();
-  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode_before));
   dev_free(dev);
   kvik_file_free(f);
   printf("ok: injected failures of cuMemHostAlloc, copies, cuLaunchHostFunc and cuMemAlloc; no leaks\n");

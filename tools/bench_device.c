@@ -36,9 +36,9 @@ static struct driver {
 #undef MEMBER_
 } cu;
 
-/* KVIK_BOUNCE is kvik with zero-copy reads off: its bounce-buffer path, which every read takes
- * where the page cache cannot be read in place. Reads only. */
-enum device_method { PAGEABLE_COPY, PINNED_PARALLEL, PINNED_COPY, KVIK_DEVICE, KVIK_BOUNCE };
+/* KVIK_ZERO_COPY is kvik with zero-copy reads on auto (KVIK_SETTING_ZERO_COPY_READ), which is
+ * off by default. Reads only. */
+enum device_method { PAGEABLE_COPY, PINNED_PARALLEL, PINNED_COPY, KVIK_DEVICE, KVIK_ZERO_COPY };
 
 struct device_state {
   CUdeviceptr dev;       /* the file's size of device memory */
@@ -77,7 +77,7 @@ static int device_prepare(struct bench *b, int m, int write) {
   struct device_state *d = b->device_state;
   if (!write && b->cold_run && reads_file(m) && kvik_page_cache_drop(test_path) < 0) return bench_kvik_fail();
   /* A read target is zeroed so that bytes kvik did not read cannot pass. */
-  if (!write && (m == KVIK_DEVICE || m == KVIK_BOUNCE)) CU_CHECK(cu.cuMemsetD8(d->dev, 0, b->opt.size));
+  if (!write && (m == KVIK_DEVICE || m == KVIK_ZERO_COPY)) CU_CHECK(cu.cuMemsetD8(d->dev, 0, b->opt.size));
   return CLI_OK;
 }
 
@@ -99,7 +99,7 @@ static int device_read(struct bench *b, kvik_file *f, int m, int nthreads) {
     break;
   case PINNED_PARALLEL: err = bench_io_parallel(b->fd, d->pinned, size, nthreads, 0); break;
   case PINNED_COPY: CU_CHECK(cu.cuMemcpyHtoD(d->dev, d->pinned, size)); break;
-  default: return kvik_read(b, f, m == KVIK_BOUNCE ? KVIK_OFF : d->zero_copy);
+  default: return kvik_read(b, f, m == KVIK_ZERO_COPY ? KVIK_AUTO : d->zero_copy);
   }
   return err ? bench_sys_fail("pread", err) : CLI_OK;
 }
@@ -127,7 +127,7 @@ static int device_run(struct bench *b, kvik_file *f, int m, int nthreads, int wr
 /* After a kvik read the device memory must hold the pattern; after a kvik write the file must. */
 static int device_verify(struct bench *b, int m, int write) {
   struct device_state *d = b->device_state;
-  if (m != KVIK_DEVICE && m != KVIK_BOUNCE) return CLI_OK;
+  if (m != KVIK_DEVICE && m != KVIK_ZERO_COPY) return CLI_OK;
   if (write) return bench_verify_file(b, "kvik_file_write");
   CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
   return bench_check_range(d->pinned, 0, b->opt.size, "kvik_file_read");
@@ -142,7 +142,7 @@ static double device_ratio(const double *best, int i) {
 static int device_tables(struct bench *b) {
   struct suite s = {"READ: page cache -> device memory",
                     5,
-                    {"(a) pread1+copy", "(b) pread pinned T", "(c) copy pinned", "kvik", "kvik bounce"},
+                    {"(a) pread1+copy", "(b) pread pinned T", "(c) copy pinned", "kvik", "kvik zero-copy"},
                     device_prepare,
                     device_run,
                     device_verify,
