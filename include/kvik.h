@@ -119,9 +119,9 @@ KVIK_API const char *kvik_last_error(void);
  * Off by default: registering and unregistering host memory wait for work the device is doing
  * (measured on an H100 with driver 580: a registration waited for a stream held by a host
  * function), so a read then also waits for kernels that run meanwhile; and the driver
- * serialises registrations, so the path is fastest on one thread (13 GB/s there, twice a copying
- * thread) and does not scale with more. Stream-ordered reads never take this path, since their
- * own stream is held while they run.
+ * serialises registrations, so one thread of the process at a time takes the path (10-13 GB/s
+ * there, about twice a copying thread) while the others use the bounce buffers. Stream-ordered
+ * reads never take this path, since their own stream is held while they run.
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
