@@ -107,8 +107,8 @@ static int lane_for(const char *fn, CUcontext ctx, lane **out) {
     l = &lanes.lane[lanes.next_evicted++ % MAX_LANES];
     destroy_lane(cu, l);
   }
-  l->ctx = ctx;
-  l->ctx_id = id;
+  /* Nothing of a forgotten lane is kept: its buffers, if its context died, died with it. */
+  *l = (lane){.ctx = ctx, .ctx_id = id};
   int rc = create_lane(fn, cu, l);
   if (rc < 0) {
     *l = lanes.lane[--lanes.count];

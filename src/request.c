@@ -33,7 +33,8 @@ static void finish_device_read(kvik__device_read *read, size_t bytes, int rc) {
 }
 
 /* Reads into device memory on pool threads may complete after the task returns (see
- * kvik__read_to_device); everything else completes here, after the thread's deferred reads. */
+ * kvik__read_to_device); everything else completes here, after the thread's deferred reads
+ * (kvik__device_write settles them itself). */
 static void run_io_task(kvik__task *base) {
   io_task *t = (io_task *)base;
   if (kvik__memory_on_device(&t->mem) && t->op == KVIK__READ) {
@@ -41,12 +42,15 @@ static void run_io_task(kvik__task *base) {
                          t->source->self, t->map_fd, kvik__pool_in_worker(), &t->read);
     return;
   }
-  kvik__device_settle();
   size_t done = 0;
-  int rc = kvik__memory_on_device(&t->mem)
-               ? kvik__device_write(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
-                                    t->source->self, &done)
-               : t->source->transfer(t->source->self, t->op, t->buf, t->size, t->offset, &done);
+  int rc;
+  if (kvik__memory_on_device(&t->mem)) {
+    rc = kvik__device_write(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
+                            t->source->self, &done);
+  } else {
+    kvik__device_settle(); /* a host task may take long: finish the device reads before it */
+    rc = t->source->transfer(t->source->self, t->op, t->buf, t->size, t->offset, &done);
+  }
   kvik__future_task_done(t->future, done, rc);
 }
 
