@@ -11,8 +11,10 @@
  *    file, guard bytes around the destination included; threads with and without a current
  *    context; a second context; stream-ordered reads and writes (ordering proven by holding the
  *    stream with a host function, and on a real driver by a kernel run after the read);
- *    kvik_file_read_to_device; mapped files; fault injection and leak checks (fake only: they
- *    need its control API, absent from a real driver); a file over 4 GiB when KVIK_TEST_LARGE=1.
+ *    kvik_file_read_to_device; mapped files; zero-copy reads on, off and auto; fault injection
+ *    and leak checks (fake only: they need its control API, absent from a real driver); a file
+ *    over 4 GiB when KVIK_TEST_LARGE=1. ctest runs it once more with KVIK_ZERO_COPY_READ=auto,
+ *    so that every read case also goes through the zero-copy path where it applies.
  *
  * The random choices come from one seed, printed at the start and on failure; KVIK_TEST_SEED=N
  * repeats a run. Exit codes as in test.h: 0 pass, 1 fail. */
