@@ -211,8 +211,9 @@ int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset
   static const char fn[] = "kvik_file_pread";
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__READ);
+  if (rc < 0) return rc;
   kvik__request req = request(fn, file, KVIK__READ, buf, size, file_offset, task_size);
-  return rc < 0 ? rc : kvik__request_start(&req, 0, future);
+  return kvik__request_start(&req, 0, future);
 }
 
 int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file_offset, size_t task_size,
@@ -220,22 +221,25 @@ int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file
   static const char fn[] = "kvik_file_pwrite";
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__WRITE);
+  if (rc < 0) return rc;
   kvik__request req = request(fn, file, KVIK__WRITE, buf, size, file_offset, task_size);
-  return rc < 0 ? rc : kvik__request_start(&req, 0, future);
+  return kvik__request_start(&req, 0, future);
 }
 
 ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset) {
   static const char fn[] = "kvik_file_read";
   int rc = check_access(fn, file, KVIK__READ);
+  if (rc < 0) return rc;
   kvik__request req = request(fn, file, KVIK__READ, buf, size, file_offset, 0);
-  return rc < 0 ? rc : kvik__request_run(&req);
+  return kvik__request_run(&req);
 }
 
 ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t file_offset) {
   static const char fn[] = "kvik_file_write";
   int rc = check_access(fn, file, KVIK__WRITE);
+  if (rc < 0) return rc;
   kvik__request req = request(fn, file, KVIK__WRITE, buf, size, file_offset, 0);
-  return rc < 0 ? rc : kvik__request_run(&req);
+  return kvik__request_run(&req);
 }
 
 int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset, void *stream,
@@ -243,8 +247,9 @@ int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_o
   static const char fn[] = "kvik_file_read_async";
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__READ);
+  if (rc < 0) return rc;
   kvik__request req = request(fn, file, KVIK__READ, buf, size, file_offset, 0);
-  return rc < 0 ? rc : kvik__request_start_on_stream(&req, stream, future);
+  return kvik__request_start_on_stream(&req, stream, future);
 }
 
 int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t file_offset, void *stream,
@@ -252,8 +257,9 @@ int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t
   static const char fn[] = "kvik_file_write_async";
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__WRITE);
+  if (rc < 0) return rc;
   kvik__request req = request(fn, file, KVIK__WRITE, buf, size, file_offset, 0);
-  return rc < 0 ? rc : kvik__request_start_on_stream(&req, stream, future);
+  return kvik__request_start_on_stream(&req, stream, future);
 }
 
 ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr) {
