@@ -57,7 +57,8 @@ KVIK_API const char *kvik_version_string(void);
 /* Errors                                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Library codes lie below every errno value. New codes are only ever appended. */
+/* Library codes lie below every errno value. Once released, a code keeps its value and meaning;
+ * new codes are appended. */
 #define KVIK_ERRNO_BASE (-4000)
 
 #define KVIK_ERROR_MAP(X)                                                                      \
@@ -65,7 +66,7 @@ KVIK_API const char *kvik_version_string(void);
   X(KVIK_ECANCELED_BY_FORK, KVIK_ERRNO_BASE - 2, "IO was in flight in the parent at fork()")   \
   X(KVIK_EINTERNAL, KVIK_ERRNO_BASE - 3, "internal error in kvik")                             \
   X(KVIK_ECUDA_UNAVAILABLE, KVIK_ERRNO_BASE - 4, "CUDA driver or device not available")          \
-  X(KVIK_ECUDA, KVIK_ERRNO_BASE - 5, "CUDA driver call failed")
+  X(KVIK_ECUFILE_UNAVAILABLE, KVIK_ERRNO_BASE - 5, "cuFile library or driver not available")
 
 enum kvik_error {
 #define KVIK_ERROR_ENUM_(name, value, text) name = (value),
@@ -73,12 +74,30 @@ enum kvik_error {
 #undef KVIK_ERROR_ENUM_
 };
 
-/* A description of `code` ("No such file or directory", "invalid setting ..."). Accepts any
- * int: unknown codes give "unknown error". Static storage. Thread-safe. */
+/* cuFile's own failures: a cuFile status s (CU_FILE_DRIVER_NOT_INITIALIZED = 5001 ...
+ * CU_FILE_IO_MAX_ERROR, all within 5001..5999) is returned as the code -s, so that
+ * KVIK_CUFILE_STATUS() gives back cuFile's number. kvik_err_name() gives the status's name
+ * ("CU_FILE_HANDLE_NOT_REGISTERED") and kvik_strerror() what it means. */
+#define KVIK_ECUFILE_BASE (-5000)
+#define KVIK_IS_CUFILE_ERROR(code) ((code) < KVIK_ECUFILE_BASE && (code) > KVIK_ECUFILE_BASE - 1000)
+#define KVIK_CUFILE_STATUS(code) (-(code))
+
+/* Failed CUDA driver calls: a CUresult r (1..999, e.g. CUDA_ERROR_OUT_OF_MEMORY = 2) is returned
+ * as the code KVIK_ECUDA_BASE - r; KVIK_CUDA_RESULT() gives back r. kvik_err_name() gives the
+ * driver's name ("CUDA_ERROR_OUT_OF_MEMORY") and kvik_strerror() its description. A result
+ * outside 1..999, which no driver defines, is reported as CUDA_ERROR_UNKNOWN (999). */
+#define KVIK_ECUDA_BASE (-6000)
+#define KVIK_IS_CUDA_ERROR(code) ((code) < KVIK_ECUDA_BASE && (code) > KVIK_ECUDA_BASE - 1000)
+#define KVIK_CUDA_RESULT(code) (KVIK_ECUDA_BASE - (code))
+
+/* A description of `code` ("No such file or directory", "invalid setting ...", "out of
+ * memory"). Accepts any int: unknown codes give "unknown error". CUDA codes are described by
+ * the driver once kvik has loaded it (this never loads it), else from a built-in table of the
+ * common results. Static storage. Thread-safe. */
 KVIK_API const char *kvik_strerror(int code);
 
-/* The symbolic name of `code` ("ENOENT", "KVIK_ECONFIG"), or "UNKNOWN". Static storage.
- * Thread-safe. */
+/* The symbolic name of `code` ("ENOENT", "KVIK_ECONFIG", "CU_FILE_IO_ERROR",
+ * "CUDA_ERROR_INVALID_VALUE"), or "UNKNOWN". Static storage. Thread-safe. */
 KVIK_API const char *kvik_err_name(int code);
 
 /* The detail message of the last failing kvik call on this thread, or "" if none failed yet.
@@ -337,18 +356,21 @@ typedef enum kvik_memory_kind {
   KVIK_MEMORY_MANAGED = 3 /* managed (unified) memory */
 } kvik_memory_kind;
 
-/* The kind of memory at `ptr`: a kvik_memory_kind, or KVIK_ECUDA if the driver fails to say.
- * Without a CUDA driver every pointer is KVIK_MEMORY_HOST. Thread-safe. */
+/* The kind of memory at `ptr`: a kvik_memory_kind, or a CUDA error code (KVIK_IS_CUDA_ERROR)
+ * if the driver fails to say. Without a CUDA driver every pointer is KVIK_MEMORY_HOST.
+ * Thread-safe. */
 KVIK_API int kvik_memory_kind_of(const void *ptr);
 
 /* Page-lock host memory [buf, buf + size) for every CUDA context, so that device transfers
  * from and to it skip the bounce buffers (cuMemHostRegister). Pair with kvik_memory_deregister().
- * Returns 0; -EINVAL (NULL or size 0); KVIK_ECUDA_UNAVAILABLE; KVIK_ECUDA (for instance when
- * the range is already registered). Thread-safe. */
+ * Returns 0; -EINVAL (NULL or size 0); KVIK_ECUDA_UNAVAILABLE; a CUDA error code
+ * (KVIK_IS_CUDA_ERROR; for instance that of CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED when the
+ * range is already registered). Thread-safe. */
 KVIK_API int kvik_memory_register(void *buf, size_t size);
 
-/* Undo kvik_memory_register(buf, ...). Returns 0, -EINVAL, KVIK_ECUDA_UNAVAILABLE or KVIK_ECUDA
- * (not registered). Thread-safe. */
+/* Undo kvik_memory_register(buf, ...). Returns 0, -EINVAL, KVIK_ECUDA_UNAVAILABLE or a CUDA
+ * error code (KVIK_IS_CUDA_ERROR; that of CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED when not
+ * registered). Thread-safe. */
 KVIK_API int kvik_memory_deregister(void *buf);
 
 /* The CUDA driver's version (e.g. 13000 for 13.0), or KVIK_ECUDA_UNAVAILABLE with a message
@@ -359,7 +381,8 @@ KVIK_API int kvik_cuda_driver_version(void);
 KVIK_API int kvik_cuda_device_count(void);
 
 /* Write the name of CUDA device `ordinal` into `name` (terminated when len > 0). Returns 0,
- * -EINVAL (bad ordinal), KVIK_ECUDA_UNAVAILABLE or KVIK_ECUDA. Thread-safe. */
+ * -EINVAL (bad ordinal), KVIK_ECUDA_UNAVAILABLE or a CUDA error code (KVIK_IS_CUDA_ERROR).
+ * Thread-safe. */
 KVIK_API int kvik_cuda_device_name(int ordinal, char *name, size_t len);
 
 /*
@@ -371,7 +394,7 @@ KVIK_API int kvik_cuda_device_name(int ordinal, char *name, size_t len);
 KVIK_API ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr);
 
 /* Free device memory from kvik_file_read_to_device(). NULL is ignored (returns 0). Returns 0 or
- * KVIK_ECUDA. Thread-safe. */
+ * a CUDA error code (KVIK_IS_CUDA_ERROR). Thread-safe. */
 KVIK_API int kvik_device_free(void *devptr);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -392,8 +415,8 @@ KVIK_API int kvik_device_free(void *devptr);
  *
  * The file and the buffer must stay valid until the future is done. Freeing the future before
  * the stream reached the read waits for the stream. Returns 0, or a negative code (then nothing
- * was queued): the errors of kvik_file_pread(), KVIK_ECUDA_UNAVAILABLE, KVIK_ECUDA.
- * Thread-safe.
+ * was queued): the errors of kvik_file_pread(), KVIK_ECUDA_UNAVAILABLE, a CUDA error code
+ * (KVIK_IS_CUDA_ERROR). Thread-safe.
  */
 KVIK_API int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset, void *stream,
                                   kvik_future **future);

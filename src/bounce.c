@@ -22,7 +22,7 @@ typedef struct buffer_cache {
   idle_buffer *idle; /* guarded by lock */
   size_t idle_bytes; /* guarded by lock */
   size_t max_idle_bytes;
-  void *(*allocate)(const char *fn, size_t size);
+  int (*allocate)(const char *fn, size_t size, void **buf); /* 0, or a code with a message */
   void (*release)(void *buf);
 } buffer_cache;
 
@@ -39,9 +39,9 @@ static void *take_idle(buffer_cache *cache, size_t size) {
   return found;
 }
 
-static void *cache_get(buffer_cache *cache, const char *fn, size_t size) {
-  void *buf = take_idle(cache, size);
-  return buf ? buf : cache->allocate(fn, size);
+static int cache_get(buffer_cache *cache, const char *fn, size_t size, void **buf) {
+  *buf = take_idle(cache, size);
+  return *buf ? 0 : cache->allocate(fn, size, buf);
 }
 
 static void cache_put(buffer_cache *cache, void *buf, size_t size) {
@@ -61,35 +61,35 @@ static void cache_put(buffer_cache *cache, void *buf, size_t size) {
 
 /* ---- aligned pageable memory ------------------------------------------------------------ */
 
-static void *allocate_aligned(const char *fn, size_t size) {
-  void *buf = NULL;
-  int err = posix_memalign(&buf, BOUNCE_ALIGNMENT, size);
+static int allocate_aligned(const char *fn, size_t size, void **buf) {
+  int err = posix_memalign(buf, BOUNCE_ALIGNMENT, size);
   if (err) {
-    kvik__fail_errno(err, "%s: bounce buffer of %zu bytes", fn, size);
-    return NULL;
+    *buf = NULL;
+    return kvik__fail_errno(err, "%s: bounce buffer of %zu bytes", fn, size);
   }
-  return buf;
+  return 0;
 }
 
 static buffer_cache aligned = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, KVIK__BOUNCE_CACHE_BYTES, allocate_aligned, free};
 
-void *kvik__bounce_get(size_t size) { return cache_get(&aligned, "O_DIRECT", size); }
+void *kvik__bounce_get(size_t size) {
+  void *buf;
+  cache_get(&aligned, "O_DIRECT", size, &buf);
+  return buf;
+}
 
 void kvik__bounce_put(void *buf, size_t size) { cache_put(&aligned, buf, size); }
 
 /* ---- pinned memory ---------------------------------------------------------------------- */
 
 /* Portable: the buffer serves copies in every context, whichever was current here. */
-static void *allocate_pinned(const char *fn, size_t size) {
+static int allocate_pinned(const char *fn, size_t size, void **buf) {
+  *buf = NULL;
   const kvik__cuda_api *cu = kvik__cuda(fn);
-  if (!cu) return NULL;
-  void *buf = NULL;
-  CUresult result = cu->cuMemHostAlloc(&buf, size, CU_MEMHOSTALLOC_PORTABLE);
-  if (result != CUDA_SUCCESS) {
-    kvik__cuda_check(result, fn, "cuMemHostAlloc");
-    return NULL;
-  }
-  return buf;
+  if (!cu) return KVIK_ECUDA_UNAVAILABLE;
+  int rc = kvik__cuda_check(cu->cuMemHostAlloc(buf, size, CU_MEMHOSTALLOC_PORTABLE), fn, "cuMemHostAlloc");
+  if (rc < 0) *buf = NULL;
+  return rc;
 }
 
 static void release_pinned(void *buf) {
@@ -100,7 +100,7 @@ static void release_pinned(void *buf) {
 static buffer_cache pinned = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, KVIK_PINNED_CACHE_BYTES, allocate_pinned,
                               release_pinned};
 
-void *kvik__pinned_get(const char *fn, size_t size) { return cache_get(&pinned, fn, size); }
+int kvik__pinned_get(const char *fn, size_t size, void **buf) { return cache_get(&pinned, fn, size, buf); }
 
 void kvik__pinned_put(void *buf, size_t size) { cache_put(&pinned, buf, size); }
 

@@ -19,9 +19,10 @@ void *kvik__bounce_get(size_t size);
 /* Give back a buffer from kvik__bounce_get(size). */
 void kvik__bounce_put(void *buf, size_t size);
 
-/* A pinned buffer of `size` bytes (a multiple of the page size), or NULL with a detail message
- * naming `fn`. A CUDA context must be current on the calling thread. */
-void *kvik__pinned_get(const char *fn, size_t size);
+/* Store in *buf a pinned buffer of `size` bytes (a multiple of the page size) and return 0; or
+ * return the failure's code (KVIK_ECUDA_UNAVAILABLE, a CUDA error code) with a detail message
+ * naming `fn`, leaving *buf NULL. A CUDA context must be current on the calling thread. */
+int kvik__pinned_get(const char *fn, size_t size, void **buf);
 
 /* Give back a buffer from kvik__pinned_get(size). A CUDA context must be current. */
 void kvik__pinned_put(void *buf, size_t size);

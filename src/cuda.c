@@ -40,10 +40,16 @@ static int resolve_all(void *handle) {
   return 0;
 }
 
-static const char *error_name(CUresult result) {
+const char *kvik__cuda_error_name(CUresult result) {
   const char *name = NULL;
-  if (state != LOADED || api.cuGetErrorName(result, &name) != CUDA_SUCCESS || !name) return "unknown CUDA error";
+  if (atomic_load(&state) != LOADED || api.cuGetErrorName(result, &name) != CUDA_SUCCESS) return NULL;
   return name;
+}
+
+const char *kvik__cuda_error_text(CUresult result) {
+  const char *text = NULL;
+  if (atomic_load(&state) != LOADED || api.cuGetErrorString(result, &text) != CUDA_SUCCESS) return NULL;
+  return text;
 }
 
 /* Called with the lock held. The handle stays open for the life of the process: the driver
@@ -101,11 +107,15 @@ const kvik__cuda_api *kvik__cuda_if_present(void) {
   return s == LOADED ? &api : NULL;
 }
 
+#define CUDA_ERROR_UNKNOWN 999
+
 int kvik__cuda_check(CUresult result, const char *fn, const char *call) {
   if (result == CUDA_SUCCESS) return 0;
-  const char *text = NULL;
-  if (api.cuGetErrorString(result, &text) != CUDA_SUCCESS || !text) text = "no description";
-  return kvik__fail(KVIK_ECUDA, "%s: %s: %s (%s)", fn, call, error_name(result), text);
+  const char *name = kvik__cuda_error_name(result), *text = kvik__cuda_error_text(result);
+  /* No driver defines a result outside the range that kvik's codes leave for CUDA. */
+  int code = KVIK_ECUDA_BASE - (result > 0 && result < 1000 ? result : CUDA_ERROR_UNKNOWN);
+  return kvik__fail(code, "%s: %s: %s (%s)", fn, call, name ? name : "unknown CUDA error",
+                    text ? text : "no description");
 }
 
 /* Whether CUDA was in the process is decided in the parent: the child may not call dlopen(),

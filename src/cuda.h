@@ -91,9 +91,16 @@ const kvik__cuda_api *kvik__cuda(const char *fn);
  * every pointer is host memory and the driver is not loaded just to find that out. */
 const kvik__cuda_api *kvik__cuda_if_present(void);
 
-/* Turn a failed driver call into KVIK_ECUDA with a message "<fn>: <call>: <error name> (<error
- * text>)". Returns 0 for CUDA_SUCCESS. */
+/* Turn a failed driver call into its kvik code, KVIK_ECUDA_BASE - result (that of
+ * CUDA_ERROR_UNKNOWN for a result outside 1..999), with a message "<fn>: <call>: <error name>
+ * (<error text>)". Returns 0 for CUDA_SUCCESS. */
 int kvik__cuda_check(CUresult result, const char *fn, const char *call);
+
+/* The loaded driver's name ("CUDA_ERROR_OUT_OF_MEMORY") and description ("out of memory") of
+ * `result`, or NULL when kvik has not loaded the driver (these never load it) or the driver
+ * does not know the result. Static strings of the driver. Thread-safe. */
+const char *kvik__cuda_error_name(CUresult result);
+const char *kvik__cuda_error_text(CUresult result);
 
 void kvik__cuda_atfork_prepare(void);
 void kvik__cuda_atfork_parent(void);

@@ -129,9 +129,13 @@ typedef struct pipeline {
   void *source;
 } pipeline;
 
-static char *buffer(pipeline *p, unsigned b) {
-  if (!p->buf[b]) p->buf[b] = kvik__pinned_get(p->fn, p->chunk);
-  return p->buf[b];
+/* Take bounce buffer b on first use. Returns 0 or the allocation's code. */
+static int take_buffer(pipeline *p, unsigned b) {
+  if (p->buf[b]) return 0;
+  void *buf;
+  int rc = kvik__pinned_get(p->fn, p->chunk, &buf);
+  p->buf[b] = buf;
+  return rc;
 }
 
 static int wait_copied(pipeline *p, unsigned b) {
@@ -143,17 +147,17 @@ static int mark_copied(pipeline *p, unsigned b) {
 }
 
 /* Wait for the lane's copies, which must end before their buffers are reused, also after a
- * failure. A failure of the wait itself is reported only if nothing failed before: the first
- * error is the one that explains. */
+ * failure. Returns `rc` if it is an error: the first error is the one that explains (its code
+ * and message stay); else 0 or the wait's own error. */
 static int drain(pipeline *p, int rc) {
   CUresult result = p->cu->cuStreamSynchronize(p->lane->stream);
-  return rc < 0 ? (result == CUDA_SUCCESS ? 0 : KVIK_ECUDA) : kvik__cuda_check(result, p->fn, "cuStreamSynchronize");
+  return rc < 0 ? rc : kvik__cuda_check(result, p->fn, "cuStreamSynchronize");
 }
 
 static int queue_copy_out(pipeline *p, unsigned b, CUdeviceptr src, size_t n) {
-  char *host = buffer(p, b);
-  if (!host) return KVIK_ECUDA;
-  int rc = kvik__cuda_check(p->cu->cuMemcpyDtoHAsync(host, src, n, p->lane->stream), p->fn, "cuMemcpyDtoHAsync");
+  int rc = take_buffer(p, b);
+  if (rc == 0)
+    rc = kvik__cuda_check(p->cu->cuMemcpyDtoHAsync(p->buf[b], src, n, p->lane->stream), p->fn, "cuMemcpyDtoHAsync");
   return rc < 0 ? rc : mark_copied(p, b);
 }
 
@@ -174,8 +178,7 @@ static int pipeline_write(pipeline *p, CUdeviceptr dev, size_t size, int64_t off
     *done += wrote;
   }
   /* A queued copy may still be filling a buffer. */
-  int sync_rc = drain(p, rc);
-  return rc < 0 ? rc : sync_rc;
+  return drain(p, rc);
 }
 
 /* Two chunks per task, so that one is copied while the other is read; page multiples, so that
@@ -243,7 +246,12 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     unsigned s = l->next;
     slot *sl = &l->slot[s];
     reap(cu, l, s);
-    if (!sl->buf && !(sl->buf = kvik__pinned_get(r->fn, l->chunk))) return KVIK_ECUDA;
+    if (!sl->buf) {
+      void *buf;
+      int get_rc = kvik__pinned_get(r->fn, l->chunk, &buf);
+      if (get_rc < 0) return get_rc;
+      sl->buf = buf;
+    }
     l->next ^= 1;
     size_t n = size - pos < l->chunk ? size - pos : l->chunk, got = 0;
     int rc = transfer(source, KVIK__READ, sl->buf, n, offset + (int64_t)pos, &got);

@@ -12,7 +12,8 @@ typedef struct kvik__memory {
 
 /* Classify `ptr` (see kvik_memory_kind_of) and, for device and managed memory, pick the context:
  * the allocation's own, else the calling thread's current one, else the primary context of the
- * allocation's device. Returns 0, or KVIK_ECUDA with a message naming `fn`. */
+ * allocation's device. Returns 0, or a negative code with a message naming `fn`: a CUDA error
+ * code (KVIK_IS_CUDA_ERROR) when a driver call fails. */
 int kvik__memory_classify(const char *fn, const void *ptr, kvik__memory *mem);
 
 /* Whether transfers to this memory go through pinned bounce buffers and a device copy. */
@@ -20,7 +21,7 @@ static inline int kvik__memory_on_device(const kvik__memory *mem) {
   return mem->kind == KVIK_MEMORY_DEVICE || mem->kind == KVIK_MEMORY_MANAGED;
 }
 
-/* Make `ctx` current on this thread until kvik__context_pop(). Returns 0 or KVIK_ECUDA. */
+/* Make `ctx` current on this thread until kvik__context_pop(). Returns 0 or a CUDA error code. */
 int kvik__context_push(const char *fn, CUcontext ctx);
 void kvik__context_pop(void);
 

@@ -349,10 +349,14 @@ static void test_classification(void) {
   }
   ASSERT_OK(kvik_memory_register(host, n));
   ASSERT_EQ(kvik_memory_kind_of(host), KVIK_MEMORY_PINNED);
-  ASSERT_FAILS(kvik_memory_register(host, n), KVIK_ECUDA, "kvik_memory_register");
+  ASSERT_FAILS(kvik_memory_register(host, n), KVIK_ECUDA_BASE - CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+               "kvik_memory_register");
+  ASSERT(strcmp(kvik_err_name(KVIK_ECUDA_BASE - CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED),
+                "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED") == 0); /* the driver's name: it is loaded */
   ASSERT_OK(kvik_memory_deregister(host));
   ASSERT_EQ(kvik_memory_kind_of(host), KVIK_MEMORY_HOST);
-  ASSERT_FAILS(kvik_memory_deregister(host), KVIK_ECUDA, "kvik_memory_deregister");
+  ASSERT_FAILS(kvik_memory_deregister(host), KVIK_ECUDA_BASE - CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+               "kvik_memory_deregister");
   ASSERT_FAILS(kvik_memory_register(NULL, n), -EINVAL, "kvik_memory_register");
   ASSERT_FAILS(kvik_memory_register(host, 0), -EINVAL, "kvik_memory_register");
   free(host);
@@ -1008,7 +1012,7 @@ static void fault_pinned_alloc(kvik_file *f, unsigned char *dev) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 3 * MiB + 5 * 4096));
   fake.reset();
   fake.fail("cuMemHostAlloc", 1, CUDA_ERROR_OUT_OF_MEMORY);
-  ASSERT_FAILS(kvik_file_read(f, dev, 8 * MiB, 0), KVIK_ECUDA, "cuMemHostAlloc");
+  ASSERT_FAILS(kvik_file_read(f, dev, 8 * MiB, 0), KVIK_ECUDA_BASE - CUDA_ERROR_OUT_OF_MEMORY, "cuMemHostAlloc");
   ASSERT_EQ(fake.calls("cuMemHostAlloc"), 1);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, 4 * MiB));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 16 * MiB));
@@ -1021,7 +1025,7 @@ static void fault_copy_to_device(kvik_file *f, unsigned char *dev) {
   fake.fail("cuMemcpyHtoDAsync_v2", 2, CUDA_ERROR_UNKNOWN);
   kvik_future *fut = NULL;
   ASSERT_OK(kvik_file_pread(f, dev, n, 0, n, &fut)); /* one task of four 2 MiB chunks */
-  ASSERT_FAILS(kvik_future_wait(fut), KVIK_ECUDA, "cuMemcpyHtoDAsync");
+  ASSERT_FAILS(kvik_future_wait(fut), KVIK_ECUDA_BASE - CUDA_ERROR_UNKNOWN, "cuMemcpyHtoDAsync");
   size_t done = kvik_future_bytes_done(fut);
   if (done >= n) FAIL_AT("a read whose second copy failed reports %zu of %zu bytes done", done, n);
   kvik_future_free(fut);
@@ -1033,7 +1037,7 @@ static void fault_copy_from_device(unsigned char *dev) {
   kvik_file *w = open_file(path, "w");
   fake.reset();
   fake.fail("cuMemcpyDtoHAsync_v2", 1, CUDA_ERROR_UNKNOWN);
-  ASSERT_FAILS(kvik_file_write(w, dev, 3 * MiB + 5, 0), KVIK_ECUDA, "cuMemcpyDtoHAsync");
+  ASSERT_FAILS(kvik_file_write(w, dev, 3 * MiB + 5, 0), KVIK_ECUDA_BASE - CUDA_ERROR_UNKNOWN, "cuMemcpyDtoHAsync");
   fake.reset();
   ASSERT_EQ(kvik_file_write(w, dev, 3 * MiB + 5, 0), 3 * MiB + 5);
   kvik_file_free(w);
@@ -1046,7 +1050,8 @@ static void fault_stream(kvik_file *f, unsigned char *dev) {
   fake.reset();
   fake.fail("cuLaunchHostFunc", 1, CUDA_ERROR_UNKNOWN);
   kvik_future *fut = (kvik_future *)&fut;
-  ASSERT_FAILS(kvik_file_read_async(f, dev, 4 * MiB, 0, s, &fut), KVIK_ECUDA, "cuLaunchHostFunc");
+  ASSERT_FAILS(kvik_file_read_async(f, dev, 4 * MiB, 0, s, &fut), KVIK_ECUDA_BASE - CUDA_ERROR_UNKNOWN,
+               "cuLaunchHostFunc");
   ASSERT(fut == NULL);
   /* A copy failing inside a stream-ordered read completes the future with the error. */
   fake.reset();
@@ -1054,7 +1059,7 @@ static void fault_stream(kvik_file *f, unsigned char *dev) {
   ASSERT_OK(kvik_file_read_async(f, dev, 4 * MiB, 0, s, &fut));
   CU_OK(cu.cuStreamSynchronize(s));
   ASSERT_EQ(kvik_future_done(fut), 1);
-  ASSERT_FAILS(kvik_future_wait(fut), KVIK_ECUDA, "cuMemcpyHtoDAsync");
+  ASSERT_FAILS(kvik_future_wait(fut), KVIK_ECUDA_BASE - CUDA_ERROR_UNKNOWN, "cuMemcpyHtoDAsync");
   kvik_future_free(fut);
   fake.reset();
   stream_read_checked(f, s, dev, 4 * MiB, 1);
@@ -1066,7 +1071,7 @@ static void fault_device_alloc(kvik_file *f) {
   fake.reset();
   fake.fail("cuMemAlloc_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
   void *out = &out;
-  ASSERT_FAILS(kvik_file_read_to_device(f, 0, &out), KVIK_ECUDA, "cuMemAlloc");
+  ASSERT_FAILS(kvik_file_read_to_device(f, 0, &out), KVIK_ECUDA_BASE - CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc");
   ASSERT(out == NULL);
   ASSERT_EQ(fake.live("device"), live_before);
 }
