@@ -472,6 +472,229 @@ KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t off
                              kvik_future **future);
 
 /* ------------------------------------------------------------------------------------------ */
+/* GPUDirect Storage (cuFile)                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * cuFile (libcufile.so.0) is loaded, and its driver opened, on the first call that needs it, never
+ * at build or load time; the driver is closed at exit, after the cuFile calls still running have
+ * returned (calls made after that fail with the code of CU_FILE_DRIVER_CLOSING). In a child
+ * process after fork() it opens again on first need; files opened in the parent use POSIX IO
+ * there.
+ *
+ * Each file decides at kvik_file_open() which path serves its device memory, following
+ * KVIK_SETTING_COMPAT_MODE at that moment:
+ *   KVIK_COMPAT_ON    POSIX IO (pinned bounce buffers); cuFile is never loaded.
+ *   KVIK_COMPAT_OFF   cuFile. kvik_file_open() fails if it cannot serve the file, with
+ *                     KVIK_ECUFILE_UNAVAILABLE, an errno, or cuFile's status (kvik_strerror names
+ *                     it), and a message that says why.
+ *   KVIK_COMPAT_AUTO  cuFile where it can work: the library loads and its driver opens, /run/udev
+ *                     is readable (cuFile identifies file systems through udev), the system is not
+ *                     WSL, the file opens with O_DIRECT and cuFileHandleRegister accepts it. Else
+ *                     POSIX IO.
+ * kvik_file_backend() tells which path a file got, and why.
+ *
+ * On a cuFile file, reads and writes of device memory of at least KVIK_SETTING_GDS_THRESHOLD
+ * bytes go through cuFileRead/cuFileWrite, in tasks on the thread pool whose file offsets are
+ * 4 KiB aligned: an unaligned head and tail of the range go the POSIX way, so cuFile never
+ * rewrites a partial page that a neighbouring task writes too, and the bytes that reach the file
+ * or the buffer are the same as in POSIX mode. Host memory and smaller requests always use POSIX
+ * IO.
+ */
+
+/* Which path serves a file's device memory. */
+typedef enum kvik_backend { KVIK_BACKEND_POSIX = 0, KVIK_BACKEND_CUFILE = 1 } kvik_backend;
+
+/* The file's kvik_backend, or -EINVAL/-EBADF. Writes the reason for the choice into `why`
+ * (terminated when len > 0; may be NULL), e.g. "compat mode is ON", "cuFile: GDS through
+ * nvidia-fs 2.26", "/run/udev is not readable". Thread-safe. */
+KVIK_API int kvik_file_backend(const kvik_file *file, char *why, size_t len);
+
+/*
+ * Raw IO: one transfer between the file and device memory at `dev_base + dev_offset`, on the
+ * calling thread, without the thread pool (KvikIO's raw_read/raw_write). `dev_base` should be the
+ * start of an allocation (or of a buffer registered with kvik_buffer_register). Through cuFile on
+ * a cuFile file (one cuFileRead/cuFileWrite call), else through the bounce buffers. Returns the
+ * bytes transferred (a read is short only at end of file) or a negative code. Thread-safe.
+ */
+KVIK_API ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size, int64_t file_offset,
+                                    int64_t dev_offset);
+KVIK_API ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size_t size, int64_t file_offset,
+                                     int64_t dev_offset);
+
+/*
+ * Register with cuFile the whole device allocation that `ptr` points into (cuFileBufRegister), so
+ * that GDS transfers into it skip cuFile's own bounce buffers. `flags` is passed to cuFile (0).
+ * Pair with kvik_buffer_deregister(), before the memory is freed. Where cuFile is not in use
+ * (compat mode ON, or AUTO without cuFile) the registration is only recorded, so the same code
+ * runs everywhere. Errors: -EINVAL (NULL, or not device memory), the code of
+ * CU_FILE_MEMORY_ALREADY_REGISTERED (the allocation is registered already),
+ * KVIK_ECUFILE_UNAVAILABLE (compat mode OFF without cuFile), cuFile and CUDA codes. Thread-safe.
+ */
+KVIK_API int kvik_buffer_register(const void *ptr, int flags);
+
+/* Undo kvik_buffer_register() for the allocation `ptr` points into. Returns 0, or the code of
+ * CU_FILE_MEMORY_NOT_REGISTERED if it is not registered, or a cuFile code. Thread-safe. */
+KVIK_API int kvik_buffer_deregister(const void *ptr);
+
+/* Register CUDA stream `stream` with cuFile (cuFileStreamRegister; `flags` are cuFile's
+ * CU_FILE_STREAM_* bits), which makes kvik_file_read_async/write_async on cuFile files faster.
+ * Where cuFile is not in use (compat mode ON, or AUTO without cuFile) it does nothing and returns
+ * 0; with compat mode OFF and no cuFile it fails with KVIK_ECUFILE_UNAVAILABLE. Pair with kvik_stream_deregister() before the
+ * stream is destroyed. Thread-safe. */
+KVIK_API int kvik_stream_register(void *stream, unsigned flags);
+KVIK_API int kvik_stream_deregister(void *stream);
+
+/* ---- Batch IO ---------------------------------------------------------------------------- */
+
+/*
+ * A batch submits many independent reads and writes at once and collects their completions
+ * (cuFile's batch API). It works everywhere: operations on cuFile files into device memory go to
+ * cuFileBatchIO*, all others (POSIX files, host memory, compat mode) run on the thread pool, and
+ * completions of both kinds come back through the same calls.
+ *
+ * Operations on the pool start as kvik_file_pread()/kvik_file_pwrite() start them: those below
+ * KVIK_SETTING_GDS_THRESHOLD run within kvik_batch_submit(). cuFile's batch runs in the CUDA
+ * context of the first operation it took and holds at most cuFile's own batch size of them at
+ * once (max_batch_io_size, 128 by default); device memory beyond that, or of another context,
+ * goes to the pool.
+ *
+ * A batch is used by one thread at a time (not thread-safe); different batches are independent.
+ * The buffers and files of submitted operations must stay valid, and the files open, until their
+ * completion has been collected, the batch was canceled, or the batch was freed.
+ */
+typedef struct kvik_batch kvik_batch;
+
+typedef enum kvik_batch_opcode { KVIK_BATCH_READ = 0, KVIK_BATCH_WRITE = 1 } kvik_batch_opcode;
+
+/* One operation. This struct never changes; new members would come in a new struct. */
+typedef struct kvik_batch_op {
+  kvik_file *file;
+  kvik_batch_opcode opcode;
+  void *buf; /* host or device memory; read from for writes */
+  size_t size;
+  int64_t file_offset;
+  void *cookie; /* handed back in the operation's event */
+} kvik_batch_op;
+
+typedef enum kvik_batch_status {
+  KVIK_BATCH_COMPLETE = 0, /* result holds the bytes transferred (short only at end of file) */
+  KVIK_BATCH_FAILED = 1,   /* result holds the negative code; kvik_last_error() is not set */
+  KVIK_BATCH_CANCELED = 2  /* canceled by kvik_batch_cancel(); result holds -ECANCELED */
+} kvik_batch_status;
+
+/* One completion. This struct never changes. */
+typedef struct kvik_batch_event {
+  void *cookie;
+  kvik_batch_status status;
+  ssize_t result;
+} kvik_batch_event;
+
+/* A batch for up to `max_ops` operations in flight at once (1 to 65536). Returns 0 or -EINVAL,
+ * -ENOMEM, KVIK_ECONFIG. */
+KVIK_API int kvik_batch_create(unsigned max_ops, kvik_batch **batch);
+
+/* Submit `count` operations. All are checked first: on an error (-EINVAL for a bad operation,
+ * -EBADF for a closed file or wrong access mode, -EAGAIN when more than max_ops would be in
+ * flight) none was submitted and the message names the operation's index. An operation is in
+ * flight from its submission until its completion is collected. Returns 0, or cuFile's code when
+ * cuFile refuses its part (then none was submitted either). */
+KVIK_API int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned count);
+
+/* Wait until at least `min_events` operations completed (0: do not wait; more than are in flight:
+ * all of them) or `timeout_ns` passed (negative: no limit), then store up to `max_events`
+ * completions in `events`, each operation's once. Returns how many were stored (fewer than
+ * min_events after a timeout), -EINVAL (min_events above max_events), or cuFile's code when
+ * asking it for completions failed (none is lost: a later wait collects them). */
+KVIK_API int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events, unsigned max_events,
+                             int64_t timeout_ns);
+
+/* Cancel what has not completed, and wait until nothing is in flight. cuFile's operations are
+ * canceled with cuFileBatchIOCancel: they report KVIK_BATCH_CANCELED, or their result where they
+ * completed first. Operations on the thread pool cannot be stopped (some of their bytes may have
+ * moved already): they are waited for and report their own result. The events are collected with
+ * kvik_batch_wait() like others. Returns 0 or a negative code: that of a failed cuFile call (if
+ * cuFile stops answering, its operations report KVIK_BATCH_FAILED with that code). */
+KVIK_API int kvik_batch_cancel(kvik_batch *batch);
+
+/* Cancel what is in flight, wait for it, and free the batch. NULL is ignored. */
+KVIK_API void kvik_batch_free(kvik_batch *batch);
+
+/* ---- cuFile driver ----------------------------------------------------------------------- */
+
+/* Load cuFile and open its driver now (it otherwise opens on first need). Returns 0,
+ * KVIK_ECUFILE_UNAVAILABLE or cuFile's status code, with a message saying why. Thread-safe. */
+KVIK_API int kvik_cufile_open(void);
+
+/* The loaded cuFile's version as cuFileGetVersion() gives it (e.g. 1150 for 1.15.0), or a
+ * negative code (-ENOTSUP for a cuFile older than the call). Thread-safe. */
+KVIK_API int kvik_cufile_version(void);
+
+/* cuFile's driver properties (cuFileDriverGetProperties), sizes in bytes. A parameter struct:
+ * set struct_size to sizeof(kvik_cufile_properties) before the call; members the library does
+ * not know are left untouched. */
+typedef struct kvik_cufile_properties {
+  size_t struct_size;
+  unsigned nvfs_major_version; /* nvidia-fs kernel driver; 0.0 when it is not loaded */
+  unsigned nvfs_minor_version;
+  int gds_available;           /* 1 when nvidia-fs is loaded: true GPUDirect transfers */
+  int allow_compat_mode;       /* cuFile's own POSIX fallback (properties.allow_compat_mode) */
+  int poll_mode;
+  size_t poll_threshold_size;
+  size_t max_direct_io_size;
+  size_t max_device_cache_size;
+  size_t per_buffer_cache_size;
+  size_t max_device_pinned_mem_size;
+  unsigned max_batch_io_size;
+  unsigned max_batch_io_timeout_ms;
+  unsigned file_system_flags; /* nvfs.dstatusflags: bit n is cuFile's CU_FILE_*_SUPPORTED n */
+  unsigned feature_flags;     /* fflags: bit n is cuFile's CU_FILE_*_SUPPORTED feature n */
+} kvik_cufile_properties;
+
+/* Fill `props`. Returns 0, -EINVAL (NULL or struct_size too small), or a cuFile code.
+ * Thread-safe. */
+KVIK_API int kvik_cufile_get_properties(kvik_cufile_properties *props);
+
+/* Change a driver property (cuFileDriverSet*); sizes in bytes, rounded down to KiB. Return 0 or
+ * a cuFile code (the message names cuFile's complaint, e.g. a value out of range). Thread-safe. */
+KVIK_API int kvik_cufile_set_poll_mode(int enable, size_t threshold_size);
+KVIK_API int kvik_cufile_set_max_direct_io_size(size_t size);
+KVIK_API int kvik_cufile_set_max_cache_size(size_t size);
+KVIK_API int kvik_cufile_set_max_pinned_memory(size_t size);
+
+/*
+ * cuFile's parameters (cuFile >= 1.14: cuFileGetParameter*, cuFileSetParameter*), by name: the
+ * name of cuFile's CUFILE_PARAM_ constant without that prefix, in lower case
+ * ("properties_max_direct_io_size_kb", "properties_allow_compat_mode", "logging_level", ...).
+ * Values are text: a decimal number, "true"/"false", or a string. Parameters can only be set
+ * before the driver opens (cuFile's rule), so set them before the first IO on a cuFile file.
+ * kvik_cufile_parameter_name(i) lists the names for i = 0, 1, ... and returns NULL past the last.
+ * Errors: -EINVAL (unknown name, bad value), -ENOTSUP (cuFile older than 1.14),
+ * KVIK_ECUFILE_UNAVAILABLE, cuFile codes. Thread-safe.
+ */
+KVIK_API const char *kvik_cufile_parameter_name(unsigned index);
+KVIK_API int kvik_cufile_parameter_get(const char *name, char *value, size_t len);
+KVIK_API int kvik_cufile_parameter_set(const char *name, const char *value);
+
+/* cuFile's level 1 statistics (cuFile >= 1.15). A parameter struct like kvik_cufile_properties. */
+typedef struct kvik_cufile_stats {
+  size_t struct_size;
+  uint64_t read_ops, read_errors, write_ops, write_errors;
+  uint64_t read_bytes, write_bytes;
+  uint64_t read_bw_bytes_per_sec, write_bw_bytes_per_sec;
+  uint64_t read_lat_avg_us, write_lat_avg_us;
+  uint64_t batch_submit_ops, batch_complete_ops, batch_read_bytes, batch_write_bytes;
+} kvik_cufile_stats;
+
+/* Start collecting statistics at `level` (1 to 3; cuFileSetStatsLevel + cuFileStatsStart), stop,
+ * zero them, and read them. Return 0, -EINVAL, -ENOTSUP (cuFile older than 1.15), or a cuFile
+ * code. Thread-safe. */
+KVIK_API int kvik_cufile_stats_start(int level);
+KVIK_API int kvik_cufile_stats_stop(void);
+KVIK_API int kvik_cufile_stats_reset(void);
+KVIK_API int kvik_cufile_stats_get(kvik_cufile_stats *stats);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Page cache                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 

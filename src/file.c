@@ -12,6 +12,8 @@
 
 #include "device_io.h"
 #include "error.h"
+#include "file.h"
+#include "gds.h"
 #include "init.h"
 #include "posix_io.h"
 #include "request.h"
@@ -29,6 +31,7 @@ struct kvik_file {
   int access;            /* O_RDONLY, O_WRONLY or O_RDWR */
   int append;
   _Atomic int64_t append_end; /* where the next append lands */
+  kvik__gds_file gds;
   char path[];
 };
 
@@ -96,6 +99,7 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   rc = check_opened(f->fd, path, flags);
   int64_t size = rc < 0 ? 0 : size_of_fd(f->fd);
   if (rc == 0 && size < 0) rc = kvik__fail_errno((int)-size, "kvik_file_open(\"%s\", \"%s\"): size", path, flags);
+  if (rc == 0) rc = kvik__gds_open(&f->gds, "kvik_file_open", flags, f->path, f->fd, fs->flags & O_ACCMODE);
   if (rc < 0) {
     close(f->fd);
     free(f);
@@ -106,7 +110,7 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   f->access = fs->flags & O_ACCMODE;
   f->append = fs->append;
   atomic_init(&f->append_end, size);
-  f->source = (kvik__source){{0, 0}, file_transfer, f, f->append ? &f->append_end : NULL, f->fd, f->path};
+  f->source = (kvik__source){{0, 0}, file_transfer, f, f->append ? &f->append_end : NULL, f->fd, &f->gds, f->path};
   *file = f;
   return 0;
 }
@@ -116,6 +120,7 @@ int kvik_file_close(kvik_file *file) {
   if (kvik__owner_close(&file->source.owner) < 0)
     return kvik__fail(-EBADF, "kvik_file_close(\"%s\"): already closed", file->path);
   int rc = 0;
+  kvik__gds_close(&file->gds);
   int direct = atomic_load(&file->direct_fd);
   if (direct >= 0) close(direct);
   if (close(file->fd) != 0 && errno != EINTR) rc = kvik__fail_errno(errno, "kvik_file_close(\"%s\")", file->path);
@@ -281,4 +286,58 @@ ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr) {
   }
   *devptr = dev;
   return got;
+}
+
+/* ---- GPUDirect Storage ------------------------------------------------------------------- */
+
+kvik__gds_file *kvik__file_gds(kvik_file *file) { return &file->gds; }
+
+const char *kvik__file_path(const kvik_file *file) { return file->path; }
+
+int kvik_file_backend(const kvik_file *file, char *why, size_t len) {
+  if (why && len) why[0] = '\0';
+  if (!file) return closed_error(file, "kvik_file_backend");
+  /* Made once and never changed, the decision leaves the handle logically const; holding the
+   * owner keeps a concurrent close from deregistering what the decision registers. */
+  kvik_file *f = (kvik_file *)file;
+  if (kvik__owner_acquire(&f->source.owner) < 0) return closed_error(file, "kvik_file_backend");
+  int backend = kvik__gds_backend(&f->gds, why, len);
+  kvik__owner_release(&f->source.owner);
+  return backend;
+}
+
+/* Raw IO runs the whole transfer on this thread in one piece: through one cuFile call, or
+ * through the bounce buffers when cuFile does not serve the file. */
+static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, size_t size, int64_t file_offset,
+                      int64_t dev_offset) {
+  int rc = check_access(fn, file, op);
+  if (rc < 0) return rc;
+  if (!base || dev_offset < 0 || file_offset < 0)
+    return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer or negative offset", fn, file->path);
+  kvik__memory mem;
+  rc = kvik__init();
+  if (rc == 0) rc = kvik__memory_classify(fn, base, &mem);
+  if (rc < 0) return rc;
+  if (mem.kind != KVIK_MEMORY_DEVICE)
+    return kvik__fail(-EINVAL, "%s(\"%s\"): %p is not device memory", fn, file->path, (void *)base);
+  if (kvik__owner_acquire(&file->source.owner) < 0) return closed_error(file, fn);
+  ssize_t result;
+  if (kvik__gds_handle(&file->gds)) {
+    result = kvik__gds_raw(&file->gds, fn, op, &mem, base, size, file_offset, dev_offset);
+  } else {
+    /* One task of the whole size: kvik__request_run() runs it on this thread. */
+    kvik__request req = request(fn, file, op, base + dev_offset, size, file_offset, size ? size : 1);
+    result = kvik__request_run(&req);
+  }
+  kvik__owner_release(&file->source.owner);
+  return result;
+}
+
+ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size, int64_t file_offset, int64_t dev_offset) {
+  return raw_io("kvik_file_raw_read", file, KVIK__READ, dev_base, size, file_offset, dev_offset);
+}
+
+ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size_t size, int64_t file_offset,
+                            int64_t dev_offset) {
+  return raw_io("kvik_file_raw_write", file, KVIK__WRITE, (char *)dev_base, size, file_offset, dev_offset);
 }

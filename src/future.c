@@ -198,6 +198,28 @@ ssize_t kvik_future_wait_for(kvik_future *future, int64_t timeout_ns) {
   return result;
 }
 
+/* Called with the lock held. */
+static size_t count_done_locked(kvik_future *const *futures, size_t n) {
+  size_t done = 0;
+  for (size_t i = 0; i < n; i++) done += futures[i]->done != 0;
+  return done;
+}
+
+size_t kvik__futures_wait_some(kvik_future *const *futures, size_t n, size_t min_done, int64_t timeout_ns) {
+  struct timespec deadline = {0, 0};
+  if (timeout_ns > 0) deadline = deadline_after(timeout_ns);
+  lock();
+  size_t done = count_done_locked(futures, n);
+  int rc = 0;
+  while (done < min_done && timeout_ns != 0 && rc != ETIMEDOUT) {
+    rc = timeout_ns < 0 ? pthread_cond_wait(&completion_cond, &completion_lock)
+                        : pthread_cond_timedwait(&completion_cond, &completion_lock, &deadline);
+    done = count_done_locked(futures, n);
+  }
+  unlock();
+  return done;
+}
+
 int kvik_future_done(kvik_future *future) {
   if (!future) return 0;
   lock();

@@ -52,6 +52,11 @@ void kvik__future_await_release(kvik_future *future);
  * thread's detail message describes the failure). The last task completes the future. */
 void kvik__future_task_done(kvik_future *future, size_t bytes, int code);
 
+/* Wait until at least `min_done` of the `n` futures are done or `timeout_ns` nanoseconds passed
+ * (0: do not wait; negative: no limit), on the completion condition every completion
+ * broadcasts. Returns how many of them are done. */
+size_t kvik__futures_wait_some(kvik_future *const *futures, size_t n, size_t min_done, int64_t timeout_ns);
+
 /* fork() handlers; see init.c. */
 void kvik__future_atfork_prepare(void);
 void kvik__future_atfork_parent(void);

@@ -7,17 +7,23 @@
 
 #include "bounce.h"
 #include "cuda.h"
+#include "cufile.h"
 #include "error.h"
 #include "future.h"
 #include "pool.h"
+#include "registry.h"
 #include "settings.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_result;
 static char init_message[KVIK_MESSAGE_MAX];
 
-/* Lock order at fork: CUDA loader, bounce buffers, pool, completions; released in reverse. */
+/* Lock order at fork: buffer registry (which opens cuFile under its lock), cuFile loader (which
+ * loads CUDA under its lock), CUDA loader, bounce buffers, pool, completions; released in
+ * reverse. */
 static void prepare(void) {
+  kvik__registry_atfork_prepare();
+  kvik__cufile_atfork_prepare();
   kvik__cuda_atfork_prepare();
   kvik__bounce_atfork_prepare();
   kvik__pool_atfork_prepare();
@@ -29,6 +35,8 @@ static void parent(void) {
   kvik__pool_atfork_parent();
   kvik__bounce_atfork_parent();
   kvik__cuda_atfork_parent();
+  kvik__cufile_atfork_parent();
+  kvik__registry_atfork_parent();
 }
 
 static void child(void) {
@@ -36,6 +44,8 @@ static void child(void) {
   kvik__pool_atfork_child();
   kvik__bounce_atfork_child();
   kvik__cuda_atfork_child();
+  kvik__cufile_atfork_child();
+  kvik__registry_atfork_child();
 }
 
 static void initialise(void) {

@@ -24,7 +24,9 @@ typedef struct io_task {
   int64_t offset;
   size_t task_size;
   int map_fd; /* the descriptor zero-copy reads may map, or -1 (see KVIK_SETTING_ZERO_COPY_READ) */
+  int via_cufile; /* cuFile moves this task's bytes (see plan()) */
   kvik__device_read read; /* the state of a read into device memory */
+  kvik__gds_async async;  /* a transfer queued with cuFileReadAsync/WriteAsync */
 } io_task;
 
 static void finish_device_read(kvik__device_read *read, size_t bytes, int rc) {
@@ -37,6 +39,13 @@ static void finish_device_read(kvik__device_read *read, size_t bytes, int rc) {
  * (kvik__device_write settles them itself). */
 static void run_io_task(kvik__task *base) {
   io_task *t = (io_task *)base;
+  if (t->via_cufile) {
+    size_t done = 0;
+    kvik__device_settle(); /* its pinned buffers may be needed while this thread waits on cuFile */
+    int rc = kvik__gds_transfer(t->source->gds, t->fn, t->op, &t->mem, t->buf, t->size, t->offset, &done);
+    kvik__future_task_done(t->future, done, rc);
+    return;
+  }
   if (kvik__memory_on_device(&t->mem) && t->op == KVIK__READ) {
     kvik__read_to_device(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
                          t->source->self, t->map_fd, kvik__pool_in_worker(), &t->read);
@@ -66,9 +75,43 @@ static int check(const kvik__request *req, kvik_future **out) {
   return kvik__init();
 }
 
+/* How a request is cut into tasks: an optional head, a body of tasks of `piece` bytes, an
+ * optional tail. Only requests that cuFile serves have a head and a tail: the parts before the
+ * first and after the last 4 KiB boundary of the file range, which go the POSIX way, so that every
+ * cuFile task starts on a page boundary and no two tasks share a page. */
+typedef struct plan {
+  size_t head, body, tail, piece;
+  int via_cufile;
+} plan;
+
+static plan plan_request(const kvik__request *req, const kvik__memory *mem, int single, int stream_ordered) {
+  size_t ts = req->task_size;
+  plan p = {0, req->size, 0, single ? req->size : ts, 0};
+  kvik__gds_file *gds = req->source->gds;
+  if (stream_ordered || !gds || mem->kind != KVIK_MEMORY_DEVICE ||
+      req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD) || !kvik__gds_handle(gds))
+    return p;
+  size_t a = KVIK__GDS_ALIGNMENT, misalign = (size_t)req->offset % a;
+  p.via_cufile = 1;
+  p.head = misalign ? a - misalign : 0;
+  if (p.head > req->size) p.head = req->size;
+  size_t rest = req->size - p.head, end_misalign = (size_t)(req->offset + (int64_t)req->size) % a;
+  p.tail = end_misalign < rest ? end_misalign : rest;
+  p.body = rest - p.tail;
+  if (!single) p.piece = (ts + a - 1) / a * a;
+  if (p.piece == 0) p.piece = a;
+  return p;
+}
+
+static size_t plan_tasks(const plan *p) {
+  size_t n = (p->head > 0) + (p->piece ? p->body / p->piece + (p->body % p->piece != 0) : 0) + (p->tail > 0);
+  return n ? n : 1;
+}
+
 /* Everything up to running: checks, classification, the owner's acquisition, the append offset,
- * and a future with its tasks laid out (one task when `single`). Zero-copy reads are left out of
- * requests in stream order: their registration would wait for the stream that waits for them. */
+ * and a future with its tasks laid out (one task when `single`, besides a cuFile head and tail).
+ * Zero-copy reads are left out of requests in stream order: their registration would wait for
+ * the stream that waits for them. */
 static int prepare(kvik__request *req, int single, int stream_ordered, kvik_future **out, size_t *ntasks_out) {
   int rc = check(req, out);
   kvik__memory mem;
@@ -79,21 +122,24 @@ static int prepare(kvik__request *req, int single, int stream_ordered, kvik_futu
     return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, src->name);
   if (src->append_end && req->op == KVIK__WRITE) req->offset = atomic_fetch_add(src->append_end, (int64_t)req->size);
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
-  size_t ts = req->task_size, ntasks = single ? 1 : req->size / ts + (req->size % ts != 0);
-  if (ntasks == 0) ntasks = 1;
+  plan p = plan_request(req, &mem, single, stream_ordered);
+  size_t ntasks = plan_tasks(&p);
   kvik_future *future = kvik__future_new(&src->owner, ntasks, req->size, ntasks * sizeof(io_task));
   if (!future) {
     kvik__owner_release(&src->owner);
     return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory for %zu tasks", req->fn, src->name, ntasks);
   }
   io_task *tasks = kvik__future_extra(future);
-  size_t piece = single ? req->size : ts;
+  size_t start = 0, body_end = p.head + p.body;
   for (size_t i = 0; i < ntasks; i++) {
-    size_t start = i * piece;
+    int in_body = start >= p.head && start < body_end;
+    size_t n = !in_body ? (start < p.head ? p.head : req->size - start)
+                        : (body_end - start < p.piece ? body_end - start : p.piece);
     tasks[i] = (io_task){{i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, future, req->fn, src, mem, req->op,
-                         req->buf + start, req->size - start < piece ? req->size - start : piece,
-                         req->offset + (int64_t)start, ts, stream_ordered ? -1 : src->fd,
-                         {finish_device_read, req->fn, 0, 0, 0, 0}};
+                         req->buf + start, n, req->offset + (int64_t)start, req->task_size,
+                         stream_ordered ? -1 : src->fd, p.via_cufile && in_body,
+                         {finish_device_read, req->fn, 0, 0, 0, 0}, {0, 0, 0, 0}};
+    start += n;
   }
   *out = future;
   *ntasks_out = ntasks;
@@ -121,7 +167,8 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   rc = prepare(req, inline_run, 0, out, &ntasks);
   if (rc < 0) return rc;
   if (inline_run) {
-    run_io_task(&((io_task *)kvik__future_extra(*out))->base);
+    io_task *tasks = kvik__future_extra(*out);
+    for (size_t i = 0; i < ntasks; i++) run_io_task(&tasks[i].base);
   } else if ((rc = submit(*out, ntasks)) < 0) {
     kvik_future_free(*out);
     *out = NULL;
@@ -166,9 +213,45 @@ static int stream_context(const char *fn, const kvik__cuda_api *cu, void *stream
   return kvik__primary_context(fn, 0, ctx);
 }
 
+/* Runs on the driver's callback thread once the stream passed the cuFile transfer. */
+static void finish_cufile_async(void *arg) {
+  io_task *t = arg;
+  ssize_t result = kvik__gds_async_result(t->source->gds, t->fn, t->op, &t->async);
+  kvik__future_task_done(t->future, result < 0 ? 0 : (size_t)result, result < 0 ? (int)result : 0);
+}
+
+/* Whether cuFile's own stream API serves the request: a cuFile file and device memory. */
+static int cufile_serves_stream(const kvik__request *req) {
+  kvik__memory mem;
+  if (!req->source->gds || kvik__init() < 0 || kvik__memory_classify(req->fn, req->buf, &mem) < 0) return 0;
+  return kvik__gds_async_possible(req->source->gds, &mem);
+}
+
+/* Queue the stream's part of the request: cuFile's transfer followed by the host function that
+ * completes the future, or the host function that runs the tasks on the pool (which holds the
+ * future: *held says so, also on failure). Returns 0, or a negative code when nothing that
+ * completes the future was queued. */
+static int enqueue(const kvik__cuda_api *cu, kvik__request *req, kvik_future *future, int via_cufile, void *stream,
+                   int *held) {
+  io_task *t = kvik__future_extra(future);
+  *held = 0;
+  if (via_cufile) {
+    int rc = kvik__gds_enqueue(t->source->gds, req->fn, t->op, &t->mem, t->buf, t->size, t->offset, stream, &t->async);
+    if (rc < 0) return rc;
+    rc = kvik__cuda_check(cu->cuLaunchHostFunc((CUstream)stream, finish_cufile_async, t), req->fn,
+                          "cuLaunchHostFunc");
+    if (rc < 0) cu->cuStreamSynchronize((CUstream)stream); /* cuFile's transfer writes into the task */
+    return rc;
+  }
+  kvik__future_hold(future);
+  *held = 1;
+  return kvik__cuda_check(cu->cuLaunchHostFunc((CUstream)stream, stream_gate, future), req->fn, "cuLaunchHostFunc");
+}
+
 int kvik__request_start_on_stream(kvik__request *req, void *stream, kvik_future **out) {
+  int via_cufile = cufile_serves_stream(req);
   size_t ntasks;
-  int rc = prepare(req, 0, 1, out, &ntasks);
+  int rc = prepare(req, via_cufile, 1, out, &ntasks);
   if (rc < 0) return rc;
   kvik_future *future = *out;
   *out = NULL;
@@ -179,9 +262,7 @@ int kvik__request_start_on_stream(kvik__request *req, void *stream, kvik_future 
   if (rc == 0) rc = kvik__context_push(req->fn, ctx);
   int held = 0;
   if (rc == 0) {
-    kvik__future_hold(future);
-    held = 1;
-    rc = kvik__cuda_check(cu->cuLaunchHostFunc((CUstream)stream, stream_gate, future), req->fn, "cuLaunchHostFunc");
+    rc = enqueue(cu, req, future, via_cufile, stream, &held);
     kvik__context_pop();
   }
   if (rc < 0) {

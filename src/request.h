@@ -10,6 +10,7 @@
 
 #include "device_io.h"
 #include "future.h"
+#include "gds.h"
 
 /* What requests run against. Lives inside its handle, so it outlives every request on it (the
  * handle's close waits for them through `owner`). */
@@ -19,6 +20,7 @@ typedef struct kvik__source {
   void *self;                   /* the handle, passed to transfer */
   _Atomic int64_t *append_end;  /* where the next write lands, for append handles; else NULL */
   int fd;                       /* a descriptor that can be mapped, for zero-copy reads; or -1 */
+  kvik__gds_file *gds;          /* how cuFile serves the source, or NULL where it cannot */
   const char *name;             /* the path, for messages */
 } kvik__source;
 

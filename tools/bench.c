@@ -33,8 +33,9 @@ static const char bench_usage[] =
     "then one cuMemcpyHtoD; (b) preads on T threads into pinned memory, with no GPU copy, the\n"
     "ceiling the page cache allows; (c) one pinned cuMemcpyHtoD of the file's size, the PCIe\n"
     "ceiling; kvik reported as a fraction of min(b, c) and as a multiple of (a); 'kvik zero-copy'\n"
-    "is kvik with zero-copy reads on (KVIK_ZERO_COPY_READ=auto). Writes mirror this from device\n"
-    "memory.\n"
+    "is kvik with zero-copy reads on (KVIK_ZERO_COPY_READ=auto); 'cuFile' is kvik on the file\n"
+    "opened with compat mode OFF, so that cuFile (GPUDirect Storage) serves it, or n/a with the\n"
+    "reason where it cannot. Writes mirror this from device memory.\n"
     "Needs SIZE bytes free in DIR and about twice SIZE of memory (three times with --device).\n"
     "\n"
     "options:\n"
@@ -215,11 +216,14 @@ int bench_verify_file(struct bench *b, const char *what) {
 
 /* ---- the engine -------------------------------------------------------------------------- */
 
+#define NOT_AVAILABLE (-1.0) /* the best rate of a method that cannot run here */
+
 static int measure_row(struct bench *b, const struct suite *s, kvik_file *f, int nthreads, int write,
                        double *best) {
-  for (int m = 0; m < s->nmethods; m++) best[m] = 0;
+  for (int m = 0; m < s->nmethods; m++) best[m] = s->available && !s->available(b, m, write) ? NOT_AVAILABLE : 0;
   for (int rep = 1; rep <= b->opt.repeat; rep++) {
     for (int m = 0; m < s->nmethods; m++) {
+      if (best[m] == NOT_AVAILABLE) continue;
       progress(write, s->names[m], nthreads, rep, b->opt.repeat);
       if (s->prepare(b, m, write) != CLI_OK) return CLI_ERROR;
       double start = now();
@@ -252,7 +256,10 @@ static int run_row(struct bench *b, const struct suite *s, kvik_file *f, int wri
   snprintf(label, sizeof label, "%d%s", nthreads, nthreads == b->default_threads ? " (default)" : "");
   bench_progress_clear();
   printf("%-12s", label);
-  for (int m = 0; m < s->nmethods; m++) printf("  %*.2f", width(s->names[m]), best[m]);
+  for (int m = 0; m < s->nmethods; m++) {
+    if (best[m] == NOT_AVAILABLE) printf("  %*s", width(s->names[m]), "n/a");
+    else printf("  %*.2f", width(s->names[m]), best[m]);
+  }
   for (int r = 0; r < s->nratios; r++) printf("  %*.2fx", width(s->ratio_names[r]) - 1, s->ratio(best, r));
   printf("\n");
   fflush(stdout); /* a row per few seconds: show it as it comes */
@@ -301,11 +308,11 @@ static double host_ratio(const double *best, int i) { return best[KVIK] / best[i
 
 static int host_tables(struct bench *b) {
   struct suite s = {"READ: page cache -> host memory", 3, {"pread 1 thread", "pread T threads", "kvik"},
-                    host_prepare, host_run, host_verify, 2, {"kvik/pread1", "kvik/preadT"}, host_ratio};
+                    host_prepare, host_run, host_verify, 2, {"kvik/pread1", "kvik/preadT"}, host_ratio, NULL};
   int rc = bench_table(b, &s, 0);
   if (rc != CLI_OK || !b->opt.write) return rc;
   s = (struct suite){"WRITE: host memory -> page cache", 3, {"pwrite 1 thread", "pwrite T threads", "kvik"},
-                     host_prepare, host_run, host_verify, 2, {"kvik/pwrite1", "kvik/pwriteT"}, host_ratio};
+                     host_prepare, host_run, host_verify, 2, {"kvik/pwrite1", "kvik/pwriteT"}, host_ratio, NULL};
   return bench_table(b, &s, 1);
 }
 

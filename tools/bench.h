@@ -11,7 +11,7 @@
 
 #define CHUNK ((size_t)4 << 20) /* bytes per call of the hand-written loops: kvik's task size */
 #define MAX_COUNTS 32           /* thread counts --threads may list */
-#define MAX_METHODS 5
+#define MAX_METHODS 6
 
 struct options {
   const char *dir;
@@ -41,7 +41,8 @@ extern char test_path[4096];
  * A table: methods measured side by side, taking turns within each repetition so that a noisy
  * neighbour or a drifting clock speed hits all alike, the best of --repeat runs of each in GB/s.
  * `prepare` and `verify` run outside the timed region, before and after each run of a method.
- * After the method columns come `nratios` ratio columns computed by `ratio`.
+ * After the method columns come `nratios` ratio columns computed by `ratio`. `available`, if
+ * set, says whether a method can run on this machine at all; a column it rules out shows "n/a".
  */
 struct suite {
   const char *title;
@@ -53,6 +54,7 @@ struct suite {
   int nratios;
   const char *ratio_names[2];
   double (*ratio)(const double *best, int i);
+  int (*available)(struct bench *b, int method, int write);
 };
 
 /* Measure every thread count of --threads and print the table. Returns a CLI exit code. */

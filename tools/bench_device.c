@@ -37,14 +37,21 @@ static struct driver {
 } cu;
 
 /* KVIK_ZERO_COPY is kvik with zero-copy reads on auto (KVIK_SETTING_ZERO_COPY_READ), which is
- * off by default. Reads only. */
-enum device_method { PAGEABLE_COPY, PINNED_PARALLEL, PINNED_COPY, KVIK_DEVICE, KVIK_ZERO_COPY };
+ * off by default. Reads only. CUFILE is kvik on a second handle of the file, opened with compat
+ * mode OFF, so that cuFile serves its device memory. It is the read table's last column, and
+ * the write table's (which has no zero-copy column) too: method_of() maps columns to methods. */
+enum device_method { PAGEABLE_COPY, PINNED_PARALLEL, PINNED_COPY, KVIK_DEVICE, KVIK_ZERO_COPY, CUFILE };
 
 struct device_state {
   CUdeviceptr dev;       /* the file's size of device memory */
   unsigned char *pinned; /* the file's size of pinned host memory */
   int64_t zero_copy;     /* kvik's zero_copy_read setting before the bench changed it */
+  kvik_file *cufile;     /* the file served by cuFile; NULL where cuFile cannot serve it */
 };
+
+static int method_of(int column, int write) { return write && column == KVIK_ZERO_COPY ? CUFILE : column; }
+
+static int is_kvik(int m) { return m == KVIK_DEVICE || m == KVIK_ZERO_COPY || m == CUFILE; }
 
 static int cuda_fail(const char *call, CUresult r) {
   const char *name = NULL;
@@ -73,11 +80,12 @@ static int load_driver(void) {
 
 static int reads_file(int m) { return m != PINNED_COPY; }
 
-static int device_prepare(struct bench *b, int m, int write) {
+static int device_prepare(struct bench *b, int column, int write) {
   struct device_state *d = b->device_state;
+  int m = method_of(column, write);
   if (!write && b->cold_run && reads_file(m) && kvik_page_cache_drop(test_path) < 0) return bench_kvik_fail();
   /* A read target is zeroed so that bytes kvik did not read cannot pass. */
-  if (!write && (m == KVIK_DEVICE || m == KVIK_ZERO_COPY)) CU_CHECK(cu.cuMemsetD8(d->dev, 0, b->opt.size));
+  if (!write && is_kvik(m)) CU_CHECK(cu.cuMemsetD8(d->dev, 0, b->opt.size));
   return CLI_OK;
 }
 
@@ -99,9 +107,15 @@ static int device_read(struct bench *b, kvik_file *f, int m, int nthreads) {
     break;
   case PINNED_PARALLEL: err = bench_io_parallel(b->fd, d->pinned, size, nthreads, 0); break;
   case PINNED_COPY: CU_CHECK(cu.cuMemcpyHtoD(d->dev, d->pinned, size)); break;
+  case CUFILE: return kvik_read(b, d->cufile, d->zero_copy);
   default: return kvik_read(b, f, m == KVIK_ZERO_COPY ? KVIK_AUTO : d->zero_copy);
   }
   return err ? bench_sys_fail("pread", err) : CLI_OK;
+}
+
+static int kvik_write(struct bench *b, kvik_file *f) {
+  struct device_state *d = b->device_state;
+  return bench_check_count(b, kvik_file_write(f, (void *)(uintptr_t)d->dev, b->opt.size, 0), "kvik_file_write");
 }
 
 static int device_write(struct bench *b, kvik_file *f, int m, int nthreads) {
@@ -115,22 +129,30 @@ static int device_write(struct bench *b, kvik_file *f, int m, int nthreads) {
     break;
   case PINNED_PARALLEL: err = bench_io_parallel(b->fd, d->pinned, size, nthreads, 1); break;
   case PINNED_COPY: CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, size)); break;
-  default: return bench_check_count(b, kvik_file_write(f, (void *)(uintptr_t)d->dev, size, 0), "kvik_file_write");
+  case CUFILE: return kvik_write(b, d->cufile);
+  default: return kvik_write(b, f);
   }
   return err ? bench_sys_fail("pwrite", err) : CLI_OK;
 }
 
-static int device_run(struct bench *b, kvik_file *f, int m, int nthreads, int write) {
+static int device_run(struct bench *b, kvik_file *f, int column, int nthreads, int write) {
+  int m = method_of(column, write);
   return write ? device_write(b, f, m, nthreads) : device_read(b, f, m, nthreads);
 }
 
 /* After a kvik read the device memory must hold the pattern; after a kvik write the file must. */
-static int device_verify(struct bench *b, int m, int write) {
+static int device_verify(struct bench *b, int column, int write) {
   struct device_state *d = b->device_state;
-  if (m != KVIK_DEVICE && m != KVIK_ZERO_COPY) return CLI_OK;
+  int m = method_of(column, write);
+  if (!is_kvik(m)) return CLI_OK;
   if (write) return bench_verify_file(b, "kvik_file_write");
   CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
   return bench_check_range(d->pinned, 0, b->opt.size, "kvik_file_read");
+}
+
+static int device_available(struct bench *b, int column, int write) {
+  const struct device_state *d = b->device_state;
+  return method_of(column, write) != CUFILE || d->cufile != NULL;
 }
 
 static double device_ratio(const double *best, int i) {
@@ -141,14 +163,15 @@ static double device_ratio(const double *best, int i) {
 
 static int device_tables(struct bench *b) {
   struct suite s = {"READ: page cache -> device memory",
-                    5,
-                    {"(a) pread1+copy", "(b) pread pinned T", "(c) copy pinned", "kvik", "kvik zero-copy"},
+                    6,
+                    {"(a) pread1+copy", "(b) pread pinned T", "(c) copy pinned", "kvik", "kvik zero-copy", "cuFile"},
                     device_prepare,
                     device_run,
                     device_verify,
                     2,
                     {"kvik/min(b,c)", "kvik/(a)"},
-                    device_ratio};
+                    device_ratio,
+                    device_available};
   int rc = bench_table(b, &s, 0);
   if (rc == CLI_OK && b->opt.cold) {
     b->cold_run = 1;
@@ -162,10 +185,30 @@ static int device_tables(struct bench *b) {
   CU_CHECK(cu.cuMemcpyHtoD(d->dev, b->buf, b->opt.size));
   CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
   s.title = "WRITE: device memory -> page cache";
-  s.nmethods = 4;
+  s.nmethods = 5;
   s.names[0] = "(a) copy+pwrite1";
   s.names[1] = "(b) pwrite pinned T";
+  s.names[KVIK_ZERO_COPY] = "cuFile"; /* method_of(KVIK_ZERO_COPY, 1) */
   return bench_table(b, &s, 1);
+}
+
+/* The cuFile column's handle: the test file opened once more, with compat mode OFF for the
+ * open only, so that it fails unless cuFile can serve the file. Either way one line says what
+ * the column measures, or why it shows n/a; the other columns run regardless. */
+static int open_cufile(struct device_state *d) {
+  int64_t mode;
+  if (kvik_setting_get(KVIK_SETTING_COMPAT_MODE, &mode) < 0) return bench_kvik_fail();
+  if (kvik_setting_set(KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_OFF) < 0) return bench_kvik_fail();
+  char why[512];
+  if (kvik_file_open(test_path, "r+", 0, &d->cufile) < 0) {
+    snprintf(why, sizeof why, "%s", kvik_last_error()); /* before the next kvik call replaces it */
+    d->cufile = NULL;
+  } else if (kvik_file_backend(d->cufile, why, sizeof why) < 0) {
+    snprintf(why, sizeof why, "%s", kvik_last_error());
+  }
+  if (kvik_setting_set(KVIK_SETTING_COMPAT_MODE, mode) < 0) return bench_kvik_fail();
+  printf("kvik bench --device: cuFile column %s: %s\n", d->cufile ? "(compat mode OFF)" : "n/a", why);
+  return CLI_OK;
 }
 
 int bench_device(struct bench *b) {
@@ -176,7 +219,7 @@ int bench_device(struct bench *b) {
   CU_CHECK(cu.cuDeviceGet(&device, 0));
   CU_CHECK(cu.cuDevicePrimaryCtxRetain(&ctx, device));
   CU_CHECK(cu.cuCtxSetCurrent(ctx));
-  struct device_state d = {0, NULL, KVIK_AUTO};
+  struct device_state d = {0, NULL, KVIK_AUTO, NULL};
   if (kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &d.zero_copy) < 0) return bench_kvik_fail();
   char name[256] = "?";
   kvik_cuda_device_name(0, name, sizeof name);
@@ -184,10 +227,12 @@ int bench_device(struct bench *b) {
   CUresult r = cu.cuMemAlloc(&d.dev, b->opt.size);
   if (r == 0) r = cu.cuMemHostAlloc((void **)&d.pinned, b->opt.size, 0);
   int rc = r == 0 ? CLI_OK : cuda_fail("buffers of the file's size", r);
+  if (rc == CLI_OK) rc = open_cufile(&d);
   b->device_state = &d;
   if (rc == CLI_OK) rc = device_tables(b);
   b->device_state = NULL;
   if (kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, d.zero_copy) < 0 && rc == CLI_OK) rc = bench_kvik_fail();
+  kvik_file_free(d.cufile);
   if (d.pinned) cu.cuMemFreeHost(d.pinned);
   if (d.dev) cu.cuMemFree(d.dev);
   return rc;

@@ -3,8 +3,12 @@
  * also shows what any application can see. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "kvik.h"
@@ -15,7 +19,8 @@ static const char usage_text[] =
     "Fast parallel file IO (a C take on NVIDIA KvikIO).\n"
     "\n"
     "commands:\n"
-    "  info [DIR]   version, settings, CUDA/cuFile presence, GPUs, O_DIRECT support of DIR\n"
+    "  info [PATH]  version, settings, CUDA/cuFile presence, GPUs, GPUDirect Storage, O_DIRECT\n"
+    "               support of PATH, and which IO path kvik picks for PATH if it is a file\n"
     "  bench        page-cache throughput of kvik next to plain pread/pwrite loops\n"
     "\n"
     "options:\n"
@@ -25,12 +30,19 @@ static const char usage_text[] =
     "'kvik <command> --help' shows the options of a command.\n";
 
 static const char info_usage[] =
-    "usage: kvik info [DIR]\n"
+    "usage: kvik info [PATH]\n"
     "\n"
     "Print the library version, every setting with its value, environment variable and\n"
     "source, whether the CUDA driver and cuFile can be loaded, the GPUs that device IO can\n"
-    "use (or why it cannot), and whether files in DIR\n"
-    "(default: the current directory) can be opened with O_DIRECT.\n";
+    "use (or why it cannot), what GPUDirect Storage (cuFile) reports, as 'gdscheck -p' would:\n"
+    "version, configuration file, nvidia-fs or cuFile's compatibility mode, driver properties\n"
+    "and parameters (this opens the cuFile driver), and whether files in PATH (a directory;\n"
+    "default: the current directory) can be opened with O_DIRECT.\n"
+    "\n"
+    "If PATH is a regular file, O_DIRECT is checked in its directory, and the file is opened\n"
+    "for reading to show which path serves its device memory (cuFile or POSIX) and why, under\n"
+    "the compat mode in effect. With compat mode OFF, a file cuFile cannot serve does not open:\n"
+    "the error is printed and the exit status is 1.\n";
 
 int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
 
@@ -99,14 +111,199 @@ static void print_cuda(void) {
   }
 }
 
+/* ---- GPUDirect Storage ---------------------------------------------------------------------- */
+
+/* A byte count, with the largest binary unit it is a whole multiple of, as cuFile's sizes
+ * (kept in KiB) are. */
+static void print_size(const char *name, size_t bytes) {
+  static const char *const units[] = {"KiB", "MiB", "GiB"};
+  int unit = -1;
+  size_t n = bytes;
+  while (unit < 2 && n && n % 1024 == 0) n /= 1024, unit++;
+  if (unit < 0) printf("    %s: %zu\n", name, bytes);
+  else printf("    %s: %zu (%zu %s)\n", name, bytes, n, units[unit]);
+}
+
+/* The set bits of `flags` by name: bit n is names[n] (cufile.h's CU_FILE_*_SUPPORTED n). */
+static void print_flags(const char *label, unsigned flags, const char *const *names, unsigned count) {
+  printf("    %s: 0x%x (", label, flags);
+  const char *sep = "";
+  for (unsigned bit = 0; bit < 32; bit++) {
+    if (!(flags >> bit & 1u)) continue;
+    if (bit < count && names[bit]) printf("%s%s", sep, names[bit]);
+    else printf("%sbit%u", sep, bit);
+    sep = " ";
+  }
+  printf("%s)\n", *sep ? "" : "none");
+}
+
+/* cufile.h's CUfileDriverStatusFlags (10 is reserved) and CUfileFeatureFlags, by bit. */
+static const char *const file_system_names[] = {
+    "lustre", "wekafs", "nfs", "gpfs", "nvme", "nvmeof", "scsi", "scaleflux_csd", "nvmesh", "beegfs", NULL,
+    "nvme_p2p", "scatefs"};
+static const char *const feature_names[] = {"dyn_routing", "batch_io", "streams", "parallel_io"};
+
+/* What kvik does with device memory under the compat mode now in effect. */
+static void print_compat_mode(void) {
+  char mode[16] = "?";
+  int64_t value = KVIK_COMPAT_AUTO;
+  kvik_setting_format(KVIK_SETTING_COMPAT_MODE, mode, sizeof mode);
+  kvik_setting_get(KVIK_SETTING_COMPAT_MODE, &value);
+  const char *meaning = value == KVIK_COMPAT_ON    ? "POSIX IO only, cuFile is not used"
+                        : value == KVIK_COMPAT_OFF ? "cuFile required: files it cannot serve do not open"
+                                                   : "cuFile where it can serve a file, POSIX IO elsewhere";
+  printf("  compat mode: %s (%s): %s\n", mode, source_name(kvik_setting_source_of(KVIK_SETTING_COMPAT_MODE)), meaning);
+}
+
+/* cuFile reads CUFILE_ENV_PATH_JSON if set, else /etc/cufile.json; without it, built-in
+ * defaults apply. */
+static void print_config_file(void) {
+  const char *env = getenv("CUFILE_ENV_PATH_JSON");
+  const char *path = env && *env ? env : "/etc/cufile.json";
+  const char *state = access(path, R_OK) == 0 ? "exists" : errno == ENOENT ? "missing: cuFile's defaults apply"
+                                                                           : "not readable";
+  printf("  config file: %s (%s; %s)\n", path, env && *env ? "CUFILE_ENV_PATH_JSON" : "default", state);
+}
+
+/* cuFile tells file systems apart through udev; where /run/udev is hidden (containers) its
+ * handle registrations fail, and AUTO picks POSIX IO for that reason. */
+static void print_udev(void) {
+  if (access("/run/udev", R_OK) == 0) printf("  /run/udev: readable\n");
+  else
+    printf("  /run/udev: not readable (%s): cuFile cannot identify file systems, AUTO uses POSIX IO\n",
+           strerror(errno));
+}
+
+static void print_version(void) {
+  int version = kvik_cufile_version();
+  if (version < 0) printf("  version: unknown: %s\n", kvik_last_error());
+  else printf("  version: %d (%d.%d)\n", version, version / 1000, version % 1000 / 10);
+}
+
+/* Whether transfers go through nvidia-fs (GDS proper) or cuFile's own POSIX fallback. */
+static void print_transfer_path(const kvik_cufile_properties *p) {
+  if (p->gds_available)
+    printf("  GDS: nvidia-fs %u.%u loaded: GPUDirect transfers\n", p->nvfs_major_version, p->nvfs_minor_version);
+  else if (p->allow_compat_mode)
+    printf("  GDS: nvidia-fs not loaded: cuFile's own compatibility mode (allow_compat_mode on): "
+           "POSIX IO inside cuFile\n");
+  else printf("  GDS: nvidia-fs not loaded, and allow_compat_mode is off: cuFile cannot transfer\n");
+}
+
+static void print_properties(void) {
+  kvik_cufile_properties p = {.struct_size = sizeof p};
+  if (kvik_cufile_get_properties(&p) < 0) {
+    printf("  properties: unavailable: %s\n", kvik_last_error());
+    return;
+  }
+  print_transfer_path(&p);
+  printf("  properties:\n    nvfs_version: %u.%u\n", p.nvfs_major_version, p.nvfs_minor_version);
+  printf("    gds_available: %s\n", p.gds_available ? "yes" : "no");
+  printf("    allow_compat_mode: %s\n", p.allow_compat_mode ? "yes" : "no");
+  printf("    poll_mode: %s\n", p.poll_mode ? "on" : "off");
+  print_size("poll_threshold_size", p.poll_threshold_size);
+  print_size("max_direct_io_size", p.max_direct_io_size);
+  print_size("max_device_cache_size", p.max_device_cache_size);
+  print_size("per_buffer_cache_size", p.per_buffer_cache_size);
+  print_size("max_device_pinned_mem_size", p.max_device_pinned_mem_size);
+  printf("    max_batch_io_size: %u\n", p.max_batch_io_size);
+  printf("    max_batch_io_timeout_ms: %u\n", p.max_batch_io_timeout_ms);
+  print_flags("file_systems", p.file_system_flags, file_system_names,
+              sizeof file_system_names / sizeof file_system_names[0]);
+  print_flags("features", p.feature_flags, feature_names, sizeof feature_names / sizeof feature_names[0]);
+}
+
+/* The message after "kvik_cufile_parameter_get: ", which every line would repeat. */
+static const char *param_reason(void) {
+  static const char prefix[] = "kvik_cufile_parameter_get: ";
+  const char *why = kvik_last_error();
+  return strncmp(why, prefix, sizeof prefix - 1) == 0 ? why + sizeof prefix - 1 : why;
+}
+
+/* One line per parameter. A cuFile without the parameter API (older than 1.14) gets one line
+ * for all. */
+static void print_parameters(void) {
+  printf("  parameters:\n");
+  for (unsigned i = 0; kvik_cufile_parameter_name(i); i++) {
+    const char *name = kvik_cufile_parameter_name(i);
+    char value[1024];
+    int rc = kvik_cufile_parameter_get(name, value, sizeof value);
+    if (rc >= 0) {
+      printf("    %s: %s\n", name, *value ? value : "(empty)");
+    } else if (rc == -ENOTSUP || rc == KVIK_ECUFILE_UNAVAILABLE) {
+      printf("    unavailable: %s\n", param_reason());
+      return;
+    } else {
+      printf("    %s: unavailable: %s\n", name, param_reason());
+    }
+  }
+}
+
+/* What `gdscheck -p` shows, through kvik's API: opening the driver is what tells. */
+static void print_gds(void) {
+  char detail[512] = "";
+  int found = kvik_runtime_lib_probe(KVIK_LIB_CUFILE, detail, sizeof detail);
+  if (found < 0) snprintf(detail, sizeof detail, "%s", kvik_last_error());
+  printf("\nGPUDirect Storage:\n  cuFile: %s: %s\n", found == 1 ? "found" : "not found", detail);
+  print_compat_mode();
+  if (found != 1) return;
+  print_config_file();
+  print_udev();
+  int rc = kvik_cufile_open();
+  if (rc < 0) printf("  driver: cannot open: %s: %s\n", kvik_err_name(rc), kvik_last_error());
+  else printf("  driver: open\n");
+  if (rc >= 0) {
+    print_version();
+    print_properties();
+  }
+  print_parameters();
+}
+
+/* ---- info ------------------------------------------------------------------------------------ */
+
+static const char *backend_name(int backend) {
+  return backend == KVIK_BACKEND_CUFILE ? "cuFile" : backend == KVIK_BACKEND_POSIX ? "POSIX" : "?";
+}
+
+/* Which path serves the file's device memory, decided as for any application: the file is
+ * opened for reading under the compat mode in effect. */
+static int print_file_backend(const char *path) {
+  char mode[16] = "?", why[512] = "";
+  kvik_setting_format(KVIK_SETTING_COMPAT_MODE, mode, sizeof mode);
+  kvik_file *f;
+  int rc = kvik_file_open(path, "r", 0, &f);
+  if (rc < 0) {
+    printf("\ncompat mode %s: cannot open %s: %s: %s\n", mode, path, kvik_err_name(rc), kvik_last_error());
+    return CLI_ERROR;
+  }
+  int backend = kvik_file_backend(f, why, sizeof why);
+  if (backend < 0) snprintf(why, sizeof why, "%s", kvik_last_error());
+  printf("\ncompat mode %s chose %s for %s: %s\n", mode, backend_name(backend), path, why);
+  kvik_file_free(f);
+  return backend < 0 ? CLI_ERROR : CLI_OK;
+}
+
+/* The directory of `path`: itself for a directory, else the part before the last '/'. */
+static void directory_of(const char *path, int is_file, char *dir, size_t len) {
+  const char *slash = is_file ? strrchr(path, '/') : NULL;
+  if (!is_file) snprintf(dir, len, "%s", path);
+  else if (!slash) snprintf(dir, len, ".");
+  else if (slash == path) snprintf(dir, len, "/");
+  else snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
 static int cmd_info(int argc, char **argv) {
-  const char *dir = ".";
+  const char *path = ".";
   for (int i = 1; i < argc; i++) {
     if (cli_is_help(argv[i])) return fputs(info_usage, stdout), CLI_OK;
     if (argv[i][0] == '-') return cli_usage_error("info", "unknown option", argv[i]);
     if (i > 1) return cli_usage_error("info", "unexpected argument", argv[i]);
-    dir = argv[i];
+    path = argv[i];
   }
+  struct stat st;
+  int is_file = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+  char dir[4096];
+  directory_of(path, is_file, dir, sizeof dir);
   /* An invalid environment value makes every setting meaningless: fail before printing any. */
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
     int64_t unused;
@@ -118,10 +315,11 @@ static int cmd_info(int argc, char **argv) {
   print_lib("CUDA driver", KVIK_LIB_CUDA);
   print_lib("cuFile", KVIK_LIB_CUFILE);
   print_cuda();
+  print_gds();
   int direct = kvik_direct_io_supported(dir);
   if (direct < 0) return cli_fail("info");
   printf("\nO_DIRECT in %s: %s\n", dir, direct ? "supported" : "not supported");
-  return CLI_OK;
+  return is_file ? print_file_backend(path) : CLI_OK;
 }
 
 int main(int argc, char **argv) {

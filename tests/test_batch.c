@@ -1,0 +1,784 @@
+/* Batch IO (kvik_batch_*), in three runs that ctest sets up:
+ *  - plain: host memory on the thread pool: scattered reads (some past the end of the file)
+ *    checked byte for byte with guard bytes, writes read back, min_events and timeouts, cookies,
+ *    each completion reported once, every validation error, -EAGAIN beyond max_ops, cancel and
+ *    free with operations in flight, closed files. The fault shim's gate holds reads of files
+ *    named "shim-target" in flight, so that "still running" is a fact, not a race;
+ *  - the fake CUDA driver with compat mode ON: the same, and device memory on the pool;
+ *  - the fake cuFile with compat mode OFF: device memory through cuFileBatchIO* (the fake counts
+ *    the calls), batches that mix host and device operations, failures of cuFileBatchIOSubmit,
+ *    cuFileBatchIOGetStatus and of single operations, cancel and free with cuFile operations in
+ *    flight, more operations than cuFile's batch takes, and no batch left behind.
+ * A run that sets KVIKIO_COMPAT_MODE is about device memory: it skips (77) without CUDA, and the
+ * OFF run also without the fake cuFile or O_DIRECT in the working directory, where it works.
+ * The random choices come from one seed, printed at the start; KVIK_TEST_SEED=N repeats a run. */
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "fault_shim.h"
+#include "test.h"
+#include "../src/cuda.h"
+#include "fake_cufile.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define FILE_BYTES (8 * MiB + 123)
+#define GUARD ((size_t)256)
+#define NOPS 64
+#define FOREVER ((int64_t)-1)
+#define MS ((int64_t)1000000)
+
+static uint64_t rng;
+static char *dir;
+static unsigned char *ref; /* the reference file's bytes */
+static char *ref_path, *held_path; /* the same bytes; reads of held_path wait at the shim's gate */
+
+/* ---- CUDA and cuFile, loaded by the test itself -------------------------------------------- */
+
+static struct {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuMemAlloc_v2)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree_v2)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuMemcpyDtoH_v2)(void *, CUdeviceptr, size_t);
+} cu;
+
+static struct {
+  fake_cufile_fail_fn fail;
+  fake_cufile_calls_fn calls;
+  fake_cufile_live_fn live;
+  fake_cufile_reset_fn reset;
+} fake;
+
+#define CU_OK(call)                                                                            \
+  do {                                                                                         \
+    CUresult r_ = (call);                                                                      \
+    if (r_ != CUDA_SUCCESS) FAIL_AT("%s failed: CUDA error %d", #call, r_);                    \
+  } while (0)
+
+/* Loads the CUDA driver and makes device 0's primary context current; 0 when there is none. */
+static int load_cuda(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return 0;
+#define RESOLVE_(name) *(void **)&cu.name = dlsym(h, #name);
+  RESOLVE_(cuInit) RESOLVE_(cuDeviceGet) RESOLVE_(cuDevicePrimaryCtxRetain) RESOLVE_(cuCtxSetCurrent)
+  RESOLVE_(cuMemAlloc_v2) RESOLVE_(cuMemFree_v2) RESOLVE_(cuMemcpyHtoD_v2) RESOLVE_(cuMemcpyDtoH_v2)
+#undef RESOLVE_
+  if (!cu.cuInit || cu.cuInit(0) != CUDA_SUCCESS) return 0;
+  CUdevice dev;
+  CUcontext ctx;
+  CU_OK(cu.cuDeviceGet(&dev, 0));
+  CU_OK(cu.cuDevicePrimaryCtxRetain(&ctx, dev));
+  CU_OK(cu.cuCtxSetCurrent(ctx));
+  return 1;
+}
+
+/* The fake cuFile's control API; 0 when the loader finds no fake. */
+static int load_fake_cufile(void) {
+  void *h = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return 0;
+  *(void **)&fake.fail = dlsym(h, "fake_cufile_fail");
+  *(void **)&fake.calls = dlsym(h, "fake_cufile_calls");
+  *(void **)&fake.live = dlsym(h, "fake_cufile_live");
+  *(void **)&fake.reset = dlsym(h, "fake_cufile_reset");
+  return fake.fail && fake.calls && fake.live && fake.reset;
+}
+
+/* ---- Memory of either kind ----------------------------------------------------------------- */
+
+typedef struct mem {
+  int device;
+  unsigned char *ptr;
+  size_t size;
+} mem;
+
+static mem mem_new(int device, size_t size) {
+  mem m = {device, NULL, size};
+  if (device) {
+    CUdeviceptr d = 0;
+    CU_OK(cu.cuMemAlloc_v2(&d, size));
+    m.ptr = (unsigned char *)(uintptr_t)d;
+  } else {
+    m.ptr = malloc(size);
+  }
+  return m;
+}
+
+static void mem_free(mem *m) {
+  if (m->device) CU_OK(cu.cuMemFree_v2((CUdeviceptr)(uintptr_t)m->ptr));
+  else free(m->ptr);
+}
+
+static void mem_put(const mem *m, size_t at, const void *src, size_t n) {
+  if (m->device) CU_OK(cu.cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)(m->ptr + at), src, n));
+  else memcpy(m->ptr + at, src, n);
+}
+
+static void mem_get(const mem *m, size_t at, void *dst, size_t n) {
+  if (m->device) CU_OK(cu.cuMemcpyDtoH_v2(dst, (CUdeviceptr)(uintptr_t)(m->ptr + at), n));
+  else memcpy(dst, m->ptr + at, n);
+}
+
+/* ---- Helpers ------------------------------------------------------------------------------- */
+
+static kvik_file *open_file(const char *path, const char *flags) {
+  kvik_file *f = NULL;
+  ASSERT_OK(kvik_file_open(path, flags, 0644, &f));
+  return f;
+}
+
+static kvik_batch *batch_new(unsigned max_ops) {
+  kvik_batch *b = NULL;
+  ASSERT_OK(kvik_batch_create(max_ops, &b));
+  return b;
+}
+
+static void *cookie_of(unsigned i) { return (void *)(uintptr_t)(i + 1); }
+
+static unsigned index_of(const kvik_batch_event *ev, unsigned n) {
+  uintptr_t c = (uintptr_t)ev->cookie;
+  if (c < 1 || c > n) FAIL_AT("event with cookie %p, not one of the %u submitted", ev->cookie, n);
+  return (unsigned)(c - 1);
+}
+
+/* Collect events until `n` came in, each cookie of the n operations exactly once; ev[i] is then
+ * operation i's event. Waits in rounds of at most `per_wait` events. */
+static void collect(kvik_batch *b, kvik_batch_event *ev, unsigned n, unsigned per_wait) {
+  kvik_batch_event got[NOPS * 4];
+  unsigned char seen[NOPS * 4] = {0};
+  ASSERT(n <= NOPS * 4 && per_wait <= NOPS * 4);
+  for (unsigned have = 0; have < n;) {
+    unsigned want = n - have < per_wait ? n - have : per_wait;
+    int r = kvik_batch_wait(b, want, got, want, FOREVER);
+    ASSERT_EQ(r, want);
+    for (int k = 0; k < r; k++) {
+      unsigned i = index_of(&got[k], n);
+      if (seen[i]++) FAIL_AT("operation %u reported twice", i);
+      ev[i] = got[k];
+    }
+    have += (unsigned)r;
+  }
+  /* Nothing more: each completion was reported once. */
+  ASSERT_EQ(kvik_batch_wait(b, 0, got, NOPS, 0), 0);
+}
+
+static size_t expected_read(int64_t offset, size_t size) {
+  if ((uint64_t)offset >= FILE_BYTES) return 0;
+  return size < FILE_BYTES - (size_t)offset ? size : FILE_BYTES - (size_t)offset;
+}
+
+static void expect_complete(const kvik_batch_event *ev, unsigned i, size_t bytes) {
+  if (ev->status != KVIK_BATCH_COMPLETE || ev->result != (ssize_t)bytes)
+    FAIL_AT("operation %u: status %d, result %zd (%s); expected %zu bytes", i, ev->status, ev->result,
+            ev->result < 0 ? kvik_err_name((int)ev->result) : "-", bytes);
+}
+
+/* ---- Scattered reads and writes -------------------------------------------------------------- */
+
+typedef struct plan {
+  kvik_batch_op op[NOPS * 4];
+  size_t at[NOPS * 4]; /* where each operation's bytes lie in the memory */
+  size_t bytes;        /* the memory needed, guards included */
+} plan;
+
+/* n reads of random sizes at random offsets of f, some reaching past the end of the file or
+ * starting beyond it, each into its own place of memory with guard bytes around it. */
+static void plan_reads(plan *p, kvik_file *f, unsigned n, size_t max_size) {
+  p->bytes = GUARD;
+  for (unsigned i = 0; i < n; i++) {
+    size_t size = i % 8 == 0 ? 0 : 1 + test_below(&rng, max_size);
+    if (i % 8 == 1) size = max_size;
+    int64_t offset = (int64_t)test_below(&rng, FILE_BYTES);
+    if (i % 5 == 2) offset = (int64_t)(FILE_BYTES - test_below(&rng, size + 1)); /* past the end */
+    if (i % 16 == 3) offset = FILE_BYTES + (int64_t)test_below(&rng, 5000);      /* beyond it */
+    p->op[i] = (kvik_batch_op){f, KVIK_BATCH_READ, NULL, size, offset, cookie_of(i)};
+    p->at[i] = p->bytes;
+    p->bytes += size + GUARD;
+  }
+}
+
+static void point_into(plan *p, unsigned n, const mem *m) {
+  for (unsigned i = 0; i < n; i++) p->op[i].buf = m->ptr + p->at[i];
+}
+
+/* Run the reads of the plan (memory filled with `fill` first) and check every byte of the memory:
+ * what each read, and the guards and the rest untouched. */
+static void check_reads(kvik_batch *b, plan *p, unsigned n, const mem *m, unsigned per_wait) {
+  unsigned char *expect = malloc(p->bytes), *got = malloc(p->bytes);
+  memset(expect, 0xAB, p->bytes);
+  mem_put(m, 0, expect, p->bytes);
+  ASSERT_OK(kvik_batch_submit(b, p->op, n));
+  kvik_batch_event ev[NOPS * 4];
+  collect(b, ev, n, per_wait);
+  for (unsigned i = 0; i < n; i++) {
+    size_t want = expected_read(p->op[i].file_offset, p->op[i].size);
+    expect_complete(&ev[i], i, want);
+    memcpy(expect + p->at[i], ref + (want ? p->op[i].file_offset : 0), want);
+  }
+  mem_get(m, 0, got, p->bytes);
+  long long diff = test_first_diff(got, expect, p->bytes);
+  if (diff >= 0) FAIL_AT("%s memory differs at byte %lld of %zu", m->device ? "device" : "host", diff, p->bytes);
+  free(expect);
+  free(got);
+}
+
+static void test_scattered_reads(int device, unsigned n, size_t max_size) {
+  kvik_file *f = open_file(ref_path, "r");
+  plan *p = malloc(sizeof *p);
+  plan_reads(p, f, n, max_size);
+  mem m = mem_new(device, p->bytes);
+  point_into(p, n, &m);
+  kvik_batch *b = batch_new(n);
+  check_reads(b, p, n, &m, n);
+  check_reads(b, p, n, &m, 7); /* the batch again, collected a few at a time */
+  kvik_batch_free(b);
+  mem_free(&m);
+  free(p);
+  kvik_file_free(f);
+  printf("ok: %u scattered reads into %s memory\n", n, device ? "device" : "host");
+}
+
+/* n writes to disjoint random ranges of a new file, from memory of the kind asked, compared with
+ * a model; then the same ranges read back through a batch. */
+static void test_writes(int device, unsigned n) {
+  char *path = test_path(dir, "written");
+  kvik_file *f = open_file(path, "w+");
+  size_t span = FILE_BYTES / n, model_len = 0;
+  unsigned char *model = calloc(1, FILE_BYTES), *data = malloc(FILE_BYTES);
+  test_fill(data, FILE_BYTES, test_rand(&rng));
+  mem src = mem_new(device, FILE_BYTES);
+  mem_put(&src, 0, data, FILE_BYTES);
+  kvik_batch_op ops[NOPS * 4];
+  for (unsigned i = 0; i < n; i++) {
+    size_t start = i * span + test_below(&rng, 100), size = test_below(&rng, span - 100);
+    ops[i] = (kvik_batch_op){f, KVIK_BATCH_WRITE, src.ptr + start, size, (int64_t)start, cookie_of(i)};
+    memcpy(model + start, data + start, size);
+    if (size && start + size > model_len) model_len = start + size;
+  }
+  kvik_batch *b = batch_new(n);
+  ASSERT_OK(kvik_batch_submit(b, ops, n));
+  kvik_batch_event ev[NOPS * 4];
+  collect(b, ev, n, n);
+  for (unsigned i = 0; i < n; i++) expect_complete(&ev[i], i, ops[i].size);
+  ASSERT_EQ(kvik_file_size(f), model_len);
+  size_t len;
+  unsigned char *content = test_read_file(path, &len);
+  ASSERT_EQ(len, model_len);
+  ASSERT_SAME_BYTES(content, model, len);
+  /* Read back into zeroed memory, through a batch. */
+  memset(data, 0, FILE_BYTES);
+  mem_put(&src, 0, data, FILE_BYTES);
+  for (unsigned i = 0; i < n; i++) ops[i].opcode = KVIK_BATCH_READ;
+  ASSERT_OK(kvik_batch_submit(b, ops, n));
+  collect(b, ev, n, n);
+  for (unsigned i = 0; i < n; i++) expect_complete(&ev[i], i, ops[i].size);
+  mem_get(&src, 0, data, FILE_BYTES);
+  ASSERT_SAME_BYTES(data, model, model_len);
+  kvik_batch_free(b);
+  mem_free(&src);
+  kvik_file_free(f);
+  free(content);
+  free(model);
+  free(data);
+  free(path);
+  printf("ok: %u writes from %s memory, read back\n", n, device ? "device" : "host");
+}
+
+/* ---- Waiting: min_events, timeouts, each completion once ------------------------------------ */
+
+static void *open_gate_later(void *arg) {
+  (void)arg;
+  usleep(50 * 1000);
+  shim_open_gate();
+  return NULL;
+}
+
+/* `n` reads of 64 KiB from `path` into buf, cookies from `first`. */
+static void read_ops(kvik_batch_op *ops, kvik_file *f, unsigned char *buf, unsigned n, unsigned first) {
+  for (unsigned i = 0; i < n; i++)
+    ops[i] = (kvik_batch_op){f, KVIK_BATCH_READ, buf + (first + i) * 64 * KiB, 64 * KiB,
+                             (int64_t)((first + i) * 64 * KiB), cookie_of(first + i)};
+}
+
+static void test_waiting(void) {
+  kvik_file *free_f = open_file(ref_path, "r"), *held_f = open_file(held_path, "r");
+  unsigned char *buf = calloc(8, 64 * KiB);
+  kvik_batch_op ops[8];
+  kvik_batch_event ev[8];
+  kvik_batch *b = batch_new(8);
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, 8, FOREVER), 0); /* nothing submitted: returns at once */
+  ASSERT_EQ(kvik_batch_wait(b, 3, ev, 8, FOREVER), 0); /* nor is there anything to wait for */
+
+  /* Two reads held at the gate: a wait returns fewer than min_events at its timeout, and no
+   * -ETIMEDOUT; min_events 0 returns what is done without waiting. */
+  atomic_store(&shim.gate_closed, 1);
+  read_ops(ops, held_f, buf, 2, 0);
+  ASSERT_OK(kvik_batch_submit(b, ops, 2));
+  ASSERT_EQ(kvik_batch_wait(b, 2, ev, 8, 0), 0);
+  ASSERT_EQ(kvik_batch_wait(b, 1, ev, 8, 20 * MS), 0);
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, 8, FOREVER), 0);
+  /* A third, not held, completes while they wait: the timeout returns it alone. */
+  read_ops(ops, free_f, buf, 1, 2);
+  ASSERT_OK(kvik_batch_submit(b, ops, 1));
+  ASSERT_EQ(kvik_batch_wait(b, 3, ev, 8, 500 * MS), 1);
+  ASSERT(ev[0].cookie == cookie_of(2));
+  expect_complete(&ev[0], 2, 64 * KiB);
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, 8, 0), 0); /* reported once */
+  shim_open_gate();
+  ASSERT_EQ(kvik_batch_wait(b, 2, ev, 8, FOREVER), 2);
+  ASSERT(ev[0].cookie != ev[1].cookie && (ev[0].cookie == cookie_of(0) || ev[0].cookie == cookie_of(1)));
+  ASSERT_SAME_BYTES(buf, ref, 3 * 64 * KiB);
+
+  /* max_events below what is done: the rest waits for the next call, none is lost. */
+  read_ops(ops, free_f, buf, 8, 0);
+  ASSERT_OK(kvik_batch_submit(b, ops, 8));
+  ASSERT_OK(kvik_batch_cancel(b)); /* waits until all are done; pool operations are not stopped */
+  collect(b, ev, 8, 3);
+  for (unsigned i = 0; i < 8; i++) expect_complete(&ev[i], i, 64 * KiB);
+  kvik_batch_free(b);
+  kvik_file_free(free_f);
+  kvik_file_free(held_f);
+  free(buf);
+  printf("ok: min_events, timeouts and max_events\n");
+}
+
+/* ---- Validation and limits ------------------------------------------------------------------ */
+
+static void test_validation(void) {
+  kvik_batch *b = NULL;
+  ASSERT_FAILS(kvik_batch_create(0, &b), -EINVAL, "max_ops");
+  ASSERT_FAILS(kvik_batch_create(65537, &b), -EINVAL, "max_ops");
+  ASSERT_FAILS(kvik_batch_create(4, NULL), -EINVAL, "NULL");
+  ASSERT(b == NULL);
+  kvik_batch_free(batch_new(65536));
+  kvik_batch_free(NULL);
+
+  char *wpath = test_path(dir, "write-only");
+  kvik_file *r = open_file(ref_path, "r"), *w = open_file(wpath, "w"), *closed = open_file(ref_path, "r");
+  ASSERT_OK(kvik_file_close(closed));
+  unsigned char buf[4 * 100];
+  memset(buf, 0xAB, sizeof buf);
+  kvik_batch_op good[4];
+  for (unsigned i = 0; i < 4; i++) good[i] = (kvik_batch_op){r, KVIK_BATCH_READ, buf + 100 * i, 100, 0, cookie_of(i)};
+  b = batch_new(8);
+  struct {
+    kvik_batch_op op;
+    int code;
+    const char *needle;
+  } bad[] = {
+      {{NULL, KVIK_BATCH_READ, buf, 100, 0, NULL}, -EINVAL, "NULL file"},
+      {{r, (kvik_batch_opcode)7, buf, 100, 0, NULL}, -EINVAL, "opcode 7"},
+      {{r, KVIK_BATCH_READ, NULL, 100, 0, NULL}, -EINVAL, "NULL buffer"},
+      {{r, KVIK_BATCH_READ, buf, 100, -1, NULL}, -EINVAL, "negative offset"},
+      {{r, KVIK_BATCH_READ, buf, 100, INT64_MAX - 50, NULL}, -EINVAL, "overflow"},
+      {{r, KVIK_BATCH_READ, buf, (size_t)SSIZE_MAX + 1, 0, NULL}, -EINVAL, "overflow"},
+      {{closed, KVIK_BATCH_READ, buf, 100, 0, NULL}, -EBADF, "closed"},
+      {{r, KVIK_BATCH_WRITE, buf, 100, 0, NULL}, -EBADF, "not opened for writing"},
+      {{w, KVIK_BATCH_READ, buf, 100, 0, NULL}, -EBADF, "not opened for reading"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    kvik_batch_op ops[4];
+    memcpy(ops, good, sizeof ops);
+    ops[2] = bad[k].op;
+    ASSERT_FAILS(kvik_batch_submit(b, ops, 4), bad[k].code, bad[k].needle);
+    ASSERT(strstr(kvik_last_error(), "operation 2"));
+    /* Nothing was submitted: no events, and the good reads did not run. */
+    kvik_batch_event ev[8];
+    ASSERT_EQ(kvik_batch_wait(b, 0, ev, 8, 10 * MS), 0);
+    for (size_t i = 0; i < sizeof buf; i++)
+      if (buf[i] != 0xAB) FAIL_AT("case %zu: byte %zu was read although the submission failed", k, i);
+  }
+  /* A NULL buffer of no bytes is fine, as in kvik_file_pread. */
+  kvik_batch_op empty = {r, KVIK_BATCH_READ, NULL, 0, 0, cookie_of(0)};
+  ASSERT_OK(kvik_batch_submit(b, &empty, 1));
+  kvik_batch_event ev[8];
+  collect(b, ev, 1, 1);
+  expect_complete(&ev[0], 0, 0);
+
+  ASSERT_FAILS(kvik_batch_submit(NULL, good, 1), -EINVAL, "NULL batch");
+  ASSERT_FAILS(kvik_batch_submit(b, NULL, 1), -EINVAL, "NULL operations");
+  ASSERT_OK(kvik_batch_submit(b, NULL, 0));
+  ASSERT_FAILS(kvik_batch_wait(NULL, 0, ev, 8, 0), -EINVAL, "NULL batch");
+  ASSERT_FAILS(kvik_batch_wait(b, 0, NULL, 8, 0), -EINVAL, "NULL events");
+  ASSERT_FAILS(kvik_batch_wait(b, 9, ev, 8, 0), -EINVAL, "min_events 9 above max_events 8");
+  ASSERT_FAILS(kvik_batch_cancel(NULL), -EINVAL, "NULL batch");
+  kvik_batch_free(b);
+  kvik_file_free(r);
+  kvik_file_free(w);
+  kvik_file_free(closed);
+  free(wpath);
+  printf("ok: validation\n");
+}
+
+/* An operation holds its place from submission until its completion is collected. */
+static void test_max_ops(void) {
+  kvik_file *f = open_file(ref_path, "r");
+  unsigned char *buf = calloc(8, 64 * KiB);
+  kvik_batch_op ops[8];
+  kvik_batch_event ev[8];
+  read_ops(ops, f, buf, 5, 0);
+  kvik_batch *b = batch_new(4);
+  ASSERT_FAILS(kvik_batch_submit(b, ops, 5), -EAGAIN, "operation 4");
+  ASSERT_OK(kvik_batch_submit(b, ops, 4));
+  ASSERT_FAILS(kvik_batch_submit(b, ops + 4, 1), -EAGAIN, "operation 0");
+  ASSERT_EQ(kvik_batch_wait(b, 4, ev, 4, FOREVER), 4); /* done, but not yet collected ... */
+  ASSERT_OK(kvik_batch_submit(b, ops + 4, 1));        /* ... now they are */
+  ASSERT_EQ(kvik_batch_wait(b, 1, ev, 4, FOREVER), 1);
+  ASSERT(ev[0].cookie == cookie_of(4));
+  ASSERT_SAME_BYTES(buf, ref, 5 * 64 * KiB);
+  kvik_batch_free(b);
+  kvik_file_free(f);
+  free(buf);
+  printf("ok: -EAGAIN beyond max_ops\n");
+}
+
+static void test_closed_file(void) {
+  kvik_file *f = open_file(ref_path, "r");
+  unsigned char buf[1000];
+  kvik_batch_op op = {f, KVIK_BATCH_READ, buf, sizeof buf, 0, cookie_of(0)};
+  kvik_batch *b = batch_new(2);
+  ASSERT_OK(kvik_batch_submit(b, &op, 1));
+  kvik_batch_event ev[2];
+  collect(b, ev, 1, 1);
+  expect_complete(&ev[0], 0, sizeof buf);
+  ASSERT_OK(kvik_file_close(f));
+  ASSERT_FAILS(kvik_batch_submit(b, &op, 1), -EBADF, "operation 0");
+  ASSERT(strstr(kvik_last_error(), "closed"));
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, 2, 0), 0);
+  kvik_batch_free(b);
+  kvik_file_free(f);
+  printf("ok: closed files\n");
+}
+
+/* Pool operations cannot be stopped: cancel waits for them and they report their own results.
+ * Freeing a batch with operations in flight waits for them too. */
+static void test_cancel_and_free_in_flight(void) {
+  kvik_file *f = open_file(held_path, "r");
+  unsigned char *buf = calloc(8, 64 * KiB);
+  kvik_batch_op ops[8];
+  kvik_batch_event ev[8];
+  read_ops(ops, f, buf, 3, 0);
+  kvik_batch *b = batch_new(8);
+  atomic_store(&shim.gate_closed, 1);
+  ASSERT_OK(kvik_batch_submit(b, ops, 3));
+  pthread_t opener;
+  ASSERT_EQ(pthread_create(&opener, NULL, open_gate_later, NULL), 0);
+  ASSERT_OK(kvik_batch_cancel(b));
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, 8, 0), 3); /* all done already */
+  for (unsigned i = 0; i < 3; i++) expect_complete(&ev[i], index_of(&ev[i], 3), 64 * KiB);
+  ASSERT_SAME_BYTES(buf, ref, 3 * 64 * KiB);
+  ASSERT_OK(kvik_batch_cancel(b)); /* nothing in flight */
+  pthread_join(opener, NULL);
+
+  atomic_store(&shim.gate_closed, 1);
+  read_ops(ops, f, buf, 8, 0);
+  ASSERT_OK(kvik_batch_submit(b, ops, 8));
+  ASSERT_EQ(pthread_create(&opener, NULL, open_gate_later, NULL), 0);
+  kvik_batch_free(b);
+  pthread_join(opener, NULL);
+  ASSERT_SAME_BYTES(buf, ref, 8 * 64 * KiB);
+  kvik_file_free(f);
+  free(buf);
+  printf("ok: cancel and free with pool operations in flight\n");
+}
+
+/* A batch and the thread's message: a successful wait leaves it, although an operation failed. */
+static void test_failed_operation(void) {
+  kvik_file *f = open_file(held_path, "r");
+  unsigned char buf[100];
+  atomic_store(&shim.read_errno, EIO);
+  atomic_store(&shim.read_fail_at, 1);
+  kvik_batch_op op = {f, KVIK_BATCH_READ, buf, sizeof buf, 0, cookie_of(0)};
+  kvik_batch *b = batch_new(1);
+  ASSERT_OK(kvik_batch_submit(b, &op, 1));
+  kvik_file_close(NULL); /* leaves a message to keep */
+  char before[256];
+  snprintf(before, sizeof before, "%s", kvik_last_error());
+  kvik_batch_event ev;
+  ASSERT_EQ(kvik_batch_wait(b, 1, &ev, 1, FOREVER), 1);
+  ASSERT_EQ(ev.status, KVIK_BATCH_FAILED);
+  ASSERT_EQ(ev.result, -EIO);
+  ASSERT(strcmp(kvik_last_error(), before) == 0);
+  shim_reset();
+  kvik_batch_free(b);
+  kvik_file_free(f);
+  printf("ok: a failed pool operation\n");
+}
+
+static void test_host(void) {
+  test_validation();
+  test_max_ops();
+  test_closed_file();
+  test_scattered_reads(0, NOPS, 300 * KiB);
+  test_writes(0, NOPS);
+  test_waiting();
+  test_cancel_and_free_in_flight();
+  test_failed_operation();
+}
+
+/* ---- cuFile ---------------------------------------------------------------------------------- */
+
+static void set_io_delay_us(long us) {
+  char text[32];
+  snprintf(text, sizeof text, "%ld", us);
+  setenv("FAKE_CUFILE_IO_DELAY_US", text, 1);
+}
+
+static void test_cufile_reads_and_writes(void) {
+  fake.reset();
+  test_scattered_reads(1, NOPS, 300 * KiB);
+  test_writes(1, NOPS);
+  ASSERT(fake.calls("cuFileBatchIOSubmit") > 0);
+  ASSERT(fake.calls("unaligned_io") > 0); /* scattered: cuFile saw unaligned offsets */
+  ASSERT_EQ(fake.calls("cuFileRead") + fake.calls("cuFileWrite"), 0); /* none went to the pool */
+  ASSERT_EQ(fake.live("batches"), 0);
+  printf("ok: device memory through cuFileBatchIO*\n");
+}
+
+/* Host and device operations in one batch; while host reads are held at the gate, the cuFile
+ * operations still complete and are reported. */
+static void test_cufile_mixed(void) {
+  kvik_file *f = open_file(ref_path, "r"), *held = open_file(held_path, "r");
+  mem dev = mem_new(1, 16 * 64 * KiB);
+  unsigned char *host = calloc(16, 64 * KiB), *got = malloc(16 * 64 * KiB);
+  /* Odd operations into device memory (cuFile), even ones into host memory (the pool); the
+   * host reads 0 and 2 are of the held file. */
+  kvik_batch_op ops[16];
+  for (unsigned i = 0; i < 16; i++) {
+    int on_device = i % 2;
+    unsigned char *buf = (on_device ? dev.ptr : host) + i * 64 * KiB;
+    ops[i] = (kvik_batch_op){!on_device && i < 4 ? held : f, KVIK_BATCH_READ, buf, 64 * KiB, (int64_t)(i * 64 * KiB),
+                             cookie_of(i)};
+  }
+  kvik_batch *b = batch_new(16);
+  fake.reset();
+  atomic_store(&shim.gate_closed, 1);
+  ASSERT_OK(kvik_batch_submit(b, ops, 16));
+  ASSERT_EQ(fake.calls("cuFileBatchIOSubmit"), 1);
+  kvik_batch_event ev[16];
+  ASSERT_EQ(kvik_batch_wait(b, 14, ev, 16, FOREVER), 14);
+  unsigned char seen[16] = {0};
+  for (unsigned k = 0; k < 14; k++) seen[index_of(&ev[k], 16)] = 1;
+  ASSERT(!seen[0] && !seen[2]);
+  shim_open_gate();
+  ASSERT_EQ(kvik_batch_wait(b, 2, ev, 16, FOREVER), 2);
+  ASSERT(ev[0].cookie != ev[1].cookie && !seen[index_of(&ev[0], 16)] && !seen[index_of(&ev[1], 16)]);
+  mem_get(&dev, 0, got, 16 * 64 * KiB);
+  for (unsigned i = 0; i < 16; i++) {
+    const unsigned char *bytes = (i % 2 ? got : host) + i * 64 * KiB;
+    ASSERT_SAME_BYTES(bytes, ref + i * 64 * KiB, 64 * KiB);
+  }
+  kvik_batch_free(b);
+  mem_free(&dev);
+  free(host);
+  free(got);
+  kvik_file_free(f);
+  kvik_file_free(held);
+  printf("ok: host and device operations in one batch\n");
+}
+
+static void test_cufile_failures(void) {
+  kvik_file *f = open_file(ref_path, "r");
+  mem dev = mem_new(1, 8 * 64 * KiB);
+  unsigned char *host = malloc(8 * 64 * KiB);
+  memset(host, 0xAB, 8 * 64 * KiB);
+  kvik_batch_op ops[8];
+  for (unsigned i = 0; i < 8; i++)
+    ops[i] = (kvik_batch_op){f, KVIK_BATCH_READ, (i % 2 ? dev.ptr : host) + i * 64 * KiB, 64 * KiB,
+                             (int64_t)(i * 64 * KiB), cookie_of(i)};
+  kvik_batch *b = batch_new(8);
+  kvik_batch_event ev[8];
+
+  /* cuFileBatchIOSubmit fails: nothing was submitted, the host reads included. */
+  fake.reset();
+  fake.fail("cuFileBatchIOSubmit", 1, CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR);
+  ASSERT_FAILS(kvik_batch_submit(b, ops, 8), -CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR, "cuFileBatchIOSubmit");
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, 8, 10 * MS), 0);
+  for (size_t i = 0; i < 8 * 64 * KiB; i++)
+    if (host[i] != 0xAB) FAIL_AT("host byte %zu was read although the submission failed", i);
+  ASSERT_OK(kvik_batch_submit(b, ops, 8)); /* and the batch goes on */
+  collect(b, ev, 8, 8);
+  for (unsigned i = 0; i < 8; i++) expect_complete(&ev[i], i, 64 * KiB);
+
+  /* cuFileBatchIOGetStatus fails: the wait says so, and the completions come with the next. */
+  ASSERT_OK(kvik_batch_submit(b, ops + 1, 1));
+  fake.fail("cuFileBatchIOGetStatus", 1, CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR);
+  ASSERT_FAILS(kvik_batch_wait(b, 1, ev, 8, FOREVER), -CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR,
+               "cuFileBatchIOGetStatus");
+  ASSERT_EQ(kvik_batch_wait(b, 1, ev, 8, FOREVER), 1);
+  expect_complete(&ev[0], 1, 64 * KiB);
+
+  /* One operation fails in cuFile (a range past the end of its allocation): its event carries
+   * cuFile's code, the others complete. */
+  kvik_batch_op two[2] = {ops[1], ops[3]};
+  two[1].size = 2 * 8 * 64 * KiB;
+  ASSERT_OK(kvik_batch_submit(b, two, 2));
+  ASSERT_EQ(kvik_batch_wait(b, 2, ev, 8, FOREVER), 2);
+  const kvik_batch_event *bad = ev[0].cookie == two[1].cookie ? &ev[0] : &ev[1];
+  const kvik_batch_event *good = bad == &ev[0] ? &ev[1] : &ev[0];
+  expect_complete(good, 1, 64 * KiB);
+  ASSERT_EQ(bad->status, KVIK_BATCH_FAILED);
+  ASSERT_EQ(bad->result, -CU_FILE_CUDA_POINTER_RANGE_ERROR);
+  ASSERT(KVIK_IS_CUFILE_ERROR((int)bad->result));
+  kvik_batch_free(b);
+  ASSERT_EQ(fake.live("batches"), 0);
+  mem_free(&dev);
+  free(host);
+  kvik_file_free(f);
+  printf("ok: cuFile failures\n");
+}
+
+/* cuFile's operations are canceled by cuFile: those not yet started report CANCELED, the one
+ * running its result. Freeing with cuFile operations in flight leaves no batch behind. */
+static void test_cufile_cancel_and_free(void) {
+  kvik_file *f = open_file(ref_path, "r");
+  mem dev = mem_new(1, 16 * 64 * KiB);
+  unsigned char *got = malloc(16 * 64 * KiB);
+  kvik_batch_op ops[16];
+  for (unsigned i = 0; i < 16; i++)
+    ops[i] = (kvik_batch_op){f, KVIK_BATCH_READ, dev.ptr + i * 64 * KiB, 64 * KiB, (int64_t)(i * 64 * KiB),
+                             cookie_of(i)};
+  kvik_batch *b = batch_new(16);
+  kvik_batch_event ev[16];
+  set_io_delay_us(50000); /* each cuFile operation takes 50 ms: most are still queued at the cancel */
+  ASSERT_OK(kvik_batch_submit(b, ops, 16));
+  ASSERT_EQ(kvik_batch_wait(b, 16, ev, 16, 5 * MS), 0); /* a timeout with cuFile alone */
+  fake.reset();
+  ASSERT_OK(kvik_batch_cancel(b));
+  ASSERT_EQ(fake.calls("cuFileBatchIOCancel"), 1);
+  ASSERT_EQ(fake.live("in_flight"), 0);
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, 16, 0), 16); /* every one is done */
+  unsigned canceled = 0;
+  mem_get(&dev, 0, got, 16 * 64 * KiB);
+  for (unsigned k = 0; k < 16; k++) {
+    unsigned i = index_of(&ev[k], 16);
+    if (ev[k].status == KVIK_BATCH_CANCELED) {
+      canceled++;
+      ASSERT_EQ(ev[k].result, -ECANCELED);
+      continue;
+    }
+    expect_complete(&ev[k], i, 64 * KiB);
+    ASSERT_SAME_BYTES(got + i * 64 * KiB, ref + i * 64 * KiB, 64 * KiB);
+  }
+  ASSERT(canceled >= 8);
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, 16, 0), 0);
+
+  ASSERT_OK(kvik_batch_submit(b, ops, 16));
+  kvik_batch_free(b);
+  set_io_delay_us(0);
+  ASSERT_EQ(fake.live("batches"), 0);
+  ASSERT_EQ(fake.live("in_flight"), 0);
+  mem_free(&dev);
+  free(got);
+  kvik_file_free(f);
+  printf("ok: cancel and free with cuFile operations in flight (%u of 16 canceled)\n", canceled);
+}
+
+/* More device operations than cuFile's batch takes (128 by default): the rest run on the pool,
+ * in the same submission or in a later one while cuFile's entries are all taken (they are until
+ * their completions are collected). */
+static void test_cufile_overflow(void) {
+  fake.reset();
+  test_scattered_reads(1, NOPS * 3, 64 * KiB);
+  ASSERT(fake.calls("cuFileBatchIOSubmit") > 0);
+  ASSERT(fake.calls("cuFileRead") > 0);
+
+  enum { N = 130, SIZE = 4096 };
+  kvik_file *f = open_file(ref_path, "r");
+  mem dev = mem_new(1, N * SIZE);
+  kvik_batch_op ops[N];
+  for (unsigned i = 0; i < N; i++)
+    ops[i] = (kvik_batch_op){f, KVIK_BATCH_READ, dev.ptr + i * SIZE, SIZE, (int64_t)i * SIZE, cookie_of(i)};
+  kvik_batch *b = batch_new(N);
+  fake.reset();
+  ASSERT_OK(kvik_batch_submit(b, ops, 128));
+  ASSERT_OK(kvik_batch_submit(b, ops + 128, 2));
+  ASSERT_EQ(fake.calls("cuFileBatchIOSubmit"), 1);
+  kvik_batch_event ev[N];
+  ASSERT_EQ(kvik_batch_wait(b, N, ev, N, FOREVER), N);
+  unsigned char *got = malloc(N * SIZE);
+  mem_get(&dev, 0, got, N * SIZE);
+  ASSERT_SAME_BYTES(got, ref, N * SIZE);
+  for (unsigned k = 0; k < N; k++) expect_complete(&ev[k], index_of(&ev[k], N), SIZE);
+  kvik_batch_free(b);
+  ASSERT_EQ(fake.live("batches"), 0);
+  mem_free(&dev);
+  free(got);
+  kvik_file_free(f);
+  printf("ok: beyond cuFile's batch size\n");
+}
+
+static void test_cufile(void) {
+  kvik_file *f = open_file(ref_path, "r");
+  ASSERT_EQ(kvik_file_backend(f, NULL, 0), KVIK_BACKEND_CUFILE);
+  kvik_file_free(f);
+  test_cufile_reads_and_writes();
+  test_cufile_mixed();
+  test_cufile_failures();
+  test_cufile_cancel_and_free();
+  test_cufile_overflow();
+  ASSERT_EQ(fake.live("batches"), 0);
+  ASSERT_EQ(fake.live("in_flight"), 0);
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+static int skip(const char *why) {
+  printf("skip: %s\n", why);
+  test_rmdir(dir);
+  return TEST_SKIP;
+}
+
+int main(void) {
+  const char *seed_env = getenv("KVIK_TEST_SEED");
+  uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
+  printf("seed %llu (KVIK_TEST_SEED to repeat)\n", (unsigned long long)seed);
+  rng = seed | 1;
+  int64_t compat = KVIK_COMPAT_AUTO;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_COMPAT_MODE, &compat));
+  int device_run = getenv("KVIKIO_COMPAT_MODE") != NULL;
+  /* cuFile needs O_DIRECT, which the working directory (the build tree) has where /tmp may not. */
+  if (compat == KVIK_COMPAT_OFF) setenv("TMPDIR", ".", 1);
+  dir = test_mkdtemp();
+  int have_cuda = load_cuda();
+  if (device_run && !have_cuda) return skip("no CUDA driver or device");
+  if (compat == KVIK_COMPAT_OFF && !load_fake_cufile()) return skip("cuFile is not the fake of tests/fake_cufile.c");
+  if (compat == KVIK_COMPAT_OFF && kvik_direct_io_supported(dir) != 1)
+    return skip("the working directory does not support O_DIRECT, which cuFile needs");
+
+  ref_path = test_path(dir, "reference");
+  held_path = test_path(dir, SHIM_TARGET_MARK);
+  ref = malloc(FILE_BYTES);
+  test_fill(ref, FILE_BYTES, test_rand(&rng));
+  test_write_file(ref_path, ref, FILE_BYTES);
+  test_write_file(held_path, ref, FILE_BYTES);
+  /* Every pool operation on the pool's threads, so that reads held at the gate never hold the
+   * submitting thread; and threads to spare beside the held ones. */
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 8));
+
+  test_host();
+  if (!have_cuda) {
+    printf("skip: device memory (no CUDA driver)\n");
+  } else if (compat == KVIK_COMPAT_OFF) {
+    test_cufile();
+  } else {
+    test_scattered_reads(1, NOPS, 300 * KiB);
+    test_writes(1, NOPS);
+  }
+  /* Small operations run on the submitting thread (below the GDS threshold): the same results. */
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20));
+  test_scattered_reads(0, NOPS, 300 * KiB);
+  free(ref);
+  free(ref_path);
+  free(held_path);
+  test_rmdir(dir);
+  printf("ok\n");
+  return 0;
+}
