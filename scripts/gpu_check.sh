@@ -3,8 +3,10 @@
 #   1. build kvik into build-gpu/ and run every C test; there the `device_system` test runs the
 #      device tests against the real driver, with files larger than 4 GiB;
 #   2. reads into CuPy and PyTorch memory (tests/test_frameworks.py), then `kvik info`;
-#   3. `kvik bench --device`: reads of a SIZE file in the page cache into device memory, then
-#      writes from device memory (a smaller file);
+#   3. GPUDirect Storage: `kvik info FILE` says how compat mode AUTO and OFF serve a file on the
+#      test directory's file system and on /dev/shm; then `kvik bench --device`: reads of a SIZE
+#      file in the page cache into device memory, then writes from device memory (a smaller file),
+#      with a cuFile column wherever cuFile can serve the file;
 #   4. where KvikIO is importable (installed, or carried as wheels in .whl/), kvik and KvikIO
 #      reading the same file into the same GPU buffer, side by side (bench/kvikio_compare.py),
 #      with kvik's zero-copy reads off (its default: bounce buffers only), then on auto.
@@ -26,6 +28,18 @@ python3 "$root/tests/test_frameworks.py" "$build/libkvik.so" || status=$?
 
 echo "== kvik info"
 "$build/kvik" info "$tmp"
+
+echo "== GPUDirect Storage: how each compat mode serves a file"
+for where in "$tmp" /dev/shm; do
+  probe=$where/kvik-gds-probe.bin
+  head -c 1048576 /dev/zero >"$probe"
+  "$build/kvik" info "$probe"
+  KVIKIO_COMPAT_MODE=off "$build/kvik" info "$probe" || true
+  rm -f "$probe"
+done
+echo "== kvik bench --device on /dev/shm (1G; tmpfs takes O_DIRECT since Linux 6.6)"
+df -h /dev/shm | tail -1
+"$build/kvik" bench --device --dir /dev/shm --size 1G --threads 1,4,16 --repeat 3 || echo "(not possible here)"
 
 echo "== kvik bench --device (reads, $size)"
 "$build/kvik" bench --device --dir "$tmp" --size "$size" --threads 1,4,8,16 --repeat 3 --no-write
