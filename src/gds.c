@@ -207,6 +207,15 @@ static void end(void) {
   kvik__context_pop();
 }
 
+/* begin() for a transfer at `dev`, finding the allocation it lies in: cuFile takes the
+ * allocation's start and an offset into it. */
+static int begin_at(kvik__gds_file *g, const char *fn, const kvik__memory *mem, const char *dev,
+                    const kvik__cufile_api **cf, kvik__cufile_handle *h, char **base) {
+  size_t alloc_size;
+  int rc = kvik__allocation_range(fn, dev, base, &alloc_size);
+  return rc < 0 ? rc : begin(g, fn, mem, cf, h);
+}
+
 /* Whether a short read stopped at the end of the file. Asking the file rather than cuFile again
  * keeps cuFile from ever seeing the unaligned offset that the end of a file usually is. */
 static int at_end(const kvik__gds_file *g, int64_t offset) {
@@ -218,11 +227,9 @@ int kvik__gds_transfer(kvik__gds_file *g, const char *fn, kvik__op op, const kvi
                        int64_t offset, size_t *done) {
   *done = 0;
   char *base;
-  size_t alloc_size;
-  int rc = kvik__allocation_range(fn, dev, &base, &alloc_size);
   const kvik__cufile_api *cf;
   kvik__cufile_handle h;
-  if (rc == 0) rc = begin(g, fn, mem, &cf, &h);
+  int rc = begin_at(g, fn, mem, dev, &cf, &h, &base);
   if (rc < 0) return rc;
   int64_t base_offset = dev - base;
   const char *call = op == KVIK__READ ? "cuFileRead" : "cuFileWrite";
@@ -268,11 +275,9 @@ int kvik__gds_async_possible(kvik__gds_file *g, const kvik__memory *mem) {
 int kvik__gds_enqueue(kvik__gds_file *g, const char *fn, kvik__op op, const kvik__memory *mem, char *dev, size_t size,
                       int64_t offset, void *stream, kvik__gds_async *state) {
   char *base;
-  size_t alloc_size;
-  int rc = kvik__allocation_range(fn, dev, &base, &alloc_size);
   const kvik__cufile_api *cf;
   kvik__cufile_handle h;
-  if (rc == 0) rc = begin(g, fn, mem, &cf, &h);
+  int rc = begin_at(g, fn, mem, dev, &cf, &h, &base);
   if (rc < 0) return rc;
   *state = (kvik__gds_async){size, (off_t)offset, (off_t)(dev - base), 0};
   kvik__cufile_error status =
