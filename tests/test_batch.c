@@ -19,9 +19,7 @@
 #include <time.h>
 
 #include "fault_shim.h"
-#include "test.h"
-#include "../src/cuda.h"
-#include "fake_cufile.h"
+#include "test_cuda.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -35,60 +33,6 @@ static uint64_t rng;
 static char *dir;
 static unsigned char *ref; /* the reference file's bytes */
 static char *ref_path, *held_path; /* the same bytes; reads of held_path wait at the shim's gate */
-
-/* ---- CUDA and cuFile, loaded by the test itself -------------------------------------------- */
-
-static struct {
-  CUresult (*cuInit)(unsigned);
-  CUresult (*cuDeviceGet)(CUdevice *, int);
-  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-  CUresult (*cuCtxSetCurrent)(CUcontext);
-  CUresult (*cuMemAlloc_v2)(CUdeviceptr *, size_t);
-  CUresult (*cuMemFree_v2)(CUdeviceptr);
-  CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr, const void *, size_t);
-  CUresult (*cuMemcpyDtoH_v2)(void *, CUdeviceptr, size_t);
-} cu;
-
-static struct {
-  fake_cufile_fail_fn fail;
-  fake_cufile_calls_fn calls;
-  fake_cufile_live_fn live;
-  fake_cufile_reset_fn reset;
-} fake;
-
-#define CU_OK(call)                                                                            \
-  do {                                                                                         \
-    CUresult r_ = (call);                                                                      \
-    if (r_ != CUDA_SUCCESS) FAIL_AT("%s failed: CUDA error %d", #call, r_);                    \
-  } while (0)
-
-/* Loads the CUDA driver and makes device 0's primary context current; 0 when there is none. */
-static int load_cuda(void) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return 0;
-#define RESOLVE_(name) *(void **)&cu.name = dlsym(h, #name);
-  RESOLVE_(cuInit) RESOLVE_(cuDeviceGet) RESOLVE_(cuDevicePrimaryCtxRetain) RESOLVE_(cuCtxSetCurrent)
-  RESOLVE_(cuMemAlloc_v2) RESOLVE_(cuMemFree_v2) RESOLVE_(cuMemcpyHtoD_v2) RESOLVE_(cuMemcpyDtoH_v2)
-#undef RESOLVE_
-  if (!cu.cuInit || cu.cuInit(0) != CUDA_SUCCESS) return 0;
-  CUdevice dev;
-  CUcontext ctx;
-  CU_OK(cu.cuDeviceGet(&dev, 0));
-  CU_OK(cu.cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU_OK(cu.cuCtxSetCurrent(ctx));
-  return 1;
-}
-
-/* The fake cuFile's control API; 0 when the loader finds no fake. */
-static int load_fake_cufile(void) {
-  void *h = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return 0;
-  *(void **)&fake.fail = dlsym(h, "fake_cufile_fail");
-  *(void **)&fake.calls = dlsym(h, "fake_cufile_calls");
-  *(void **)&fake.live = dlsym(h, "fake_cufile_live");
-  *(void **)&fake.reset = dlsym(h, "fake_cufile_reset");
-  return fake.fail && fake.calls && fake.live && fake.reset;
-}
 
 /* ---- Memory of either kind ----------------------------------------------------------------- */
 
@@ -748,7 +692,7 @@ int main(void) {
   dir = test_mkdtemp();
   int have_cuda = load_cuda();
   if (device_run && !have_cuda) return skip("no CUDA driver or device");
-  if (compat == KVIK_COMPAT_OFF && !load_fake_cufile()) return skip("cuFile is not the fake of tests/fake_cufile.c");
+  if (compat == KVIK_COMPAT_OFF && load_fake_cufile() != 1) return skip("cuFile is not the fake of tests/fake_cufile.c");
   if (compat == KVIK_COMPAT_OFF && kvik_direct_io_supported(dir) != 1)
     return skip("the working directory does not support O_DIRECT, which cuFile needs");
 

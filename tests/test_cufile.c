@@ -15,9 +15,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "test.h"
-#include "../src/cuda.h"
-#include "fake_cufile.h"
+#include "test_cuda.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -28,63 +26,11 @@ static char *dir;
 static unsigned char *reference; /* the content of the reference file */
 static char *ref_path;
 
-/* ---- CUDA and cuFile, loaded by the test itself ------------------------------------------ */
-
-static struct {
-  CUresult (*cuInit)(unsigned);
-  CUresult (*cuDeviceGet)(CUdevice *, int);
-  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-  CUresult (*cuCtxSetCurrent)(CUcontext);
-  CUresult (*cuMemAlloc_v2)(CUdeviceptr *, size_t);
-  CUresult (*cuMemFree_v2)(CUdeviceptr);
-  CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr, const void *, size_t);
-  CUresult (*cuMemcpyDtoH_v2)(void *, CUdeviceptr, size_t);
-  CUresult (*cuStreamCreate)(CUstream *, unsigned);
-  CUresult (*cuStreamDestroy_v2)(CUstream);
-  CUresult (*cuStreamSynchronize)(CUstream);
-} cu;
-
-static struct {
-  fake_cufile_fail_fn fail;
-  fake_cufile_calls_fn calls;
-  fake_cufile_live_fn live;
-  fake_cufile_reset_fn reset;
-} fake;
-
 typedef enum { NO_CUFILE, FAKE_CUFILE, REAL_CUFILE } cufile_kind;
 
-#define CU_OK(call)                                                                            \
-  do {                                                                                         \
-    CUresult r_ = (call);                                                                      \
-    if (r_ != CUDA_SUCCESS) FAIL_AT("%s failed: CUDA error %d", #call, r_);                    \
-  } while (0)
-
-/* Loads the CUDA driver and makes device 0's primary context current; 0 when there is none. */
-static int load_cuda(void) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return 0;
-#define RESOLVE_(name) *(void **)&cu.name = dlsym(h, #name);
-  RESOLVE_(cuInit) RESOLVE_(cuDeviceGet) RESOLVE_(cuDevicePrimaryCtxRetain) RESOLVE_(cuCtxSetCurrent)
-  RESOLVE_(cuMemAlloc_v2) RESOLVE_(cuMemFree_v2) RESOLVE_(cuMemcpyHtoD_v2) RESOLVE_(cuMemcpyDtoH_v2)
-  RESOLVE_(cuStreamCreate) RESOLVE_(cuStreamDestroy_v2) RESOLVE_(cuStreamSynchronize)
-#undef RESOLVE_
-  if (!cu.cuInit || cu.cuInit(0) != CUDA_SUCCESS) return 0;
-  CUdevice dev;
-  CUcontext ctx;
-  CU_OK(cu.cuDeviceGet(&dev, 0));
-  CU_OK(cu.cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU_OK(cu.cuCtxSetCurrent(ctx));
-  return 1;
-}
-
 static cufile_kind find_cufile(void) {
-  void *h = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return NO_CUFILE;
-  *(void **)&fake.fail = dlsym(h, "fake_cufile_fail");
-  *(void **)&fake.calls = dlsym(h, "fake_cufile_calls");
-  *(void **)&fake.live = dlsym(h, "fake_cufile_live");
-  *(void **)&fake.reset = dlsym(h, "fake_cufile_reset");
-  return fake.fail ? FAKE_CUFILE : REAL_CUFILE;
+  int found = load_fake_cufile();
+  return found < 0 ? NO_CUFILE : found ? FAKE_CUFILE : REAL_CUFILE;
 }
 
 static char *device_alloc(size_t n) {
