@@ -15,6 +15,10 @@ int cli_fail(const char *command);
 /* Print "kvik COMMAND: MESSAGE 'ARG'" and a hint to --help on stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *command, const char *message, const char *arg);
 
+/* The whole `kvik` command: argv[0] is the program's name, argv[1] the subcommand. Returns the
+ * exit code. The Python package's `python -m kvik` calls it too, so both run the same code. */
+int cli_main(int argc, char **argv);
+
 /* `kvik bench ARGS...`; argv[0] is "bench". Returns the exit code. */
 int cli_bench(int argc, char **argv);
 

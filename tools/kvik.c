@@ -322,7 +322,7 @@ static int cmd_info(int argc, char **argv) {
   return is_file ? print_file_backend(path) : CLI_OK;
 }
 
-int main(int argc, char **argv) {
+int cli_main(int argc, char **argv) {
   if (argc < 2) return fputs(usage_text, stdout), CLI_USAGE;
   const char *cmd = argv[1];
   if (cli_is_help(cmd)) return fputs(usage_text, stdout), CLI_OK;
