@@ -515,7 +515,7 @@ void kvik_batch_free(kvik_batch *batch) {
   saved_message m;
   save_message(&m);
   kvik_batch_cancel(batch);
-  const kvik__cufile_api *cf;
+  const kvik__cufile_api *cf = NULL;
   if (batch->handle && cufile_begin(batch, "kvik_batch_free", &cf) == 0) {
     cf->cuFileBatchIODestroy(batch->handle);
     cufile_end();

@@ -226,7 +226,7 @@ static int at_end(const kvik__gds_file *g, int64_t offset) {
 int kvik__gds_transfer(kvik__gds_file *g, const char *fn, kvik__op op, const kvik__memory *mem, char *dev, size_t size,
                        int64_t offset, size_t *done) {
   *done = 0;
-  char *base;
+  char *base = NULL;
   const kvik__cufile_api *cf;
   kvik__cufile_handle h;
   int rc = begin_at(g, fn, mem, dev, &cf, &h, &base);
@@ -274,7 +274,7 @@ int kvik__gds_async_possible(kvik__gds_file *g, const kvik__memory *mem) {
 
 int kvik__gds_enqueue(kvik__gds_file *g, const char *fn, kvik__op op, const kvik__memory *mem, char *dev, size_t size,
                       int64_t offset, void *stream, kvik__gds_async *state) {
-  char *base;
+  char *base = NULL;
   const kvik__cufile_api *cf;
   kvik__cufile_handle h;
   int rc = begin_at(g, fn, mem, dev, &cf, &h, &base);

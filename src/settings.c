@@ -231,7 +231,7 @@ int kvik_setting_source_of(kvik_setting setting) {
 }
 
 int kvik_setting_format(kvik_setting setting, char *buf, size_t len) {
-  int64_t v;
+  int64_t v = 0;
   int rc = kvik_setting_get(setting, &v);
   if (rc < 0) return rc;
   static const char *const tristate_names[] = {"OFF", "ON", "AUTO"};
