@@ -1,0 +1,191 @@
+/* kvik.Mmap: kvikio.Mmap on kvik_mmap, a read-only mapping read into host or device memory. */
+#include "pykvik.h"
+
+typedef struct {
+  PyObject_HEAD
+  kvik_mmap *map;
+} MmapObject;
+
+static int mmap_init(MmapObject *self, PyObject *args, PyObject *kwargs) {
+  static char *keywords[] = {"file_path", "flags", "initial_map_size", "initial_map_offset", "mode", "map_flags", NULL};
+  PyObject *path_bytes = NULL, *size_obj = NULL, *offset_obj = NULL, *mode_obj = NULL, *map_flags = Py_None;
+  const char *flags = "r";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|sOOOO:Mmap", keywords, PyUnicode_FSConverter, &path_bytes, &flags,
+                                   &size_obj, &offset_obj, &mode_obj, &map_flags))
+    return -1;
+  size_t map_size;
+  int64_t map_offset;
+  int rc = -1;
+  if (map_flags != Py_None)
+    PyErr_SetString(PyExc_NotImplementedError, "map_flags: kvik always maps files read-only and MAP_SHARED");
+  else if (pykvik_size_arg(size_obj, "initial_map_size", 0, &map_size) == 0 &&
+           pykvik_offset_arg(offset_obj, "initial_map_offset", &map_offset) == 0) {
+    if (size_obj && size_obj != Py_None && map_size == 0) {
+      PyErr_SetString(PyExc_ValueError, "initial_map_size must be positive (None maps up to the end of the file)");
+    } else {
+      kvik_mmap *map = NULL;
+      Py_BEGIN_ALLOW_THREADS
+      rc = kvik_mmap_open(PyBytes_AS_STRING(path_bytes), flags, map_size, map_offset, &map);
+      Py_END_ALLOW_THREADS
+      if (rc < 0) {
+        pykvik_raise(rc);
+      } else {
+        kvik_mmap_free(self->map); /* __init__ called again on the same object */
+        self->map = map;
+      }
+    }
+  }
+  Py_DECREF(path_bytes);
+  return rc < 0 ? -1 : 0;
+}
+
+static void mmap_dealloc(MmapObject *self) {
+  if (self->map) {
+    Py_BEGIN_ALLOW_THREADS
+    kvik_mmap_free(self->map);
+    Py_END_ALLOW_THREADS
+  }
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static kvik_mmap *open_map(MmapObject *self) {
+  if (self->map && !kvik_mmap_closed(self->map)) return self->map;
+  PyErr_SetString(PyExc_ValueError, "I/O operation on closed mapping");
+  return NULL;
+}
+
+static PyObject *mmap_close(MmapObject *self, PyObject *unused) {
+  (void)unused;
+  if (self->map && !kvik_mmap_closed(self->map)) {
+    Py_BEGIN_ALLOW_THREADS
+    kvik_mmap_close(self->map); /* waits for reads in flight */
+    Py_END_ALLOW_THREADS
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *mmap_closed(MmapObject *self, PyObject *unused) {
+  (void)unused;
+  return PyBool_FromLong(!self->map || kvik_mmap_closed(self->map));
+}
+
+static PyObject *mmap_file_size(MmapObject *self, PyObject *unused) {
+  (void)unused;
+  kvik_mmap *map = open_map(self);
+  return map ? PyLong_FromLongLong(kvik_mmap_file_size(map)) : NULL;
+}
+
+static PyObject *mmap_initial_map_size(MmapObject *self, PyObject *unused) {
+  (void)unused;
+  kvik_mmap *map = open_map(self);
+  return map ? PyLong_FromSize_t(kvik_mmap_map_size(map)) : NULL;
+}
+
+static PyObject *mmap_initial_map_offset(MmapObject *self, PyObject *unused) {
+  (void)unused;
+  kvik_mmap *map = open_map(self);
+  return map ? PyLong_FromLongLong(kvik_mmap_map_offset(map)) : NULL;
+}
+
+/* One read's arguments: (buf, size=None, offset=0[, task_size=None]). */
+typedef struct {
+  kvik_mmap *map;
+  pykvik_buffer buf;
+  size_t size;
+  int64_t offset;
+  size_t task_size;
+} read_args;
+
+/* `size` defaults to the rest of the mapped range from `offset`, and must fit the buffer. */
+static char *read_keywords[] = {"buf", "size", "offset", NULL};
+static char *pread_keywords[] = {"buf", "size", "offset", "task_size", NULL};
+
+static int parse_read_args(MmapObject *self, PyObject *args, PyObject *kwargs, const char *format, char **keywords,
+                           read_args *a) {
+  PyObject *buf_obj, *size_obj = NULL, *offset_obj = NULL, *task_obj = NULL;
+  memset(a, 0, sizeof *a);
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords, &buf_obj, &size_obj, &offset_obj, &task_obj) ||
+      !(a->map = open_map(self)) || pykvik_offset_arg(offset_obj, "offset", &a->offset) < 0 ||
+      pykvik_size_arg(task_obj, "task_size", 0, &a->task_size) < 0)
+    return -1;
+  int64_t map_end = kvik_mmap_map_offset(a->map) + (int64_t)kvik_mmap_map_size(a->map);
+  size_t rest = a->offset < map_end ? (size_t)(map_end - a->offset) : 0;
+  if (pykvik_size_arg(size_obj, "size", rest, &a->size) < 0 || pykvik_buffer_get(buf_obj, 1, &a->buf) < 0) return -1;
+  if (a->size > a->buf.nbytes) {
+    PyErr_Format(PyExc_ValueError, "size %zu is larger than the buffer (%zu bytes)", a->size, a->buf.nbytes);
+    pykvik_buffer_release(&a->buf);
+    return -1;
+  }
+  return 0;
+}
+
+static PyObject *mmap_read(MmapObject *self, PyObject *args, PyObject *kwargs) {
+  read_args a;
+  if (parse_read_args(self, args, kwargs, "O|OO:read", read_keywords, &a) < 0) return NULL;
+  ssize_t n;
+  Py_BEGIN_ALLOW_THREADS
+  n = kvik_mmap_read(a.map, a.buf.ptr, a.size, a.offset);
+  Py_END_ALLOW_THREADS
+  pykvik_buffer_release(&a.buf);
+  return n < 0 ? pykvik_raise((int)n) : PyLong_FromSsize_t(n);
+}
+
+static int start_pread(void *ctx, kvik_future **future) {
+  read_args *a = ctx;
+  return kvik_mmap_pread(a->map, a->buf.ptr, a->size, a->offset, a->task_size, future);
+}
+
+static PyObject *mmap_pread(MmapObject *self, PyObject *args, PyObject *kwargs) {
+  read_args a;
+  if (parse_read_args(self, args, kwargs, "O|OOO:pread", pread_keywords, &a) < 0) return NULL;
+  return pykvik_future_start((PyObject *)self, &a.buf, 0, start_pread, &a);
+}
+
+static PyObject *mmap_enter(MmapObject *self, PyObject *unused) {
+  (void)unused;
+  return open_map(self) ? Py_NewRef(self) : NULL;
+}
+
+static PyObject *mmap_exit(MmapObject *self, PyObject *args) {
+  (void)args;
+  return mmap_close(self, NULL);
+}
+
+static PyMethodDef mmap_methods[] = {
+    {"close", (PyCFunction)mmap_close, METH_NOARGS, "close()\n\nUnmap, after the reads in flight. Twice does nothing."},
+    {"closed", (PyCFunction)mmap_closed, METH_NOARGS, "closed() -> bool"},
+    {"file_size", (PyCFunction)mmap_file_size, METH_NOARGS, "file_size() -> int\n\nThe file's size when opened."},
+    {"nbytes", (PyCFunction)mmap_file_size, METH_NOARGS, "nbytes() -> int\n\nThe same as file_size()."},
+    {"initial_map_size", (PyCFunction)mmap_initial_map_size, METH_NOARGS, "initial_map_size() -> int"},
+    {"initial_map_offset", (PyCFunction)mmap_initial_map_offset, METH_NOARGS, "initial_map_offset() -> int"},
+    {"read", (PyCFunction)(void (*)(void))mmap_read, METH_VARARGS | METH_KEYWORDS,
+     "read(buf, size=None, offset=0) -> int\n\nCopy `size` bytes at file offset `offset` (default: up to the end "
+     "of the mapped range) into host or device memory. The range must lie in the mapped range."},
+    {"pread", (PyCFunction)(void (*)(void))mmap_pread, METH_VARARGS | METH_KEYWORDS,
+     "pread(buf, size=None, offset=0, task_size=None) -> IOFuture\n\nread() in parallel, without waiting."},
+    {"__enter__", (PyCFunction)mmap_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)mmap_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject MmapType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kvik.Mmap",
+    .tp_basicsize = sizeof(MmapObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Mmap(file_path, flags='r', initial_map_size=None, initial_map_offset=0, mode=0o644, map_flags=None)"
+              "\n\nA read-only mapping of a file, read into host or device memory by copying from the page cache.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)mmap_init,
+    .tp_dealloc = (destructor)mmap_dealloc,
+    .tp_methods = mmap_methods,
+};
+
+int pykvik_mmap_type_init(PyObject *module) {
+  if (PyType_Ready(&MmapType) < 0) return -1;
+  Py_INCREF(&MmapType);
+  if (PyModule_AddObject(module, "Mmap", (PyObject *)&MmapType) < 0) {
+    Py_DECREF(&MmapType);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,84 @@
+/* What the files of the extension module kvik._lib share.
+ *
+ * Conventions: every function that can fail returns NULL or -1 with a Python exception set.
+ * Blocking kvik calls run with the GIL released (Py_BEGIN_ALLOW_THREADS), so other Python
+ * threads run while IO is in flight. Errors of libkvik become exceptions through pykvik_raise(),
+ * right after the failing call and on the same thread, since kvik_last_error() is per thread. */
+#ifndef PYKVIK_H
+#define PYKVIK_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "kvik.h"
+
+/* ---- errors (errors.c) ------------------------------------------------------------------- */
+
+/* kvik.KvikError, a RuntimeError subclass for library, CUDA and cuFile codes; its `code` and
+ * `name` attributes hold the kvik code and kvik_err_name() of it. */
+extern PyObject *pykvik_error_type;
+
+/* Raise the exception for kvik code `code` < 0, with kvik_last_error() as its message:
+ * -EINVAL gives ValueError, other negative errno values OSError (with errno set, so Python
+ * picks FileNotFoundError, PermissionError, ...), all other codes KvikError. Returns NULL. */
+PyObject *pykvik_raise(int code);
+
+/* Like pykvik_raise(), returning -1, for functions that return int. */
+int pykvik_raise_int(int code);
+
+/* Add KvikError to the module. Returns 0 or -1. */
+int pykvik_errors_init(PyObject *module);
+
+/* ---- buffers (buffer.c) ------------------------------------------------------------------ */
+
+/* Memory that IO reads into or writes from, and what keeps it alive. */
+typedef struct pykvik_buffer {
+  char *ptr;
+  size_t nbytes;
+  int device;       /* 1 if it came through __cuda_array_interface__ */
+  int has_view;     /* view holds a buffer-protocol export to release */
+  PyObject *owner;  /* the object, referenced while the buffer is held */
+  Py_buffer view;
+} pykvik_buffer;
+
+/* Acquire the memory of `obj`: an object with __cuda_array_interface__ (CuPy, PyTorch, Numba),
+ * then anything with the buffer protocol (bytes-like, NumPy, memoryview), then an object with
+ * __array_interface__. `writable`: the IO writes into it (a read). Raises ValueError for memory
+ * that is not contiguous and TypeError for a read-only target or an object without memory.
+ * Returns 0 or -1. Release with pykvik_buffer_release(), with the GIL held. */
+int pykvik_buffer_get(PyObject *obj, int writable, pykvik_buffer *buf);
+void pykvik_buffer_release(pykvik_buffer *buf);
+
+/* ---- argument helpers (buffer.c) --------------------------------------------------------- */
+
+/* Python int -> non-negative size or offset; None gives `if_none`. `what` names the argument in
+ * the ValueError for a negative value. Return 0 or -1. */
+int pykvik_size_arg(PyObject *obj, const char *what, size_t if_none, size_t *out);
+int pykvik_offset_arg(PyObject *obj, const char *what, int64_t *out);
+
+/* ---- futures (file.c) ------------------------------------------------------------------- */
+
+/* Starts a kvik request: stores its future in *future and returns 0, or returns a code < 0. */
+typedef int (*pykvik_start_fn)(void *ctx, kvik_future **future);
+
+/* Call start(ctx, ...) without the GIL and return the request as a kvik.IOFuture (or, if
+ * `stream_ordered`, a kvik.IOFutureStream) that takes over `buf` (also on failure: the caller no longer releases it) and keeps
+ * `owner` (the file) alive until it is freed. `ctx` must not point into Python objects. */
+PyObject *pykvik_future_start(PyObject *owner, pykvik_buffer *buf, int stream_ordered, pykvik_start_fn start,
+                              void *ctx);
+
+/* ---- the parts of the module ------------------------------------------------------------- */
+
+/* Types: CuFile, IOFuture, IOFutureStream (file.c); Mmap (mmap.c). Return 0 or -1. */
+int pykvik_file_types_init(PyObject *module);
+int pykvik_mmap_type_init(PyObject *module);
+
+/* Module functions, each table ends with a {NULL} entry:
+ *   settings.c  setting_get/set/..., the low level of kvik.defaults
+ *   driver.c    cuFile driver properties, parameters, versions (kvik.cufile_driver), page cache,
+ *               memory registration, runtime library probes
+ *   module.c    version, cli_main */
+extern PyMethodDef pykvik_settings_methods[];
+extern PyMethodDef pykvik_driver_methods[];
+
+#endif /* PYKVIK_H */

@@ -1,0 +1,40 @@
+"""Shared fixtures: `xp` runs a test once with NumPy and once with CuPy (skipped, and counted as
+skipped, where CuPy or a GPU is missing)."""
+import numpy
+import pytest
+
+
+def _cupy_or_reason():
+    try:
+        import cupy
+    except ImportError as e:
+        return None, f"CuPy is not installed ({e})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return None, "no CUDA device"
+    except Exception as e:  # CuPy raises its own runtime errors without a driver
+        return None, f"no usable CUDA device ({e})"
+    return cupy, None
+
+
+cupy, CUPY_MISSING = _cupy_or_reason()
+
+
+@pytest.fixture(params=["numpy", "cupy"])
+def xp(request):
+    """The array module a test allocates its buffers with."""
+    if request.param == "numpy":
+        return numpy
+    if cupy is None:
+        pytest.skip(CUPY_MISSING)
+    return cupy
+
+
+def to_host(array):
+    """A NumPy copy of a NumPy or CuPy array."""
+    return array.get() if hasattr(array, "get") and not isinstance(array, numpy.ndarray) else numpy.asarray(array)
+
+
+@pytest.fixture
+def rng():
+    return numpy.random.default_rng(12345)
