@@ -1,0 +1,44 @@
+"""kvik: fast file IO between storage and host or GPU memory, with the kvikio Python API.
+
+kvikio code moves over by changing its import::
+
+    import kvik as kvikio
+
+    with kvikio.CuFile("data.bin", "r") as f:
+        f.read(cupy_array)          # or a NumPy array, or anything with the buffer protocol
+
+Everything runs on libkvik, compiled into the extension module kvik._lib: a machine without a GPU
+runs the same package, with host memory.
+"""
+from . import cufile_driver, defaults
+from ._device import read_file_to_device
+from ._lib import (
+    CuFile,
+    IOFuture,
+    IOFutureStream,
+    KvikError,
+    Mmap,
+    __version__,
+    drop_file_page_cache,
+    get_page_cache_info,
+    memory_deregister,
+    memory_register,
+)
+from .defaults import CompatMode
+
+__all__ = [
+    "CompatMode",
+    "CuFile",
+    "IOFuture",
+    "IOFutureStream",
+    "KvikError",
+    "Mmap",
+    "__version__",
+    "cufile_driver",
+    "defaults",
+    "drop_file_page_cache",
+    "get_page_cache_info",
+    "memory_deregister",
+    "memory_register",
+    "read_file_to_device",
+]

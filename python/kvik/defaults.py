@@ -1,0 +1,239 @@
+"""kvikio.defaults: the process-wide settings of kvik.
+
+Read a setting with :func:`get` and change it with :func:`set`, which applies at once and, used in
+a ``with`` statement, puts the old value back at the end of the block::
+
+    kvik.defaults.set("task_size", 1 << 20)           # from now on
+    with kvik.defaults.set({"num_threads": 4, "compat_mode": "on"}):
+        ...                                            # only in here
+
+Each setting starts from its environment variable (KvikIO's names: ``KVIKIO_NTHREADS``,
+``KVIKIO_COMPAT_MODE``, ...), read when kvik first needs settings. The names:
+
+- ``"compat_mode"``: a :class:`CompatMode`: ON never uses cuFile (POSIX IO only), OFF requires
+  it, AUTO uses it where it can work.
+- ``"num_threads"``: threads of the IO thread pool.
+- ``"task_size"``: bytes per task that one IO is split into.
+- ``"gds_threshold"``: device IO smaller than this many bytes skips cuFile and the pool.
+- ``"bounce_buffer_size"``: bytes of each pinned host buffer that device IO is staged through.
+- ``"auto_direct_io_read"``, ``"auto_direct_io_write"``: bools, use O_DIRECT where it works.
+- ``"zero_copy_read"``: kvik's own, 0 OFF, 1 ON, 2 AUTO: reads into device memory copy straight
+  out of the page cache (see kvik.h, KVIK_SETTING_ZERO_COPY_READ).
+
+Besides these, the older functions of kvikio (``compat_mode()``, ``num_threads_reset()``,
+``set_task_size()``, ...) work as they did there.
+"""
+import enum
+import functools
+import operator
+import os
+
+from . import _lib
+
+
+class CompatMode(enum.IntEnum):
+    """The values of the ``"compat_mode"`` setting."""
+
+    OFF = 0
+    ON = 1
+    AUTO = 2
+
+
+# The Python type of each setting's value; the others are ints.
+_BOOLS = ("auto_direct_io_read", "auto_direct_io_write")
+
+
+def _check_name(name):
+    if name not in _lib.setting_names():
+        raise KeyError(f"unknown setting {name!r}; the settings are: {', '.join(_lib.setting_names())}")
+
+
+def get(config_name):
+    """The current value of the setting `config_name` (see the module's documentation).
+
+    Raises KeyError for an unknown name, and kvik.KvikError (code KVIK_ECONFIG) when the setting's
+    environment variable holds a value that is not valid.
+    """
+    _check_name(config_name)
+    value = _lib.setting_get(config_name)
+    if config_name == "compat_mode":
+        return CompatMode(value)
+    return bool(value) if config_name in _BOOLS else value
+
+
+def _set_one(name, value):
+    """Change one setting. Text is read as the environment variable would be ("auto", "on",
+    "false", "1048576"); anything else must be an integer (bools and CompatMode included)."""
+    _check_name(name)
+    if isinstance(value, str):
+        _lib.setting_parse(name, value)
+    else:
+        _lib.setting_set(name, operator.index(value))
+
+
+class ConfigContextManager:
+    """Applies settings when made, and puts their old values back when a ``with`` block that it
+    manages ends. :func:`set` makes these."""
+
+    def __init__(self, config):
+        self._old = {}
+        try:
+            for key, value in config.items():
+                old = self._get(key)
+                self._set(key, value)
+                self._old[key] = old
+        except BaseException:
+            # All or nothing: a bad entry undoes the ones before it.
+            self._restore()
+            raise
+
+    def _get(self, key):
+        return get(key)
+
+    def _set(self, key, value):
+        _set_one(key, value)
+
+    def _restore(self):
+        for key, value in reversed(self._old.items()):
+            self._set(key, value)
+        self._old = {}
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        self._restore()
+
+
+def _config_dict(config, usage):
+    """The dict that set(config) or set(key, value) means; ValueError naming `usage` otherwise."""
+    if len(config) == 1 and isinstance(config[0], dict):
+        return config[0]
+    if len(config) == 2 and isinstance(config[0], str):
+        return {config[0]: config[1]}
+    raise ValueError(f"expected {usage}(config: dict) or {usage}(key: str, value)")
+
+
+def set(*config):
+    """Change settings: ``set({name: value, ...})`` or ``set(name, value)``.
+
+    The values apply at once and stay; in a ``with`` statement they last until the end of the
+    block, which puts the old values back. If one value is refused (ValueError or TypeError, with
+    the accepted range), none of them applies. Text values are read as the environment variables
+    are ("on", "auto", "false", "4194304").
+
+    Returns a :class:`ConfigContextManager`.
+    """
+    return ConfigContextManager(_config_dict(config, "kvik.defaults.set"))
+
+
+# ---- where cuFile can work ------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _cufile_can_work():
+    """Whether cuFile can serve IO here, as AUTO decides it up front: libcufile.so.0 loads,
+    /run/udev is readable (cuFile finds file systems through udev), and this is not WSL. The
+    driver is not opened. Cached: none of these changes while the process runs."""
+    found, _ = _lib.runtime_lib_probe("cufile")
+    return found and os.access("/run/udev", os.R_OK) and not _is_wsl()
+
+
+def _is_wsl():
+    try:
+        with open("/proc/sys/kernel/osrelease") as release:
+            return "microsoft" in release.read().lower()
+    except OSError:
+        return False
+
+
+def is_compat_mode_preferred():
+    """Whether IO runs in compatibility mode, that is POSIX only: compat_mode is ON, or AUTO on a
+    machine where cuFile cannot work (no libcufile, /run/udev not readable, WSL). Opening a file
+    may still fall back to POSIX under AUTO, where cuFile refuses that file."""
+    mode = get("compat_mode")
+    return mode == CompatMode.ON or (mode == CompatMode.AUTO and not _cufile_can_work())
+
+
+# ---- kvikio's older functions ----------------------------------------------------------------
+
+
+def compat_mode():
+    """Whether kvik runs in compatibility mode (POSIX IO only); see is_compat_mode_preferred()."""
+    return is_compat_mode_preferred()
+
+
+def compat_mode_reset(compatmode):
+    """Set compat_mode: a CompatMode, a bool (True is ON) or "on"/"off"/"auto"."""
+    set("compat_mode", compatmode)
+
+
+def set_compat_mode(compatmode):
+    """Set compat_mode, for good or, in a ``with`` statement, for the block."""
+    return set("compat_mode", compatmode)
+
+
+def num_threads():
+    """The number of threads of the IO thread pool."""
+    return get("num_threads")
+
+
+get_num_threads = num_threads
+
+
+def num_threads_reset(nthreads):
+    """Resize the IO thread pool: running tasks finish first, queued ones run on the new threads."""
+    set("num_threads", nthreads)
+
+
+reset_num_threads = num_threads_reset
+
+
+def set_num_threads(nthreads):
+    """Resize the IO thread pool, for good or, in a ``with`` statement, for the block."""
+    return set("num_threads", nthreads)
+
+
+def task_size():
+    """The bytes per task that parallel IO is split into."""
+    return get("task_size")
+
+
+def task_size_reset(nbytes):
+    """Set the task size in bytes."""
+    set("task_size", nbytes)
+
+
+def set_task_size(nbytes):
+    """Set the task size, for good or, in a ``with`` statement, for the block."""
+    return set("task_size", nbytes)
+
+
+def gds_threshold():
+    """Device IO below this many bytes runs on the calling thread with POSIX IO."""
+    return get("gds_threshold")
+
+
+def gds_threshold_reset(nbytes):
+    """Set the GDS threshold in bytes."""
+    set("gds_threshold", nbytes)
+
+
+def set_gds_threshold(nbytes):
+    """Set the GDS threshold, for good or, in a ``with`` statement, for the block."""
+    return set("gds_threshold", nbytes)
+
+
+def bounce_buffer_size():
+    """The size in bytes of the pinned host buffers that device IO is staged through."""
+    return get("bounce_buffer_size")
+
+
+def bounce_buffer_size_reset(nbytes):
+    """Set the bounce buffer size in bytes."""
+    set("bounce_buffer_size", nbytes)
+
+
+def set_bounce_buffer_size(nbytes):
+    """Set the bounce buffer size, for good or, in a ``with`` statement, for the block."""
+    return set("bounce_buffer_size", nbytes)
