@@ -15,6 +15,9 @@ if [ "${1:-}" = --offline ]; then offline=1; shift; fi
 mkdir -p "$out"
 
 export KVIK_WERROR=1
+# The tests find the C build (the kvik command, the fake CUDA and cuFile) here; made absolute, as
+# they run from build-python/.
+export KVIK_BUILD_DIR=$(cd "${KVIK_BUILD_DIR:-$root/build}" 2>/dev/null && pwd || echo "$root/build")
 if ((offline)); then
   python=python3
   rm -rf "$out/site"

@@ -75,6 +75,24 @@ static int buffer_from_interface(PyObject *obj, PyObject *iface, const char *nam
   return 0;
 }
 
+/* Version 3 of __cuda_array_interface__ names the stream its producer writes the memory on, and
+ * asks consumers to wait for it; kvik's copies run on streams of their own, so wait here, or a
+ * kernel still queued (CuPy's, say) could be read before it has run. */
+static int wait_for_producer(PyObject *iface) {
+  PyObject *stream = PyDict_GetItemString(iface, "stream");
+  if (!stream || stream == Py_None) return 0;
+  void *handle = PyLong_Check(stream) ? PyLong_AsVoidPtr(stream) : NULL;
+  if (!handle) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "__cuda_array_interface__: stream must be a non-zero int");
+    return -1;
+  }
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = kvik_cuda_stream_synchronize(handle);
+  Py_END_ALLOW_THREADS
+  return rc < 0 ? pykvik_raise_int(rc) : 0;
+}
+
 /* 1 and `buf` filled if `obj` has interface `name`, 0 if not, -1 on error. */
 static int try_interface(PyObject *obj, const char *name, int writable, pykvik_buffer *buf) {
   PyObject *iface = PyObject_GetAttrString(obj, name);
@@ -84,7 +102,9 @@ static int try_interface(PyObject *obj, const char *name, int writable, pykvik_b
     return 0;
   }
   int rc = buffer_from_interface(obj, iface, name, writable, buf);
+  if (rc == 0 && strcmp(name, "__cuda_array_interface__") == 0) rc = wait_for_producer(iface);
   Py_DECREF(iface);
+  if (rc < 0) pykvik_buffer_release(buf);
   return rc < 0 ? -1 : 1;
 }
 

@@ -1,12 +1,14 @@
 """`python -m kvik` runs the kvik command's own code: the same output and exit codes."""
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 import kvik
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KVIK_COMMAND = os.path.join(os.environ.get("KVIK_BUILD_DIR", os.path.join(ROOT, "build")), "kvik")
 
 
 def run(*args, env=None):
@@ -43,6 +45,9 @@ def test_usage_errors_and_exit_codes():
     assert bad_env.returncode == 1 and "KVIKIO_NTHREADS" in bad_env.stderr
 
 
-@pytest.mark.skipif(not shutil.which("kvik"), reason="the kvik command is not on PATH")
-def test_same_output_as_the_kvik_command():
-    assert run("--help").stdout == subprocess.run(["kvik", "--help"], capture_output=True, text=True).stdout
+@pytest.mark.skipif(not os.access(KVIK_COMMAND, os.X_OK), reason=f"the kvik command is not built ({KVIK_COMMAND})")
+@pytest.mark.parametrize("args", [["--help"], ["bench", "--help"], ["info", "--help"]])
+def test_same_output_as_the_kvik_command(args):
+    ours = run(*args)
+    theirs = subprocess.run([KVIK_COMMAND, *args], capture_output=True, text=True)
+    assert (ours.returncode, ours.stdout, ours.stderr) == (theirs.returncode, theirs.stdout, theirs.stderr)

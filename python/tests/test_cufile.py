@@ -148,6 +148,22 @@ def test_array_interfaces(path, data, interface):
             f.read(HostArrayInterface(target, interface, strides=(400, 4)))
 
 
+def test_cuda_array_interface_stream(path):
+    """A stream in __cuda_array_interface__ is waited for; 0 is not a valid stream there."""
+    from conftest import cupy
+
+    target = HostArrayInterface(numpy.zeros(10, dtype=numpy.uint8), "__cuda_array_interface__")
+    with kvik.CuFile(path) as f:
+        target.__cuda_array_interface__["stream"] = 0
+        with pytest.raises(ValueError, match="stream must be a non-zero int"):
+            f.read(target)
+        if cupy is None:  # no CUDA driver: the stream cannot be waited for
+            target.__cuda_array_interface__["stream"] = 1
+            with pytest.raises(kvik.KvikError) as info:
+                f.read(target)
+            assert info.value.name == "KVIK_ECUDA_UNAVAILABLE"
+
+
 def test_readonly_buffer_can_be_written_from(tmp_path):
     with kvik.CuFile(tmp_path / "b.bin", "w") as f:
         assert f.write(b"read-only source") == 16
@@ -324,6 +340,24 @@ def test_raw_async_on_a_stream(cupy, path, data, tmp_path):
         future = f.raw_write_async(cupy.asarray(data), None, 4096, 0, 100)
         assert future.check_bytes_done() == 4096
     assert (tmp_path / "async.bin").read_bytes() == data[100:4196].tobytes()
+
+
+def test_waits_for_the_stream_that_writes_the_array(cupy, tmp_path):
+    """CuPy names its current stream in __cuda_array_interface__: a write of an array that a kernel
+    still queued on that stream fills must wait for the kernel."""
+    import threading
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    released = threading.Event()
+    stream.launch_host_func(lambda _: released.wait(10), None)  # holds the stream
+    threading.Timer(0.2, released.set).start()
+    with stream:
+        array = cupy.arange(1 << 20, dtype=cupy.int32)  # queued behind the hold
+        with kvik.CuFile(tmp_path / "arange.bin", "w") as f:
+            f.write(array)
+        assert released.is_set()
+    written = numpy.fromfile(tmp_path / "arange.bin", dtype=numpy.int32)
+    assert numpy.array_equal(written, numpy.arange(1 << 20, dtype=numpy.int32))
 
 
 def test_bad_stream_argument(path):
