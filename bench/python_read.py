@@ -4,6 +4,7 @@ r"""Read one page-cached file into a new array from Python: kvik against the usu
 Host (always):   kvik.numpy.fromfile(path, uint8)      vs  numpy.fromfile(path, uint8)
 Device (--device, needs CuPy and a GPU):
                  kvik.read_file_to_device(path)        vs  cupy.asarray(numpy.fromfile(path, uint8))
+                 and, where kvikio is importable, kvikio.CuFile(path).read(cupy.empty(size)) too
 
 Each run allocates its array, as real loaders do, so page faults and allocation count for both.
 The methods take turns (baseline, kvik, baseline, kvik, ...) so they see the same page cache and
@@ -64,10 +65,22 @@ def methods(path, device):
     import cupy
 
     sync = cupy.cuda.Device().synchronize
-    return [
+    table = [
         ("cupy.asarray(numpy.fromfile)", lambda: cupy.asarray(numpy.fromfile(path, dtype=numpy.uint8)), sync),
         ("kvik.read_file_to_device", lambda: kvik.read_file_to_device(path), sync),
     ]
+    try:
+        import kvikio
+    except ImportError:
+        return table
+
+    def kvikio_read():
+        out = cupy.empty(os.path.getsize(path), dtype=numpy.uint8)
+        with kvikio.CuFile(path, "r") as f:
+            f.read(out)
+        return out
+
+    return table + [("kvikio CuFile.read (its defaults)", kvikio_read, sync)]
 
 
 def run(path, size, repeat, device):
@@ -123,8 +136,9 @@ def main():
         best, median = min(times[name]), statistics.median(times[name])
         medians[name] = median
         print(f"  {name:32s} best {size / best / 1e9:7.2f} GB/s   median {size / median / 1e9:7.2f} GB/s")
-    baseline, ours = (name for name, _, _ in table)
-    print(f"ratio {ours} / {baseline} (medians): {medians[baseline] / medians[ours]:.2f}x")
+    baseline, ours, *others = (name for name, _, _ in table)
+    for other in [baseline, *others]:
+        print(f"ratio {ours} / {other} (medians): {medians[other] / medians[ours]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,14 @@
 # The GPU suite, on a machine with an NVIDIA driver and GPU:
 #   1. build kvik into build-gpu/ and run every C test; there the `device_system` test runs the
 #      device tests against the real driver, with files larger than 4 GiB;
-#   2. reads into CuPy and PyTorch memory (tests/test_frameworks.py), then `kvik info`;
+#   2. reads into CuPy and PyTorch memory (tests/test_frameworks.py); the Python package's tests
+#      with CuPy, and bench/python_read.py into NumPy and CuPy arrays; then `kvik info`;
 #   3. GPUDirect Storage: `kvik info FILE` says how compat mode AUTO and OFF serve a file on the
 #      test directory's file system and on /dev/shm; then `kvik bench --device`: reads of a SIZE
 #      file in the page cache into device memory, then writes from device memory (a smaller file),
 #      with a cuFile column wherever cuFile can serve the file;
-#   4. where KvikIO is importable (installed, or carried as wheels in .whl/), kvik and KvikIO
+#   4. where KvikIO is importable (installed, or carried as wheels in .whl/: Python packages missing
+#      there, zarr and pytest-asyncio for instance, are carried the same way), kvik and KvikIO
 #      reading the same file into the same GPU buffer, side by side (bench/kvikio_compare.py),
 #      with kvik's zero-copy reads off (its default: bounce buffers only), then on auto.
 # usage: scripts/gpu_check.sh [SIZE]   (default 8G; the test file goes to $TMPDIR or /tmp)
@@ -17,6 +19,12 @@ size=${1:-8G}
 tmp=${TMPDIR:-/tmp}
 build=$root/build-gpu
 
+if [ -d "$root/.whl" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvik-site \
+    "$root"/.whl/*.whl
+  export PYTHONPATH=/tmp/kvik-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
 echo "== build and C tests (real driver)"
 "$root/scripts/build.sh" "$build" >/dev/null
 (cd "$build" && KVIK_TEST_LARGE=1 ctest --output-on-failure -j4)
@@ -25,6 +33,11 @@ echo "== CuPy and PyTorch memory"
 status=0
 python3 "$root/tests/test_frameworks.py" "$build/libkvik.so" || status=$?
 [ "$status" = 0 ] || [ "$status" = 77 ] || exit "$status"
+
+echo "== Python package with CuPy (and Zarr's GPU buffers where zarr is importable)"
+KVIK_BUILD_DIR=$build "$root/scripts/test_python.sh" --offline -q -rs
+PYTHONPATH=$root/build-python/site:$PYTHONPATH python3 "$root/bench/python_read.py" --dir "$tmp" --size 1G
+PYTHONPATH=$root/build-python/site:$PYTHONPATH python3 "$root/bench/python_read.py" --dir "$tmp" --size 1G --device
 
 echo "== kvik info"
 "$build/kvik" info "$tmp"
@@ -46,11 +59,6 @@ echo "== kvik bench --device (reads, $size)"
 echo "== kvik bench --device (writes, 2G)"
 "$build/kvik" bench --device --dir "$tmp" --size 2G --threads 1,4,16 --repeat 3
 
-if [ -d "$root/.whl" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvik-site \
-    "$root"/.whl/*.whl
-  export PYTHONPATH=/tmp/kvik-site${PYTHONPATH:+:$PYTHONPATH}
-fi
 echo "== kvik next to KvikIO ($size)"
 status=0
 for zero_copy in off auto; do
