@@ -373,13 +373,14 @@ KVIK_API int kvik_memory_register(void *buf, size_t size);
  * registered). Thread-safe. */
 KVIK_API int kvik_memory_deregister(void *buf);
 
-/* Wait until the work queued on CUDA stream `stream` is done (cuStreamSynchronize): a CUstream or
- * cudaStream_t, NULL for the default stream, or 1 and 2 cast to pointers for CUDA's legacy and
- * per-thread default streams, as __cuda_array_interface__ names them (those three need a current
- * context). For callers that pass kvik memory written on a stream of theirs, since kvik's copies run
- * on streams of its own. Returns 0, KVIK_ECUDA_UNAVAILABLE or a CUDA error code
- * (KVIK_IS_CUDA_ERROR). Thread-safe. */
-KVIK_API int kvik_cuda_stream_synchronize(void *stream);
+/* Wait until the work queued on CUDA stream `stream` is done (cuStreamSynchronize), for callers
+ * that pass kvik memory written on a stream of theirs, since kvik's copies run on streams of its
+ * own. `stream` is a CUstream or cudaStream_t, or NULL, 1 or 2 cast to pointers for CUDA's default,
+ * legacy default and per-thread default streams, as __cuda_array_interface__ names them. Those are
+ * streams of a context: of the one device memory `ptr` lies in (the memory the stream writes), or
+ * the calling thread's current one where `ptr` is NULL or host memory. Returns 0,
+ * KVIK_ECUDA_UNAVAILABLE or a CUDA error code (KVIK_IS_CUDA_ERROR). Thread-safe. */
+KVIK_API int kvik_cuda_stream_synchronize(void *stream, const void *ptr);
 
 /* The CUDA driver's version (e.g. 13000 for 13.0), or KVIK_ECUDA_UNAVAILABLE with a message
  * saying why (no libcuda.so.1, no device, ...). Loads the driver. Thread-safe. */

@@ -146,13 +146,6 @@ int kvik_cuda_driver_version(void) {
   return rc < 0 ? rc : version;
 }
 
-int kvik_cuda_stream_synchronize(void *stream) {
-  static const char fn[] = "kvik_cuda_stream_synchronize";
-  const kvik__cuda_api *cu = kvik__cuda(fn);
-  if (!cu) return KVIK_ECUDA_UNAVAILABLE;
-  return kvik__cuda_check(cu->cuStreamSynchronize((CUstream)stream), fn, "cuStreamSynchronize");
-}
-
 int kvik_cuda_device_count(void) {
   const kvik__cuda_api *cu = kvik__cuda("kvik_cuda_device_count");
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;

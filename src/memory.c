@@ -80,6 +80,22 @@ int kvik_memory_kind_of(const void *ptr) {
   return rc < 0 ? rc : (int)mem.kind;
 }
 
+int kvik_cuda_stream_synchronize(void *stream, const void *ptr) {
+  static const char fn[] = "kvik_cuda_stream_synchronize";
+  const kvik__cuda_api *cu = kvik__cuda(fn);
+  if (!cu) return KVIK_ECUDA_UNAVAILABLE;
+  kvik__memory mem = {KVIK_MEMORY_HOST, NULL};
+  int rc = ptr ? kvik__memory_classify(fn, ptr, &mem) : 0;
+  if (rc < 0) return rc;
+  /* The default-stream handles mean the default stream of the current context: make it the
+   * memory's, whose producer the caller waits for. */
+  CUcontext ctx = kvik__memory_on_device(&mem) ? mem.ctx : NULL;
+  if (ctx && (rc = kvik__context_push(fn, ctx)) < 0) return rc;
+  rc = kvik__cuda_check(cu->cuStreamSynchronize((CUstream)stream), fn, "cuStreamSynchronize");
+  if (ctx) kvik__context_pop();
+  return rc;
+}
+
 /* Registration needs a current context; the registration itself is portable to all of them. */
 static int push_any_context(const char *fn, const kvik__cuda_api *cu) {
   CUcontext ctx = NULL;

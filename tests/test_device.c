@@ -312,7 +312,7 @@ static void check_without_cuda(const char *why) {
   ASSERT_EQ(kvik_memory_kind_of(buf), KVIK_MEMORY_HOST);
   ASSERT_FAILS(kvik_cuda_device_count(), KVIK_ECUDA_UNAVAILABLE, why);
   ASSERT_FAILS(kvik_cuda_driver_version(), KVIK_ECUDA_UNAVAILABLE, why);
-  ASSERT_FAILS(kvik_cuda_stream_synchronize(NULL), KVIK_ECUDA_UNAVAILABLE, why);
+  ASSERT_FAILS(kvik_cuda_stream_synchronize(NULL, NULL), KVIK_ECUDA_UNAVAILABLE, why);
   ASSERT_FAILS(kvik_memory_register(buf, n), KVIK_ECUDA_UNAVAILABLE, why);
   kvik_future *fut = (kvik_future *)&fut;
   ASSERT_FAILS(kvik_file_read_async(f, buf, n, 0, NULL, &fut), KVIK_ECUDA_UNAVAILABLE, why);
@@ -835,18 +835,28 @@ static void stream_read_then_kernel(kvik_file *f, CUstream s, unsigned char *dev
   printf("ok: a kernel queued after read_async sees the bytes read\n");
 }
 
-/* (e) kvik_cuda_stream_synchronize() returns only once the work queued on the stream has run, also
- * for the legacy default stream by its array-interface handle, 1. */
-static void stream_synchronize_waits(CUstream s) {
+/* (e) kvik_cuda_stream_synchronize() returns only once the work queued on the stream has run; the
+ * default-stream handles name the default stream of the memory's context, also on a thread where no
+ * context is current (a worker thread of the caller's, say). */
+static void *synchronize_legacy_stream(void *dev) {
+  intptr_t rc = kvik_cuda_stream_synchronize((void *)(uintptr_t)1, dev);
+  return (void *)rc;
+}
+
+static void stream_synchronize_waits(CUstream s, unsigned char *dev) {
   atomic_int gate = 0;
   releaser late;
   releaser_start(&late, &gate, 50, GATE_BY_TEST);
   CU_OK(cu.cuLaunchHostFunc(s, hold_stream, &gate));
-  ASSERT_OK(kvik_cuda_stream_synchronize(s));
+  ASSERT_OK(kvik_cuda_stream_synchronize(s, NULL));
   ASSERT_EQ(atomic_load(&gate), GATE_BY_TEST);
   ASSERT_EQ(pthread_join(late.thread, NULL), 0);
-  ASSERT_OK(kvik_cuda_stream_synchronize((void *)(uintptr_t)1));
-  ASSERT_OK(kvik_cuda_stream_synchronize(NULL));
+  ASSERT_OK(kvik_cuda_stream_synchronize(NULL, dev));
+  pthread_t worker;
+  void *rc;
+  ASSERT_EQ(pthread_create(&worker, NULL, synchronize_legacy_stream, dev), 0);
+  ASSERT_EQ(pthread_join(worker, &rc), 0);
+  ASSERT_EQ((intptr_t)rc, 0);
 }
 
 static void test_streams(void) {
@@ -864,7 +874,7 @@ static void test_streams(void) {
   stream_read_checked(f, s, dev, 300 * KiB, 99); /* below the GDS threshold */
   stream_free_waits(f, s, dev);
   stream_read_then_kernel(f, s, dev, pinned);
-  stream_synchronize_waits(s);
+  stream_synchronize_waits(s, dev);
   CU_OK(cu.cuStreamDestroy_v2(s));
   dev_free(dev);
   pinned_free(pinned);

@@ -78,7 +78,7 @@ static int buffer_from_interface(PyObject *obj, PyObject *iface, const char *nam
 /* Version 3 of __cuda_array_interface__ names the stream its producer writes the memory on, and
  * asks consumers to wait for it; kvik's copies run on streams of their own, so wait here, or a
  * kernel still queued (CuPy's, say) could be read before it has run. */
-static int wait_for_producer(PyObject *iface) {
+static int wait_for_producer(PyObject *iface, const void *ptr) {
   PyObject *stream = PyDict_GetItemString(iface, "stream");
   if (!stream || stream == Py_None) return 0;
   void *handle = PyLong_Check(stream) ? PyLong_AsVoidPtr(stream) : NULL;
@@ -88,7 +88,7 @@ static int wait_for_producer(PyObject *iface) {
   }
   int rc;
   Py_BEGIN_ALLOW_THREADS
-  rc = kvik_cuda_stream_synchronize(handle);
+  rc = kvik_cuda_stream_synchronize(handle, ptr);
   Py_END_ALLOW_THREADS
   return rc < 0 ? pykvik_raise_int(rc) : 0;
 }
@@ -102,7 +102,7 @@ static int try_interface(PyObject *obj, const char *name, int writable, pykvik_b
     return 0;
   }
   int rc = buffer_from_interface(obj, iface, name, writable, buf);
-  if (rc == 0 && strcmp(name, "__cuda_array_interface__") == 0) rc = wait_for_producer(iface);
+  if (rc == 0 && strcmp(name, "__cuda_array_interface__") == 0) rc = wait_for_producer(iface, buf->ptr);
   Py_DECREF(iface);
   if (rc < 0) pykvik_buffer_release(buf);
   return rc < 0 ? -1 : 1;

@@ -360,6 +360,17 @@ def test_waits_for_the_stream_that_writes_the_array(cupy, tmp_path):
     assert numpy.array_equal(written, numpy.arange(1 << 20, dtype=numpy.int32))
 
 
+def test_device_io_from_a_fresh_thread(cupy, path, data):
+    """A thread that never called CUDA has no current context, yet the CuPy array's stream (the
+    legacy default stream of the array's context) is waited for and the read lands."""
+    import concurrent.futures
+
+    out = cupy.zeros(FILE_SIZE, dtype=cupy.uint8)
+    with kvik.CuFile(path) as f, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        assert pool.submit(f.read, out).result() == FILE_SIZE
+    assert numpy.array_equal(out.get(), data)
+
+
 def test_bad_stream_argument(path):
     with kvik.CuFile(path) as f:
         with pytest.raises(TypeError, match="stream must be"):
