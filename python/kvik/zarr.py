@@ -137,6 +137,14 @@ def _write(path: Path, value: Buffer, exclusive: bool = False) -> int:
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
+def _read_or_none(path: Path, prototype: BufferPrototype | None, byte_range: ByteRequest | None) -> Buffer | None:
+    """_read, with Zarr's default prototype for None, and None for a key without a file."""
+    try:
+        return _read(path, prototype or default_buffer_prototype(), byte_range)
+    except _MISSING:
+        return None
+
+
 class GDSStore(zarr.storage.LocalStore):
     """A Zarr v3 store for a local directory, read and written through `kvik.CuFile`.
 
@@ -172,15 +180,10 @@ class GDSStore(zarr.storage.LocalStore):
         byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
         # docstring inherited
-        if prototype is None:
-            prototype = default_buffer_prototype()
         if not self._is_open:
             await self._open()
         assert isinstance(key, str)
-        try:
-            return await asyncio.to_thread(_read, self.root / key, prototype, byte_range)
-        except _MISSING:
-            return None
+        return await asyncio.to_thread(_read_or_none, self.root / key, prototype, byte_range)
 
     async def get_partial_values(
         self,
@@ -200,14 +203,9 @@ class GDSStore(zarr.storage.LocalStore):
         byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
         # docstring inherited
-        if prototype is None:
-            prototype = default_buffer_prototype()
         self._ensure_open_sync()
         assert isinstance(key, str)
-        try:
-            return _read(self.root / key, prototype, byte_range)
-        except _MISSING:
-            return None
+        return _read_or_none(self.root / key, prototype, byte_range)
 
     # -- writes
 

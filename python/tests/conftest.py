@@ -38,3 +38,17 @@ def to_host(array):
 @pytest.fixture
 def rng():
     return numpy.random.default_rng(12345)
+
+
+@pytest.fixture
+def data(rng, request):
+    """Random bytes, as many as the test module's FILE_SIZE."""
+    return rng.integers(0, 256, request.module.FILE_SIZE, dtype=numpy.uint8)
+
+
+@pytest.fixture
+def path(tmp_path, data):
+    """A file holding `data`."""
+    p = tmp_path / "data.bin"
+    data.tofile(p)
+    return p

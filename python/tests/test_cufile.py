@@ -12,18 +12,6 @@ from conftest import to_host
 FILE_SIZE = (3 << 20) + 4321  # several tasks at a 1 MiB task size, and an unaligned end
 
 
-@pytest.fixture
-def data(rng):
-    return rng.integers(0, 256, FILE_SIZE, dtype=numpy.uint8)
-
-
-@pytest.fixture
-def path(tmp_path, data):
-    p = tmp_path / "data.bin"
-    data.tofile(p)
-    return p
-
-
 def test_version():
     assert kvik.__version__.count(".") == 2
     assert kvik.__version__ == kvik._lib.__version__

@@ -8,18 +8,6 @@ from conftest import to_host
 FILE_SIZE = (2 << 20) + 777
 
 
-@pytest.fixture
-def data(rng):
-    return rng.integers(0, 256, FILE_SIZE, dtype=numpy.uint8)
-
-
-@pytest.fixture
-def path(tmp_path, data):
-    p = tmp_path / "mapped.bin"
-    data.tofile(p)
-    return p
-
-
 def test_whole_mapping(xp, path, data):
     with kvik.Mmap(path) as m:
         assert m.file_size() == m.nbytes() == m.initial_map_size() == FILE_SIZE
