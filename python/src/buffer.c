@@ -93,8 +93,10 @@ static int wait_for_producer(PyObject *iface, const void *ptr) {
   return rc < 0 ? pykvik_raise_int(rc) : 0;
 }
 
-/* 1 and `buf` filled if `obj` has interface `name`, 0 if not, -1 on error. */
-static int try_interface(PyObject *obj, const char *name, int writable, pykvik_buffer *buf) {
+/* 1 and `buf` filled if `obj` has interface `name`, 0 if not, -1 on error. `device`: the
+ * interface describes device memory (__cuda_array_interface__), whose producer's stream is waited
+ * for. */
+static int try_interface(PyObject *obj, const char *name, int device, int writable, pykvik_buffer *buf) {
   PyObject *iface = PyObject_GetAttrString(obj, name);
   if (!iface) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
@@ -102,10 +104,14 @@ static int try_interface(PyObject *obj, const char *name, int writable, pykvik_b
     return 0;
   }
   int rc = buffer_from_interface(obj, iface, name, writable, buf);
-  if (rc == 0 && strcmp(name, "__cuda_array_interface__") == 0) rc = wait_for_producer(iface, buf->ptr);
+  if (rc == 0 && device) rc = wait_for_producer(iface, buf->ptr);
   Py_DECREF(iface);
-  if (rc < 0) pykvik_buffer_release(buf);
-  return rc < 0 ? -1 : 1;
+  if (rc < 0) {
+    pykvik_buffer_release(buf);
+    return -1;
+  }
+  buf->device = device;
+  return 1;
 }
 
 /* ---- the buffer protocol ----------------------------------------------------------------- */
@@ -133,13 +139,10 @@ static int buffer_from_protocol(PyObject *obj, int writable, pykvik_buffer *buf)
 
 int pykvik_buffer_get(PyObject *obj, int writable, pykvik_buffer *buf) {
   memset(buf, 0, sizeof *buf);
-  int found = try_interface(obj, "__cuda_array_interface__", writable, buf);
-  if (found) {
-    buf->device = found > 0;
-    return found > 0 ? 0 : -1;
-  }
+  int found = try_interface(obj, "__cuda_array_interface__", 1, writable, buf);
+  if (found) return found > 0 ? 0 : -1;
   if (PyObject_CheckBuffer(obj)) return buffer_from_protocol(obj, writable, buf);
-  found = try_interface(obj, "__array_interface__", writable, buf);
+  found = try_interface(obj, "__array_interface__", 0, writable, buf);
   if (found) return found > 0 ? 0 : -1;
   PyErr_Format(PyExc_TypeError,
                "a %.100s is not a buffer: expected an object with the buffer protocol (bytearray, NumPy, "

@@ -228,13 +228,14 @@ typedef struct {
 static int io_args_finish(CuFileObject *self, PyObject *buf_obj, PyObject *size_obj, int writable, io_args *a) {
   if (!(a->file = open_file(self))) return -1;
   if (pykvik_buffer_get(buf_obj, writable, &a->buf) < 0) return -1;
-  size_t room = (size_t)a->dev_offset <= a->buf.nbytes ? a->buf.nbytes - (size_t)a->dev_offset : 0;
   if ((size_t)a->dev_offset > a->buf.nbytes) {
     PyErr_Format(PyExc_ValueError, "dev_offset %lld is past the end of the buffer (%zu bytes)",
                  (long long)a->dev_offset, a->buf.nbytes);
-  } else if (pykvik_size_arg(size_obj, "size", room, &a->size) == 0 && a->size > room) {
-    PyErr_Format(PyExc_ValueError, "size %zu is larger than the buffer (%zu bytes%s)", a->size, room,
-                 a->dev_offset ? " past dev_offset" : "");
+  } else {
+    size_t room = a->buf.nbytes - (size_t)a->dev_offset;
+    if (pykvik_size_arg(size_obj, "size", room, &a->size) == 0 && a->size > room)
+      PyErr_Format(PyExc_ValueError, "size %zu is larger than the buffer (%zu bytes%s)", a->size, room,
+                   a->dev_offset ? " past dev_offset" : "");
   }
   if (PyErr_Occurred()) {
     pykvik_buffer_release(&a->buf);
