@@ -66,7 +66,13 @@ KVIK_API const char *kvik_version_string(void);
   X(KVIK_ECANCELED_BY_FORK, KVIK_ERRNO_BASE - 2, "IO was in flight in the parent at fork()")   \
   X(KVIK_EINTERNAL, KVIK_ERRNO_BASE - 3, "internal error in kvik")                             \
   X(KVIK_ECUDA_UNAVAILABLE, KVIK_ERRNO_BASE - 4, "CUDA driver or device not available")          \
-  X(KVIK_ECUFILE_UNAVAILABLE, KVIK_ERRNO_BASE - 5, "cuFile library or driver not available")
+  X(KVIK_ECUFILE_UNAVAILABLE, KVIK_ERRNO_BASE - 5, "cuFile library or driver not available")     \
+  X(KVIK_ENOREMOTE, KVIK_ERRNO_BASE - 6, "kvik was built without remote file support (libcurl)") \
+  X(KVIK_EREMOTE, KVIK_ERRNO_BASE - 7, "remote transfer failed")                                \
+  X(KVIK_EREMOTE_SHORT, KVIK_ERRNO_BASE - 8, "remote response ended before the requested range") \
+  X(KVIK_EREMOTE_LONG, KVIK_ERRNO_BASE - 9, "remote response longer than the requested range")  \
+  X(KVIK_ERANGE_IGNORED, KVIK_ERRNO_BASE - 10, "server ignored the range request")               \
+  X(KVIK_ETLS, KVIK_ERRNO_BASE - 11, "TLS connection or certificate verification failed")
 
 enum kvik_error {
 #define KVIK_ERROR_ENUM_(name, value, text) name = (value),
@@ -89,6 +95,13 @@ enum kvik_error {
 #define KVIK_ECUDA_BASE (-6000)
 #define KVIK_IS_CUDA_ERROR(code) ((code) < KVIK_ECUDA_BASE && (code) > KVIK_ECUDA_BASE - 1000)
 #define KVIK_CUDA_RESULT(code) (KVIK_ECUDA_BASE - (code))
+
+/* HTTP error statuses of remote reads: a status s (100..999, e.g. 404) is returned as the code
+ * KVIK_EHTTP_BASE - s; KVIK_HTTP_STATUS() gives back s. kvik_err_name() gives "HTTP_404" and
+ * kvik_strerror() the reason phrase ("Not Found") for the standard statuses. */
+#define KVIK_EHTTP_BASE (-7000)
+#define KVIK_IS_HTTP_ERROR(code) ((code) <= KVIK_EHTTP_BASE - 100 && (code) > KVIK_EHTTP_BASE - 1000)
+#define KVIK_HTTP_STATUS(code) (KVIK_EHTTP_BASE - (code))
 
 /* A description of `code` ("No such file or directory", "invalid setting ...", "out of
  * memory"). Accepts any int: unknown codes give "unknown error". CUDA codes are described by
@@ -125,6 +138,11 @@ KVIK_API const char *kvik_last_error(void);
  *   KVIK_SETTING_AUTO_DIRECT_IO_READ  KVIKIO_AUTO_DIRECT_IO_READ  0 (off)
  *   KVIK_SETTING_AUTO_DIRECT_IO_WRITE KVIKIO_AUTO_DIRECT_IO_WRITE 0 (off)
  *   KVIK_SETTING_ZERO_COPY_READ KVIK_ZERO_COPY_READ           KVIK_OFF
+ *   KVIK_SETTING_HTTP_MAX_ATTEMPTS KVIKIO_HTTP_MAX_ATTEMPTS   3
+ *   KVIK_SETTING_HTTP_TIMEOUT  KVIKIO_HTTP_TIMEOUT            60 (seconds per attempt)
+ *   KVIK_SETTING_HTTP_STATUS_CODES KVIKIO_HTTP_STATUS_CODES   429,500,502,503,504
+ *   KVIK_SETTING_REMOTE_VERBOSE KVIKIO_REMOTE_VERBOSE         0 (off)
+ *   KVIK_SETTING_REMOTE_CONNECTIONS KVIK_REMOTE_CONNECTIONS   64
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_.
  *
@@ -142,10 +160,14 @@ KVIK_API const char *kvik_last_error(void);
  * there, about twice a copying thread) while the others use the bounce buffers. Stream-ordered
  * reads never take this path, since their own stream is held while they run.
  *
+ * The HTTP and remote settings are described with remote files, below.
+ *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
  * on/off/true/false/yes/no/1/0, the compat mode accepts those and "auto", sizes and counts
- * accept decimal integers.
+ * accept decimal integers. KVIK_SETTING_HTTP_STATUS_CODES is a list: it is read and changed as
+ * text only (kvik_setting_format, kvik_setting_parse: comma-separated statuses, "" for none);
+ * kvik_setting_get and kvik_setting_set refuse it with -EINVAL.
  */
 typedef enum kvik_setting {
   KVIK_SETTING_COMPAT_MODE = 0,
@@ -156,6 +178,11 @@ typedef enum kvik_setting {
   KVIK_SETTING_AUTO_DIRECT_IO_READ,
   KVIK_SETTING_AUTO_DIRECT_IO_WRITE,
   KVIK_SETTING_ZERO_COPY_READ,
+  KVIK_SETTING_HTTP_MAX_ATTEMPTS,
+  KVIK_SETTING_HTTP_TIMEOUT,
+  KVIK_SETTING_HTTP_STATUS_CODES,
+  KVIK_SETTING_REMOTE_VERBOSE,
+  KVIK_SETTING_REMOTE_CONNECTIONS,
   KVIK_SETTING_COUNT /* number of settings; not a setting */
 } kvik_setting;
 
@@ -479,6 +506,132 @@ KVIK_API ssize_t kvik_mmap_read(kvik_mmap *map, void *buf, size_t size, int64_t 
 /* Start kvik_mmap_read() without waiting; see kvik_file_pread(). Thread-safe. */
 KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t offset, size_t task_size,
                              kvik_future **future);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Remote files                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A remote object, read over HTTP(S) with range requests through libcurl: a web server, S3
+ * (signed, public or presigned) or WebHDFS: KvikIO's RemoteHandle. Reads work as file reads do:
+ * into host or device memory, split into tasks of the task size that run in parallel on the
+ * thread pool, each one range request. Device memory goes through the pinned bounce buffers, one
+ * request per buffer, pipelined with the copies to the device as for files.
+ *
+ * Connections come from one process-wide pool of libcurl handles that stay connected between
+ * requests (keep-alive). At most KVIK_SETTING_REMOTE_CONNECTIONS requests are in flight at once;
+ * since each runs on a pool thread, KVIK_SETTING_NUM_THREADS bounds them too: raise both for a
+ * high-latency store, which needs many requests in flight to fill a link.
+ *
+ * Failures: a request answered with a status in KVIK_SETTING_HTTP_STATUS_CODES, a connection
+ * refused, dropped or timed out, or a body cut short is tried again after a pause that doubles
+ * each time (0.1 s, 0.2 s, 0.4 s ...), up to KVIK_SETTING_HTTP_MAX_ATTEMPTS attempts in all, each
+ * limited to KVIK_SETTING_HTTP_TIMEOUT seconds. Then, and for any other failure, the read fails
+ * with a code that says what happened:
+ *   KVIK_EHTTP_BASE - status   an HTTP error status (403, 404, ...; KVIK_IS_HTTP_ERROR)
+ *   -ETIMEDOUT                 an attempt took longer than KVIK_SETTING_HTTP_TIMEOUT
+ *   -ECONNREFUSED, -ECONNRESET the server refused the connection, or dropped it mid-response
+ *   KVIK_EREMOTE_SHORT         the response body ended before the requested range did
+ *   KVIK_EREMOTE_LONG          the response body was longer than the requested range
+ *   KVIK_ERANGE_IGNORED        the server answered a range request with the whole object
+ *   KVIK_ETLS                  TLS failed, e.g. a certificate that does not verify
+ *   KVIK_EREMOTE               any other transfer failure (the message has libcurl's words)
+ * A read that fails returns its code, never a byte count, and leaves its buffer undefined.
+ * Messages name the URL without its user name, password or query string, and never carry
+ * credentials; KVIK_SETTING_REMOTE_VERBOSE traces every request on stderr, credentials removed.
+ *
+ * TLS certificates are verified, against libcurl's CA store or the one named by CURL_CA_BUNDLE
+ * or SSL_CERT_FILE (a file) and SSL_CERT_DIR (a directory), read when the first remote file opens.
+ */
+typedef struct kvik_remote kvik_remote;
+
+/* What kind of server a URL names; the numbers are KvikIO's RemoteEndpointType. */
+typedef enum kvik_remote_kind {
+  KVIK_REMOTE_AUTO = 0,         /* find out from the URL, as below */
+  KVIK_REMOTE_S3 = 1,           /* S3, requests signed (AWS Signature Version 4) */
+  KVIK_REMOTE_S3_PUBLIC = 2,    /* S3, anonymous requests */
+  KVIK_REMOTE_S3_PRESIGNED = 3, /* an S3 URL that carries its own signature */
+  KVIK_REMOTE_WEBHDFS = 4,      /* Hadoop WebHDFS (op=OPEN, following the redirect to a data node) */
+  KVIK_REMOTE_HTTP = 5          /* any HTTP(S) server that answers range requests */
+} kvik_remote_kind;
+
+/*
+ * Options of kvik_remote_open(), a parameter struct: fill it with kvik_remote_options_init(),
+ * then set what differs. Strings are copied by kvik_remote_open(); NULL means "not given".
+ *
+ * S3 credentials, region and endpoint not given here are read from the environment:
+ * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_DEFAULT_REGION (else
+ * us-east-1, or the region an https URL names) and AWS_ENDPOINT_URL.
+ */
+typedef struct kvik_remote_options {
+  size_t struct_size;
+  kvik_remote_kind kind;
+  int64_t size; /* the object's size in bytes when known, which saves asking the server; or -1 */
+  const char *aws_access_key_id;
+  const char *aws_secret_access_key;
+  const char *aws_session_token;
+  const char *aws_region;
+  const char *aws_endpoint_url; /* e.g. "http://127.0.0.1:9000", for s3:// URLs (path-style) */
+  const char *webhdfs_user;     /* WebHDFS user.name; else the URL's own user.name, if any */
+} kvik_remote_options;
+
+/* Set every option to its default: struct_size, KVIK_REMOTE_AUTO, size -1, no strings. */
+KVIK_API void kvik_remote_options_init(kvik_remote_options *options);
+
+/*
+ * Open the remote object at `url` (`options` may be NULL for the defaults) and learn its size:
+ * from options->size, else by asking the server (HEAD; a one-byte range GET for presigned URLs,
+ * which sign GET only; GETFILESTATUS for WebHDFS).
+ *
+ * The URL forms, and how KVIK_REMOTE_AUTO classifies them, in this order:
+ *   s3://BUCKET/KEY                     S3 (KVIK_REMOTE_S3_PUBLIC if asked); requests go to
+ *                                       ENDPOINT/BUCKET/KEY with an endpoint, else to
+ *                                       https://BUCKET.s3.REGION.amazonaws.com/KEY
+ *   http(s)://... with X-Amz-Signature  KVIK_REMOTE_S3_PRESIGNED
+ *   http(s)://.../webhdfs/v1/PATH       KVIK_REMOTE_WEBHDFS
+ *   http(s)://HOST/... (S3 host)        KVIK_REMOTE_S3, for hosts such as
+ *                                       BUCKET.s3.REGION.amazonaws.com
+ *   http(s)://...                       KVIK_REMOTE_HTTP
+ *
+ * Returns 0 and a new handle in *remote, or a negative code: -EINVAL (NULL argument, bad
+ * options, a URL that is none of the above, S3 without credentials), KVIK_ENOREMOTE, and the
+ * codes above for the size request. Thread-safe.
+ */
+KVIK_API int kvik_remote_open(const char *url, const kvik_remote_options *options, kvik_remote **remote);
+
+/* Mark the handle closed, first waiting for reads in flight. The handle stays valid (calls on it
+ * fail with -EBADF) until kvik_remote_free(). Returns 0, or -EBADF if already closed.
+ * Thread-safe. */
+KVIK_API int kvik_remote_close(kvik_remote *remote);
+
+/* Close if open, then free. NULL is ignored. No other thread may use the handle during or after
+ * this call. */
+KVIK_API void kvik_remote_free(kvik_remote *remote);
+
+/* The object's size in bytes, learnt at open; or -EINVAL for NULL. Thread-safe. */
+KVIK_API int64_t kvik_remote_size(const kvik_remote *remote);
+
+/* The kind the handle was opened as, KVIK_REMOTE_AUTO resolved; or -EINVAL. Thread-safe. */
+KVIK_API int kvik_remote_kind_of(const kvik_remote *remote);
+
+/* The URL requests go to, as messages name it: without user name, password or query string.
+ * Lives as long as the handle. Thread-safe. */
+KVIK_API const char *kvik_remote_url(const kvik_remote *remote);
+
+/* Read `size` bytes at `offset` of the object into `buf` (host or device memory), in parallel,
+ * and wait. Returns the number of bytes read, less than `size` only where the object ends first
+ * (as kvik_file_read), or a negative code: -EBADF (closed), -EINVAL, and the codes above.
+ * Thread-safe. */
+KVIK_API ssize_t kvik_remote_read(kvik_remote *remote, void *buf, size_t size, int64_t offset);
+
+/* Start kvik_remote_read() without waiting; see kvik_file_pread(). Thread-safe. */
+KVIK_API int kvik_remote_pread(kvik_remote *remote, void *buf, size_t size, int64_t offset, size_t task_size,
+                               kvik_future **future);
+
+/* Whether this kvik was built with remote file support. Returns 1 and writes libcurl's version
+ * ("libcurl/7.88.1 OpenSSL/3.0.17 ...") into `detail`, or returns 0 and writes why not.
+ * `detail` may be NULL. Thread-safe. */
+KVIK_API int kvik_remote_supported(char *detail, size_t len);
 
 /* ------------------------------------------------------------------------------------------ */
 /* GPUDirect Storage (cuFile)                                                                   */

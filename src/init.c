@@ -10,6 +10,7 @@
 #include "cufile.h"
 #include "error.h"
 #include "future.h"
+#include "http.h"
 #include "pool.h"
 #include "registry.h"
 #include "settings.h"
@@ -18,10 +19,11 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_result;
 static char init_message[KVIK_MESSAGE_MAX];
 
-/* Lock order at fork: buffer registry (which opens cuFile under its lock), cuFile loader (which
- * loads CUDA under its lock), CUDA loader, bounce buffers, pool, completions; released in
- * reverse. */
+/* Lock order at fork: remote connections (never held with another lock), buffer registry
+ * (which opens cuFile under its lock), cuFile loader (which loads CUDA under its lock), CUDA
+ * loader, bounce buffers, pool, completions; released in reverse. */
 static void prepare(void) {
+  kvik__http_atfork_prepare();
   kvik__registry_atfork_prepare();
   kvik__cufile_atfork_prepare();
   kvik__cuda_atfork_prepare();
@@ -37,6 +39,7 @@ static void parent(void) {
   kvik__cuda_atfork_parent();
   kvik__cufile_atfork_parent();
   kvik__registry_atfork_parent();
+  kvik__http_atfork_parent();
 }
 
 static void child(void) {
@@ -46,6 +49,7 @@ static void child(void) {
   kvik__cuda_atfork_child();
   kvik__cufile_atfork_child();
   kvik__registry_atfork_child();
+  kvik__http_atfork_child();
 }
 
 static void initialise(void) {

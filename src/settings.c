@@ -18,7 +18,7 @@
 #include "init.h"
 #include "pool.h"
 
-typedef enum { KIND_TRISTATE, KIND_BOOL, KIND_COUNT, KIND_BYTES } value_kind;
+typedef enum { KIND_TRISTATE, KIND_BOOL, KIND_COUNT, KIND_BYTES, KIND_STATUS_LIST } value_kind;
 
 typedef struct {
   const char *name;      /* KvikIO's Python defaults name */
@@ -32,6 +32,8 @@ typedef struct {
 #define MAX_BYTES (INT64_C(1) << 40)
 #define MAX_THREADS 1024
 #define DEFAULT_MAX_THREADS 64
+#define MIN_STATUS 100
+#define MAX_STATUS 999
 
 static const setting_desc descs[KVIK_SETTING_COUNT] = {
     [KVIK_SETTING_COMPAT_MODE] = {"compat_mode", "KVIKIO_COMPAT_MODE", NULL, KIND_TRISTATE, 0, 2},
@@ -42,10 +44,26 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
     [KVIK_SETTING_AUTO_DIRECT_IO_READ] = {"auto_direct_io_read", "KVIKIO_AUTO_DIRECT_IO_READ", NULL, KIND_BOOL, 0, 1},
     [KVIK_SETTING_AUTO_DIRECT_IO_WRITE] = {"auto_direct_io_write", "KVIKIO_AUTO_DIRECT_IO_WRITE", NULL, KIND_BOOL, 0, 1},
     [KVIK_SETTING_ZERO_COPY_READ] = {"zero_copy_read", "KVIK_ZERO_COPY_READ", NULL, KIND_TRISTATE, 0, 2},
+    [KVIK_SETTING_HTTP_MAX_ATTEMPTS] = {"http_max_attempts", "KVIKIO_HTTP_MAX_ATTEMPTS", NULL, KIND_COUNT, 1, 1000},
+    [KVIK_SETTING_HTTP_TIMEOUT] = {"http_timeout", "KVIKIO_HTTP_TIMEOUT", NULL, KIND_COUNT, 1, 7 * 86400},
+    [KVIK_SETTING_HTTP_STATUS_CODES] = {"http_status_codes", "KVIKIO_HTTP_STATUS_CODES", NULL, KIND_STATUS_LIST,
+                                        MIN_STATUS, MAX_STATUS},
+    [KVIK_SETTING_REMOTE_VERBOSE] = {"remote_verbose", "KVIKIO_REMOTE_VERBOSE", NULL, KIND_BOOL, 0, 1},
+    [KVIK_SETTING_REMOTE_CONNECTIONS] = {"remote_connections", "KVIK_REMOTE_CONNECTIONS", NULL, KIND_COUNT, 1,
+                                         MAX_THREADS},
 };
 
 static _Atomic int64_t values[KVIK_SETTING_COUNT];
 static _Atomic int sources[KVIK_SETTING_COUNT];
+
+/* KVIK_SETTING_HTTP_STATUS_CODES, one bit per status; its values[] entry is unused. A change
+ * stores word by word: a request that reads the set meanwhile may see part of the change. */
+#define STATUS_WORDS ((MAX_STATUS + 64) / 64)
+typedef struct status_set {
+  uint64_t bits[STATUS_WORDS];
+} status_set;
+static _Atomic uint64_t retry_statuses[STATUS_WORDS];
+static const int default_retry_statuses[] = {429, 500, 502, 503, 504};
 
 /* Page-cache reads are bound by memory copies, which scale with cores: one thread per CPU this
  * process may run on serves well out of the box (see the README's benchmark). The cap keeps a
@@ -64,6 +82,10 @@ static int64_t default_value(kvik_setting s) {
   case KVIK_SETTING_TASK_SIZE: return 4 * MiB;
   case KVIK_SETTING_GDS_THRESHOLD: return 1 * MiB;
   case KVIK_SETTING_BOUNCE_BUFFER_SIZE: return 16 * MiB;
+  case KVIK_SETTING_HTTP_MAX_ATTEMPTS: return 3;
+  case KVIK_SETTING_HTTP_TIMEOUT: return 60;
+  /* Requests run on pool threads, which bound them anyway: this only caps a big pool. */
+  case KVIK_SETTING_REMOTE_CONNECTIONS: return 64;
   default: return 0;
   }
 }
@@ -113,6 +135,54 @@ static int parse_decimal(const char *t, int64_t *out) {
   return 1;
 }
 
+static void status_add(status_set *set, int64_t status) { set->bits[status / 64] |= UINT64_C(1) << (status % 64); }
+
+static int status_has(const status_set *set, int64_t status) { return (set->bits[status / 64] >> (status % 64)) & 1; }
+
+/* "429, 500,503" into a set; "" is the empty set. Returns 0 or -EINVAL with a message naming
+ * `what`. */
+static int parse_status_list(const char *text, const char *what, status_set *set) {
+  *set = (status_set){{0}};
+  const char *p = text;
+  while (isspace((unsigned char)*p)) p++;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long status = strtol(p, &end, 10);
+    if (end == p || errno || status < MIN_STATUS || status > MAX_STATUS)
+      return kvik__fail(-EINVAL, "%s='%s': expected HTTP statuses (%d to %d) separated by commas", what, text,
+                        MIN_STATUS, MAX_STATUS);
+    status_add(set, status);
+    for (p = end; isspace((unsigned char)*p); p++) {}
+    if (*p == ',') p++;
+    else if (*p) return kvik__fail(-EINVAL, "%s='%s': expected a comma after %ld", what, text, status);
+    while (isspace((unsigned char)*p)) p++;
+  }
+  return 0;
+}
+
+static void store_statuses(const status_set *set) {
+  for (int i = 0; i < STATUS_WORDS; i++) atomic_store(&retry_statuses[i], set->bits[i]);
+}
+
+int kvik__http_status_retryable(long status) {
+  return status >= MIN_STATUS && status <= MAX_STATUS &&
+         ((atomic_load(&retry_statuses[status / 64]) >> (status % 64)) & 1);
+}
+
+static int format_statuses(char *buf, size_t len) {
+  status_set set;
+  for (int i = 0; i < STATUS_WORDS; i++) set.bits[i] = atomic_load(&retry_statuses[i]);
+  int n = 0;
+  if (len > 0) buf[0] = '\0';
+  for (int64_t status = MIN_STATUS; status <= MAX_STATUS; status++) {
+    if (!status_has(&set, status)) continue;
+    size_t used = (size_t)n;
+    n += snprintf(used < len ? buf + used : NULL, used < len ? len - used : 0, "%s%d", n ? "," : "", (int)status);
+  }
+  return n;
+}
+
 static const char *expected_text(value_kind kind) {
   switch (kind) {
   case KIND_TRISTATE: return "ON, OFF or AUTO (or true/false/yes/no/1/0)";
@@ -148,8 +218,21 @@ static int read_env(kvik_setting s, const char *var, int64_t *out) {
   return rc < 0 ? KVIK_ECONFIG : 1;
 }
 
+/* The retry statuses, from KVIKIO_HTTP_STATUS_CODES or the default. */
+static int load_statuses(void) {
+  const char *var = descs[KVIK_SETTING_HTTP_STATUS_CODES].env, *text = getenv(var);
+  status_set set = {{0}};
+  if (text && parse_status_list(text, var, &set) < 0) return KVIK_ECONFIG;
+  for (size_t i = 0; !text && i < sizeof default_retry_statuses / sizeof *default_retry_statuses; i++)
+    status_add(&set, default_retry_statuses[i]);
+  store_statuses(&set);
+  atomic_store(&sources[KVIK_SETTING_HTTP_STATUS_CODES], text ? KVIK_SOURCE_ENV : KVIK_SOURCE_DEFAULT);
+  return 0;
+}
+
 static int load_one(kvik_setting s) {
   const setting_desc *d = &descs[s];
+  if (d->kind == KIND_STATUS_LIST) return load_statuses();
   int64_t value = default_value(s), alias_value;
   int rc = read_env(s, d->env, &value);
   if (rc < 0) return rc;
@@ -179,8 +262,15 @@ int64_t kvik__setting(kvik_setting setting) { return atomic_load(&values[setting
 
 /* ---- public API ------------------------------------------------------------------------- */
 
+/* Lists have no int64_t value. */
+static int refuse_list(const char *fn, kvik_setting s) {
+  return kvik__fail(-EINVAL, "%s(%s): a list, read and changed as text: use kvik_setting_format/kvik_setting_parse",
+                    fn, descs[s].name);
+}
+
 int kvik_setting_get(kvik_setting setting, int64_t *value) {
   if (!valid_setting(setting) || !value) return kvik__fail(-EINVAL, "kvik_setting_get: unknown setting %d or NULL value", (int)setting);
+  if (descs[setting].kind == KIND_STATUS_LIST) return refuse_list("kvik_setting_get", setting);
   int rc = kvik__init();
   if (rc < 0) return rc;
   *value = kvik__setting(setting);
@@ -205,6 +295,7 @@ static int set_checked(kvik_setting s, int64_t value) {
 
 int kvik_setting_set(kvik_setting setting, int64_t value) {
   if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_set: unknown setting %d", (int)setting);
+  if (descs[setting].kind == KIND_STATUS_LIST) return refuse_list("kvik_setting_set", setting);
   int rc = kvik__init();
   if (rc < 0) return rc;
   const setting_desc *d = &descs[setting];
@@ -214,11 +305,23 @@ int kvik_setting_set(kvik_setting setting, int64_t value) {
   return set_checked(setting, value);
 }
 
+static int parse_statuses_checked(const char *text) {
+  status_set set;
+  int rc = parse_status_list(text, descs[KVIK_SETTING_HTTP_STATUS_CODES].name, &set);
+  if (rc < 0) return rc;
+  pthread_mutex_lock(&set_lock);
+  store_statuses(&set);
+  atomic_store(&sources[KVIK_SETTING_HTTP_STATUS_CODES], KVIK_SOURCE_API);
+  pthread_mutex_unlock(&set_lock);
+  return 0;
+}
+
 int kvik_setting_parse(kvik_setting setting, const char *text) {
   if (!valid_setting(setting) || !text)
     return kvik__fail(-EINVAL, "kvik_setting_parse: unknown setting %d or NULL text", (int)setting);
   int rc = kvik__init();
   if (rc < 0) return rc;
+  if (descs[setting].kind == KIND_STATUS_LIST) return parse_statuses_checked(text);
   int64_t value;
   rc = parse_value(setting, text, descs[setting].name, &value);
   return rc < 0 ? rc : set_checked(setting, value);
@@ -231,6 +334,10 @@ int kvik_setting_source_of(kvik_setting setting) {
 }
 
 int kvik_setting_format(kvik_setting setting, char *buf, size_t len) {
+  if (valid_setting(setting) && descs[setting].kind == KIND_STATUS_LIST) {
+    int rc = kvik__init();
+    return rc < 0 ? rc : format_statuses(buf, len);
+  }
   int64_t v = 0;
   int rc = kvik_setting_get(setting, &v);
   if (rc < 0) return rc;

@@ -13,4 +13,7 @@ int kvik__settings_load_env(void);
 /* The current value of a setting. Only meaningful after kvik__init() succeeded. */
 int64_t kvik__setting(kvik_setting setting);
 
+/* Whether a response with this HTTP status is tried again (KVIK_SETTING_HTTP_STATUS_CODES). */
+int kvik__http_status_retryable(long status);
+
 #endif

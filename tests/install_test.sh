@@ -15,8 +15,9 @@ export PKG_CONFIG_PATH="$pc"
 cc "$src/examples/hello.c" $(pkg-config --cflags --libs kvik) -Wl,-rpath,"$libdir" -o "$work/hello-shared"
 "$work/hello-shared" "$work/f1"
 
+# libkvik.a by name, so that the linker cannot pick the shared library; then what it needs.
 cc -static-libgcc "$src/examples/hello.c" $(pkg-config --cflags kvik) "$libdir/libkvik.a" \
-  $(pkg-config --libs-only-other --static kvik) -lpthread -ldl -o "$work/hello-static"
+  $(pkg-config --libs --static kvik | sed 's/-lkvik//') -o "$work/hello-static"
 "$work/hello-static" "$work/f2"
 if ldd "$work/hello-static" | grep -q libkvik; then echo "static build links libkvik.so"; exit 1; fi
 

@@ -118,9 +118,22 @@ static void test_cuda_codes(void) {
   ASSERT(strcmp(kvik_strerror(KVIK_ECUDA_BASE - 998), "unknown CUDA error") == 0);
 }
 
+static void test_http_codes(void) {
+  ASSERT(KVIK_IS_HTTP_ERROR(KVIK_EHTTP_BASE - 404) && KVIK_HTTP_STATUS(KVIK_EHTTP_BASE - 404) == 404);
+  ASSERT(strcmp(kvik_err_name(KVIK_EHTTP_BASE - 404), "HTTP_404") == 0);
+  ASSERT(strcmp(kvik_strerror(KVIK_EHTTP_BASE - 404), "Not Found") == 0);
+  ASSERT(strcmp(kvik_err_name(KVIK_EHTTP_BASE - 503), "HTTP_503") == 0);
+  ASSERT(strcmp(kvik_strerror(KVIK_EHTTP_BASE - 403), "Forbidden") == 0);
+  /* A status no standard names. */
+  ASSERT(strcmp(kvik_err_name(KVIK_EHTTP_BASE - 599), "HTTP_ERROR") == 0);
+  ASSERT(strcmp(kvik_strerror(KVIK_EHTTP_BASE - 599), "HTTP error status") == 0);
+  ASSERT(!KVIK_IS_HTTP_ERROR(KVIK_EHTTP_BASE - 99) && !KVIK_IS_CUDA_ERROR(KVIK_EHTTP_BASE - 404));
+}
+
 static void test_codes_beyond_every_range(void) {
-  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 6, -4999, KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE,
-                       KVIK_ECUDA_BASE - 1000, -7001, -999999, -2147483647 - 1};
+  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 12, -4999, KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE,
+                       KVIK_ECUDA_BASE - 1000, KVIK_EHTTP_BASE, KVIK_EHTTP_BASE - 99, KVIK_EHTTP_BASE - 1000,
+                       -999999, -2147483647 - 1};
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
     if (strcmp(kvik_err_name(codes[i]), "UNKNOWN") != 0 || strcmp(kvik_strerror(codes[i]), "unknown error") != 0)
       FAIL_AT("code %d: \"%s\" / \"%s\"", codes[i], kvik_err_name(codes[i]), kvik_strerror(codes[i]));
@@ -176,6 +189,7 @@ int main(void) {
   test_names_and_texts();
   test_cufile_codes();
   test_cuda_codes();
+  test_http_codes();
   test_codes_beyond_every_range();
   test_message_is_thread_local();
   test_detail_message_names_call_and_path();

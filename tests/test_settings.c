@@ -22,13 +22,25 @@ static void test_defaults(void) {
   ASSERT_EQ(v, 0);
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, &v));
   ASSERT_EQ(v, 0);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_HTTP_MAX_ATTEMPTS, &v));
+  ASSERT_EQ(v, 3);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_HTTP_TIMEOUT, &v));
+  ASSERT_EQ(v, 60);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_REMOTE_VERBOSE, &v));
+  ASSERT_EQ(v, 0);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_REMOTE_CONNECTIONS, &v));
+  ASSERT_EQ(v, 64);
+  char text[64];
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_HTTP_STATUS_CODES, text, sizeof text), 19);
+  ASSERT(strcmp(text, "429,500,502,503,504") == 0);
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) ASSERT_EQ(kvik_setting_source_of((kvik_setting)s), KVIK_SOURCE_DEFAULT);
 }
 
 static void test_names(void) {
   static const char *const names[] = {"compat_mode", "num_threads", "task_size", "gds_threshold",
                                       "bounce_buffer_size", "auto_direct_io_read", "auto_direct_io_write",
-                                      "zero_copy_read"};
+                                      "zero_copy_read", "http_max_attempts", "http_timeout",
+                                      "http_status_codes", "remote_verbose", "remote_connections"};
   ASSERT_EQ(sizeof names / sizeof names[0], KVIK_SETTING_COUNT);
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
     ASSERT(strcmp(kvik_setting_name((kvik_setting)s), names[s]) == 0);
@@ -64,6 +76,28 @@ static void test_set_get_format(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 3));
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &v));
   ASSERT_EQ(v, 3);
+}
+
+/* The one list: text in and out, no int64_t value. */
+static void test_status_codes(void) {
+  char text[64];
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_HTTP_STATUS_CODES, " 503, 429,503 "));
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_HTTP_STATUS_CODES, text, sizeof text), 7);
+  ASSERT(strcmp(text, "429,503") == 0);
+  ASSERT_EQ(kvik_setting_source_of(KVIK_SETTING_HTTP_STATUS_CODES), KVIK_SOURCE_API);
+  /* Too small a buffer: the length it needs, the text cut short and terminated. */
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_HTTP_STATUS_CODES, text, 4), 7);
+  ASSERT(strcmp(text, "429") == 0);
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_HTTP_STATUS_CODES, ""));
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_HTTP_STATUS_CODES, text, sizeof text), 0);
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_HTTP_STATUS_CODES, "503,5xx"), -EINVAL, "'503,5xx'");
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_HTTP_STATUS_CODES, "99"), -EINVAL, "100 to 999");
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_HTTP_STATUS_CODES, "503;504"), -EINVAL, "comma");
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_HTTP_STATUS_CODES, text, sizeof text), 0); /* unchanged */
+  int64_t v;
+  ASSERT_FAILS(kvik_setting_get(KVIK_SETTING_HTTP_STATUS_CODES, &v), -EINVAL, "kvik_setting_format");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_HTTP_STATUS_CODES, 503), -EINVAL, "kvik_setting_parse");
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_HTTP_STATUS_CODES, "429,500,502,503,504"));
 }
 
 static void test_invalid_values_change_nothing(void) {
@@ -127,6 +161,13 @@ static const env_case env_cases[] = {
     {{"KVIK_ZERO_COPY_READ=off"}, KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF, 1, NULL},
     {{"KVIK_ZERO_COPY_READ=Auto"}, KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO, 1, NULL},
     {{"KVIK_ZERO_COPY_READ=maybe"}, KVIK_SETTING_ZERO_COPY_READ, 0, 0, "KVIK_ZERO_COPY_READ='maybe'"},
+    {{"KVIKIO_HTTP_MAX_ATTEMPTS=5"}, KVIK_SETTING_HTTP_MAX_ATTEMPTS, 5, 1, NULL},
+    {{"KVIKIO_HTTP_MAX_ATTEMPTS=0"}, KVIK_SETTING_HTTP_MAX_ATTEMPTS, 0, 0, "KVIKIO_HTTP_MAX_ATTEMPTS='0'"},
+    {{"KVIKIO_HTTP_TIMEOUT=2"}, KVIK_SETTING_HTTP_TIMEOUT, 2, 1, NULL},
+    {{"KVIKIO_HTTP_TIMEOUT=1.5"}, KVIK_SETTING_HTTP_TIMEOUT, 0, 0, "KVIKIO_HTTP_TIMEOUT='1.5'"},
+    {{"KVIKIO_REMOTE_VERBOSE=on"}, KVIK_SETTING_REMOTE_VERBOSE, 1, 1, NULL},
+    {{"KVIK_REMOTE_CONNECTIONS=8"}, KVIK_SETTING_REMOTE_CONNECTIONS, 8, 1, NULL},
+    {{"KVIK_REMOTE_CONNECTIONS=0"}, KVIK_SETTING_REMOTE_CONNECTIONS, 0, 0, "KVIK_REMOTE_CONNECTIONS='0'"},
 };
 
 static void check_env_case_in_child(const env_case *c) {
@@ -144,19 +185,41 @@ static void check_env_case_in_child(const env_case *c) {
   ASSERT_FAILS(kvik_file_open("/dev/null", "r", 0, &f), KVIK_ECONFIG, c->message);
 }
 
-static void test_environment(void) {
-  for (size_t i = 0; i < sizeof env_cases / sizeof env_cases[0]; i++) {
-    fflush(NULL);
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
-    if (pid == 0) {
-      check_env_case_in_child(&env_cases[i]);
-      _exit(0);
-    }
-    int status;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL_AT("environment case %zu (%s) failed", i, env_cases[i].vars[0]);
+/* The list, read as text. */
+static void check_status_env_in_child(const env_case *unused) {
+  (void)unused;
+  setenv("KVIKIO_HTTP_STATUS_CODES", "503, 429", 1);
+  char text[64];
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_HTTP_STATUS_CODES, text, sizeof text), 7);
+  ASSERT(strcmp(text, "429,503") == 0);
+  ASSERT_EQ(kvik_setting_source_of(KVIK_SETTING_HTTP_STATUS_CODES), KVIK_SOURCE_ENV);
+}
+
+static void check_bad_status_env_in_child(const env_case *unused) {
+  (void)unused;
+  setenv("KVIKIO_HTTP_STATUS_CODES", "5xx", 1);
+  kvik_file *f;
+  ASSERT_FAILS(kvik_file_open("/dev/null", "r", 0, &f), KVIK_ECONFIG, "KVIKIO_HTTP_STATUS_CODES='5xx'");
+}
+
+static void run_in_child(const char *name, void (*check)(const env_case *), const env_case *c) {
+  fflush(NULL);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    check(c);
+    _exit(0);
   }
+  int status;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL_AT("environment case %s failed", name);
+}
+
+static void test_environment(void) {
+  for (size_t i = 0; i < sizeof env_cases / sizeof env_cases[0]; i++)
+    run_in_child(env_cases[i].vars[0], check_env_case_in_child, &env_cases[i]);
+  run_in_child("KVIKIO_HTTP_STATUS_CODES", check_status_env_in_child, NULL);
+  run_in_child("KVIKIO_HTTP_STATUS_CODES (invalid)", check_bad_status_env_in_child, NULL);
 }
 
 int main(void) {
@@ -167,6 +230,7 @@ int main(void) {
   test_defaults();
   test_names();
   test_set_get_format();
+  test_status_codes();
   test_invalid_values_change_nothing();
   return 0;
 }

@@ -94,6 +94,12 @@ static void print_lib(const char *label, kvik_runtime_lib lib) {
   printf("  %-12s %s: %s\n", label, found == 1 ? "found" : "not found", detail);
 }
 
+static void print_remote(void) {
+  char detail[256];
+  int supported = kvik_remote_supported(detail, sizeof detail);
+  printf("\nremote files: %s%s\n", supported ? "" : "unavailable: ", detail);
+}
+
 /* What device IO can use: the driver's version and devices, or why it cannot work. */
 static void print_cuda(void) {
   int version = kvik_cuda_driver_version();
@@ -305,10 +311,7 @@ static int cmd_info(int argc, char **argv) {
   char dir[4096];
   directory_of(path, is_file, dir, sizeof dir);
   /* An invalid environment value makes every setting meaningless: fail before printing any. */
-  for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
-    int64_t unused;
-    if (kvik_setting_get((kvik_setting)s, &unused) < 0) return cli_fail("info");
-  }
+  if (kvik_setting_source_of(KVIK_SETTING_COMPAT_MODE) < 0) return cli_fail("info");
   printf("kvik %s\n\n", kvik_version_string());
   if (print_settings() != CLI_OK) return CLI_ERROR;
   printf("\nruntime libraries:\n");
@@ -316,6 +319,7 @@ static int cmd_info(int argc, char **argv) {
   print_lib("cuFile", KVIK_LIB_CUFILE);
   print_cuda();
   print_gds();
+  print_remote();
   int direct = kvik_direct_io_supported(dir);
   if (direct < 0) return cli_fail("info");
   printf("\nO_DIRECT in %s: %s\n", dir, direct ? "supported" : "not supported");

@@ -1,0 +1,389 @@
+/* HTTP requests through libcurl: connected handles kept for reuse, retries with backoff, and
+ * failures told apart (see http.h). */
+#define _GNU_SOURCE
+#include "http.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include "error.h"
+#include "kvik.h"
+
+#ifndef KVIK_HAVE_CURL
+
+int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp) {
+  *resp = (kvik__http_response){0, 0, -1, -1};
+  return kvik__fail(KVIK_ENOREMOTE, "%s(\"%s\"): kvik was built without libcurl", req->fn, req->display);
+}
+
+int kvik__http_supported(char *detail, size_t len) {
+  if (detail && len) snprintf(detail, len, "built without libcurl");
+  return 0;
+}
+
+void kvik__http_atfork_prepare(void) {}
+void kvik__http_atfork_parent(void) {}
+void kvik__http_atfork_child(void) {}
+
+#else
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "settings.h"
+
+/* ---- libcurl, once ------------------------------------------------------------------------ */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+/* libcurl reads no CA variables itself (its command line tool does): kvik passes them on. */
+static const char *ca_file, *ca_dir;
+
+static void init_curl(void) {
+  curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+  ca_file = getenv("CURL_CA_BUNDLE");
+  if (!ca_file) ca_file = getenv("SSL_CERT_FILE");
+  ca_dir = getenv("SSL_CERT_DIR");
+}
+
+int kvik__http_supported(char *detail, size_t len) {
+  if (detail && len) snprintf(detail, len, "%s", curl_version());
+  return 1;
+}
+
+/* ---- the handle pool ---------------------------------------------------------------------- */
+
+/* Idle handles keep their connections open, so the next request to the same server skips the
+ * TCP and TLS handshakes. At most KVIK_SETTING_REMOTE_CONNECTIONS handles are in use at once;
+ * requests beyond wait for one. */
+typedef struct idle_handle {
+  CURL *curl;
+  struct idle_handle *next;
+} idle_handle;
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
+static idle_handle *idle_list;
+static unsigned in_use;
+
+static CURL *acquire_handle(void) {
+  unsigned cap = (unsigned)kvik__setting(KVIK_SETTING_REMOTE_CONNECTIONS);
+  pthread_mutex_lock(&pool_lock);
+  while (in_use >= cap) pthread_cond_wait(&pool_cond, &pool_lock);
+  in_use++;
+  idle_handle *idle = idle_list;
+  if (idle) idle_list = idle->next;
+  pthread_mutex_unlock(&pool_lock);
+  CURL *curl = idle ? idle->curl : curl_easy_init();
+  free(idle);
+  if (!curl) {
+    pthread_mutex_lock(&pool_lock);
+    in_use--;
+    pthread_cond_signal(&pool_cond);
+    pthread_mutex_unlock(&pool_lock);
+  }
+  return curl;
+}
+
+static void release_handle(CURL *curl) {
+  idle_handle *idle = malloc(sizeof *idle);
+  pthread_mutex_lock(&pool_lock);
+  in_use--;
+  if (idle) {
+    *idle = (idle_handle){curl, idle_list};
+    idle_list = idle;
+  }
+  pthread_cond_signal(&pool_cond);
+  pthread_mutex_unlock(&pool_lock);
+  if (!idle) curl_easy_cleanup(curl);
+}
+
+void kvik__http_atfork_prepare(void) { pthread_mutex_lock(&pool_lock); }
+
+void kvik__http_atfork_parent(void) { pthread_mutex_unlock(&pool_lock); }
+
+/* The idle handles' connections are the parent's too: a TLS stream used from two processes is
+ * corrupted, and cleaning a handle up may send on it. The child leaves them alone (a small
+ * leak) and connects afresh. */
+void kvik__http_atfork_child(void) {
+  pthread_mutex_init(&pool_lock, NULL);
+  pthread_cond_init(&pool_cond, NULL);
+  idle_list = NULL;
+  in_use = 0;
+}
+
+/* ---- tracing, without credentials -------------------------------------------------------- */
+
+static int starts_with_nocase(const char *s, size_t n, const char *prefix) {
+  size_t p = strlen(prefix);
+  return n >= p && strncasecmp(s, prefix, p) == 0;
+}
+
+/* One line of libcurl's trace with what could carry a secret cut out: credential headers, query
+ * strings (presigned signatures, delegation tokens) and the user libcurl says it authenticates. */
+static void trace_line(char mark, const char *line, size_t n) {
+  static const char *const secret_headers[] = {"authorization:", "proxy-authorization:", "x-amz-security-token:",
+                                               "cookie:", "set-cookie:"};
+  for (size_t i = 0; i < sizeof secret_headers / sizeof *secret_headers; i++)
+    if (starts_with_nocase(line, n, secret_headers[i])) {
+      fprintf(stderr, "kvik remote: %c %s <redacted>\n", mark, secret_headers[i]);
+      return;
+    }
+  const char *query = memchr(line, '?', n), *user = memmem(line, n, "user '", 6);
+  const char *cut = query && (!user || query < user) ? query : user;
+  if (!cut) {
+    fprintf(stderr, "kvik remote: %c %.*s\n", mark, (int)n, line);
+    return;
+  }
+  const char *rest = cut == query ? memmem(cut, n - (size_t)(cut - line), " HTTP/", 6) : NULL;
+  fprintf(stderr, "kvik remote: %c %.*s%s<redacted>%.*s\n", mark, (int)(cut - line), line, cut == query ? "?" : "user '",
+          rest ? (int)(n - (size_t)(rest - line)) : 0, rest ? rest : "");
+}
+
+static int trace(CURL *curl, curl_infotype type, char *data, size_t size, void *user) {
+  (void)curl, (void)user;
+  char mark = type == CURLINFO_TEXT ? '*' : type == CURLINFO_HEADER_IN ? '<' : type == CURLINFO_HEADER_OUT ? '>' : 0;
+  if (!mark) return 0; /* bodies and TLS records */
+  while (size > 0) {
+    const char *nl = memchr(data, '\n', size);
+    size_t n = nl ? (size_t)(nl - data) + 1 : size, line = n;
+    while (line > 0 && (data[line - 1] == '\n' || data[line - 1] == '\r')) line--;
+    if (line > 0) trace_line(mark, data, line);
+    data += n;
+    size -= n;
+  }
+  return 0;
+}
+
+/* ---- one attempt -------------------------------------------------------------------------- */
+
+/* Each handle has a receive buffer of this size. */
+#define RECEIVE_BUFFER (1L << 20)
+
+/* What the callbacks see of the response being received. */
+typedef struct transfer {
+  const kvik__http_request *req;
+  CURL *curl;
+  kvik__http_response resp;
+  int status_seen;    /* the write callback has looked at the status */
+  int range_ignored;  /* a range request answered with 200: aborted */
+  int overflow;       /* more body than capacity: aborted */
+  char error_body[512]; /* the start of an error response's body, for the S3 error code */
+  size_t error_len;
+} transfer;
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
+  transfer *t = arg;
+  size_t n = size * nmemb;
+  if (!t->status_seen) {
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &t->resp.status);
+    t->status_seen = 1;
+  }
+  if (t->resp.status < 200 || t->resp.status >= 300) {
+    size_t room = sizeof t->error_body - 1 - t->error_len, keep = n < room ? n : room;
+    memcpy(t->error_body + t->error_len, data, keep);
+    t->error_len += keep;
+    t->error_body[t->error_len] = '\0';
+    return n;
+  }
+  if (t->req->range_len > 0 && t->resp.status == 200) return t->range_ignored = 1, 0;
+  if (n > t->req->capacity - t->resp.received) return t->overflow = 1, 0;
+  memcpy(t->req->dest + t->resp.received, data, n);
+  t->resp.received += n;
+  return n;
+}
+
+static int64_t parse_int64(const char *p, const char *end) {
+  int64_t v = 0;
+  if (p >= end || !isdigit((unsigned char)*p)) return -1;
+  for (; p < end && isdigit((unsigned char)*p); p++) {
+    if (v > (INT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (*p - '0');
+  }
+  return v;
+}
+
+/* Headers of every response, redirects included: a status line starts a new response. */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *arg) {
+  transfer *t = arg;
+  size_t n = size * nmemb;
+  if (starts_with_nocase(data, n, "HTTP/")) {
+    t->resp.range_total = -1;
+    t->resp.content_length = -1;
+  } else if (starts_with_nocase(data, n, "content-range:")) {
+    const char *slash = memchr(data, '/', n);
+    if (slash) t->resp.range_total = parse_int64(slash + 1, data + n);
+  } else if (starts_with_nocase(data, n, "content-length:")) {
+    const char *p = data + strlen("content-length:"), *end = data + n;
+    while (p < end && *p == ' ') p++;
+    t->resp.content_length = parse_int64(p, end);
+  }
+  return n;
+}
+
+static void set_request_options(CURL *curl, transfer *t, char *range, struct curl_slist *headers, char *errbuf) {
+  const kvik__http_request *req = t->req;
+  curl_easy_setopt(curl, CURLOPT_URL, req->url);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L); /* no SIGALRM for timeouts: other threads run */
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L); /* WebHDFS answers with its data node's URL */
+  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)kvik__setting(KVIK_SETTING_HTTP_TIMEOUT));
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, t);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, t);
+  /* Fewer, larger reads from the socket than libcurl's 16 KiB (see RECEIVE_BUFFER). */
+  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, RECEIVE_BUFFER);
+  if (ca_file) curl_easy_setopt(curl, CURLOPT_CAINFO, ca_file);
+  if (ca_dir) curl_easy_setopt(curl, CURLOPT_CAPATH, ca_dir);
+  if (req->head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  if (range) curl_easy_setopt(curl, CURLOPT_RANGE, range);
+  if (req->auth) {
+    curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, req->auth->sigv4);
+    curl_easy_setopt(curl, CURLOPT_USERPWD, req->auth->userpwd);
+  }
+  if (headers) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  if (kvik__setting(KVIK_SETTING_REMOTE_VERBOSE)) {
+    curl_easy_setopt(curl, CURLOPT_DEBUGFUNCTION, trace);
+    curl_easy_setopt(curl, CURLOPT_VERBOSE, 1L);
+  }
+}
+
+/* ---- failures ----------------------------------------------------------------------------- */
+
+static int curl_code(CURLcode cc) {
+  switch (cc) {
+  case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
+  case CURLE_COULDNT_CONNECT: return -ECONNREFUSED;
+  case CURLE_RECV_ERROR:
+  case CURLE_SEND_ERROR:
+  case CURLE_GOT_NOTHING: return -ECONNRESET;
+  case CURLE_PARTIAL_FILE: return KVIK_EREMOTE_SHORT;
+  case CURLE_OUT_OF_MEMORY: return -ENOMEM;
+  case CURLE_URL_MALFORMAT:
+  case CURLE_UNSUPPORTED_PROTOCOL: return -EINVAL;
+  case CURLE_SSL_CONNECT_ERROR:
+  case CURLE_PEER_FAILED_VERIFICATION:
+  case CURLE_SSL_CERTPROBLEM:
+  case CURLE_SSL_CIPHER:
+  case CURLE_SSL_CACERT_BADFILE:
+  case CURLE_SSL_ISSUER_ERROR:
+  case CURLE_SSL_CRL_BADFILE:
+  case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+  case CURLE_SSL_INVALIDCERTSTATUS: return KVIK_ETLS;
+  default: return KVIK_EREMOTE;
+  }
+}
+
+/* S3 names its errors in <Code>...</Code>; the rest of its body may quote the request, key id
+ * included, so only the code is kept. */
+static void s3_error_code(const char *body, char *code, size_t len) {
+  const char *start = strstr(body, "<Code>"), *end = start ? strstr(start, "</Code>") : NULL;
+  code[0] = '\0';
+  if (start && end) snprintf(code, len, " (S3: %.*s)", (int)(end - start - 6), start + 6);
+}
+
+/* The attempt's outcome as a code, with its description in `why`. */
+static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *why, size_t len) {
+  const kvik__http_request *req = t->req;
+  long status = t->resp.status;
+  if (t->range_ignored) {
+    snprintf(why, len, "the server answered 200 with the whole object instead of the range");
+    return KVIK_ERANGE_IGNORED;
+  }
+  if (t->overflow) {
+    snprintf(why, len, "the response body is longer than the %zu bytes asked for", req->capacity);
+    return KVIK_EREMOTE_LONG;
+  }
+  if (cc != CURLE_OK) {
+    snprintf(why, len, "%s%s%s", curl_easy_strerror(cc), errbuf[0] ? ": " : "", errbuf);
+    return curl_code(cc);
+  }
+  if (status < 200 || status >= 300 || (req->range_len > 0 && status != 206)) {
+    char s3_code[96];
+    s3_error_code(t->error_body, s3_code, sizeof s3_code);
+    snprintf(why, len, "HTTP %ld %s%s", status, kvik_strerror(KVIK_EHTTP_BASE - (int)status), s3_code);
+    return status >= 100 && status <= 999 ? KVIK_EHTTP_BASE - (int)status : KVIK_EREMOTE;
+  }
+  if (req->expect != KVIK__HTTP_ANY_SIZE && t->resp.received != req->expect) {
+    snprintf(why, len, "the response body has %zu bytes, %zu were asked for", t->resp.received, req->expect);
+    return t->resp.received < req->expect ? KVIK_EREMOTE_SHORT : KVIK_EREMOTE_LONG;
+  }
+  return 0;
+}
+
+static int retryable(int code) {
+  if (KVIK_IS_HTTP_ERROR(code)) return kvik__http_status_retryable(KVIK_HTTP_STATUS(code));
+  return code == -ETIMEDOUT || code == -ECONNREFUSED || code == -ECONNRESET || code == KVIK_EREMOTE_SHORT;
+}
+
+static int attempt(CURL *curl, const kvik__http_request *req, kvik__http_response *resp, char *why, size_t len) {
+  transfer t = {req, curl, {0, 0, -1, -1}, 0, 0, 0, {0}, 0};
+  char range[48], errbuf[CURL_ERROR_SIZE] = "";
+  if (req->range_len > 0)
+    snprintf(range, sizeof range, "%lld-%lld", (long long)req->range_start,
+             (long long)(req->range_start + (int64_t)req->range_len - 1));
+  struct curl_slist *headers = NULL;
+  if (req->auth && req->auth->token_header) {
+    headers = curl_slist_append(NULL, req->auth->token_header);
+    if (!headers) {
+      snprintf(why, len, "out of memory");
+      return -ENOMEM;
+    }
+  }
+  curl_easy_reset(curl); /* options of the handle's last request; its connections stay */
+  set_request_options(curl, &t, req->range_len > 0 ? range : NULL, headers, errbuf);
+  CURLcode cc = curl_easy_perform(curl);
+  curl_slist_free_all(headers);
+  if (!t.status_seen) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &t.resp.status);
+  *resp = t.resp;
+  return classify(&t, cc, errbuf, why, len);
+}
+
+/* 0.1 s before the second attempt, doubling up to 10 s. */
+static void back_off(unsigned failed_attempts) {
+  int64_t ms = failed_attempts > 7 ? 10000 : (int64_t)100 << (failed_attempts - 1);
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static void describe_request(const kvik__http_request *req, char *what, size_t len) {
+  if (req->range_len > 0)
+    snprintf(what, len, "%s bytes %lld-%lld", req->head ? "HEAD" : "GET", (long long)req->range_start,
+             (long long)(req->range_start + (int64_t)req->range_len - 1));
+  else
+    snprintf(what, len, "%s", req->head ? "HEAD" : "GET");
+}
+
+int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp) {
+  *resp = (kvik__http_response){0, 0, -1, -1};
+  pthread_once(&curl_once, init_curl);
+  char what[96], why[512];
+  describe_request(req, what, sizeof what);
+  if (curl_init_result != CURLE_OK)
+    return kvik__fail(KVIK_EREMOTE, "%s: %s of \"%s\": curl_global_init: %s", req->fn, what, req->display,
+                      curl_easy_strerror(curl_init_result));
+  CURL *curl = acquire_handle();
+  if (!curl) return kvik__fail(-ENOMEM, "%s: %s of \"%s\": curl_easy_init failed", req->fn, what, req->display);
+  unsigned max_attempts = (unsigned)kvik__setting(KVIK_SETTING_HTTP_MAX_ATTEMPTS), n = 0;
+  int rc;
+  do {
+    if (n > 0) back_off(n);
+    rc = attempt(curl, req, resp, why, sizeof why);
+    n++;
+  } while (rc < 0 && retryable(rc) && n < max_attempts);
+  release_handle(curl);
+  if (rc == 0) return 0;
+  if (n > 1) return kvik__fail(rc, "%s: %s of \"%s\": %s (gave up after %u attempts)", req->fn, what, req->display, why, n);
+  return kvik__fail(rc, "%s: %s of \"%s\": %s", req->fn, what, req->display, why);
+}
+
+#endif
