@@ -541,7 +541,7 @@ KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t off
  * credentials; KVIK_SETTING_REMOTE_VERBOSE traces every request on stderr, credentials removed.
  *
  * TLS certificates are verified, against libcurl's CA store or the one named by CURL_CA_BUNDLE
- * or SSL_CERT_FILE (a file) and SSL_CERT_DIR (a directory), read when the first remote file opens.
+ * or SSL_CERT_FILE (a file) and SSL_CERT_DIR (a directory), read when a remote file opens.
  */
 typedef struct kvik_remote kvik_remote;
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: the C tests in a plain build, under AddressSanitizer and
-# UndefinedBehaviorSanitizer, and under ThreadSanitizer; then the Python package's tests in a
-# fresh virtual environment (scripts/test_python.sh).
+# UndefinedBehaviorSanitizer, and under ThreadSanitizer, with the remote tests' servers
+# (scripts/test_servers.sh); the remote test of a build without libcurl; then the Python
+# package's tests in a fresh virtual environment (scripts/test_python.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -13,8 +14,14 @@ run_suite() { # name, build dir, extra cmake arguments...
   (cd "$dir" && ctest --output-on-failure -j2)
 }
 
-run_suite "C tests" "$root/build"
-run_suite "C tests, ASan+UBSan" "$root/build-asan" -DKVIK_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
-run_suite "C tests, TSan" "$root/build-tsan" -DKVIK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
+# The remote tests' servers must start here: a missing one fails its tests instead of skipping them.
+export KVIK_TEST_REQUIRE_REMOTE=1
+servers=-DKVIK_TEST_PYTHON=$("$root/scripts/test_servers.sh")
+run_suite "C tests" "$root/build" "$servers"
+run_suite "C tests, ASan+UBSan" "$root/build-asan" "$servers" -DKVIK_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
+run_suite "C tests, TSan" "$root/build-tsan" "$servers" -DKVIK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
+echo "== C library without libcurl: remote files fail cleanly"
+"$root/scripts/build.sh" "$root/build-nocurl" -DKVIK_REMOTE=OFF >/dev/null
+(cd "$root/build-nocurl" && ctest --output-on-failure -R '^remote$')
 echo "== Python package"
 "$root/scripts/test_python.sh" -q

@@ -41,15 +41,8 @@ void kvik__http_atfork_child(void) {}
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_result;
-/* libcurl reads no CA variables itself (its command line tool does): kvik passes them on. */
-static const char *ca_file, *ca_dir;
 
-static void init_curl(void) {
-  curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
-  ca_file = getenv("CURL_CA_BUNDLE");
-  if (!ca_file) ca_file = getenv("SSL_CERT_FILE");
-  ca_dir = getenv("SSL_CERT_DIR");
-}
+static void init_curl(void) { curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 int kvik__http_supported(char *detail, size_t len) {
   if (detail && len) snprintf(detail, len, "%s", curl_version());
@@ -191,7 +184,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
     t->error_body[t->error_len] = '\0';
     return n;
   }
-  if (t->req->range_len > 0 && t->resp.status == 200) return t->range_ignored = 1, 0;
+  if (t->req->range_header && t->resp.status == 200) return t->range_ignored = 1, 0;
   if (n > t->req->capacity - t->resp.received) return t->overflow = 1, 0;
   memcpy(t->req->dest + t->resp.received, data, n);
   t->resp.received += n;
@@ -242,8 +235,8 @@ static void set_request_options(CURL *curl, transfer *t, char *range, struct cur
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, t);
   /* Fewer, larger reads from the socket than libcurl's 16 KiB (see RECEIVE_BUFFER). */
   curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, RECEIVE_BUFFER);
-  if (ca_file) curl_easy_setopt(curl, CURLOPT_CAINFO, ca_file);
-  if (ca_dir) curl_easy_setopt(curl, CURLOPT_CAPATH, ca_dir);
+  if (req->ca_file) curl_easy_setopt(curl, CURLOPT_CAINFO, req->ca_file);
+  if (req->ca_dir) curl_easy_setopt(curl, CURLOPT_CAPATH, req->ca_dir);
   if (req->head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
   if (range) curl_easy_setopt(curl, CURLOPT_RANGE, range);
   if (req->auth) {
@@ -307,7 +300,7 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
     snprintf(why, len, "%s%s%s", curl_easy_strerror(cc), errbuf[0] ? ": " : "", errbuf);
     return curl_code(cc);
   }
-  if (status < 200 || status >= 300 || (req->range_len > 0 && status != 206)) {
+  if (status < 200 || status >= 300 || (req->range_header && status != 206)) {
     char s3_code[96];
     s3_error_code(t->error_body, s3_code, sizeof s3_code);
     snprintf(why, len, "HTTP %ld %s%s", status, kvik_strerror(KVIK_EHTTP_BASE - (int)status), s3_code);
@@ -325,22 +318,32 @@ static int retryable(int code) {
   return code == -ETIMEDOUT || code == -ECONNREFUSED || code == -ECONNRESET || code == KVIK_EREMOTE_SHORT;
 }
 
+/* S3 wants the payload's SHA-256 in a header, which libcurl signs but does not add: that of the
+ * empty body, since requests carry none. */
+#define EMPTY_PAYLOAD_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+static int sign_headers(const kvik__http_auth *auth, struct curl_slist **headers) {
+  *headers = curl_slist_append(NULL, "x-amz-content-sha256: " EMPTY_PAYLOAD_SHA256);
+  if (*headers && auth->token_header) {
+    struct curl_slist *more = curl_slist_append(*headers, auth->token_header);
+    if (!more) curl_slist_free_all(*headers);
+    *headers = more;
+  }
+  return *headers ? 0 : -ENOMEM;
+}
+
 static int attempt(CURL *curl, const kvik__http_request *req, kvik__http_response *resp, char *why, size_t len) {
   transfer t = {req, curl, {0, 0, -1, -1}, 0, 0, 0, {0}, 0};
   char range[48], errbuf[CURL_ERROR_SIZE] = "";
-  if (req->range_len > 0)
-    snprintf(range, sizeof range, "%lld-%lld", (long long)req->range_start,
-             (long long)(req->range_start + (int64_t)req->range_len - 1));
+  if (req->range_header)
+    snprintf(range, sizeof range, "%lld-%lld", (long long)req->offset, (long long)(req->offset + (int64_t)req->length - 1));
   struct curl_slist *headers = NULL;
-  if (req->auth && req->auth->token_header) {
-    headers = curl_slist_append(NULL, req->auth->token_header);
-    if (!headers) {
-      snprintf(why, len, "out of memory");
-      return -ENOMEM;
-    }
+  if (req->auth && sign_headers(req->auth, &headers) < 0) {
+    snprintf(why, len, "out of memory");
+    return -ENOMEM;
   }
   curl_easy_reset(curl); /* options of the handle's last request; its connections stay */
-  set_request_options(curl, &t, req->range_len > 0 ? range : NULL, headers, errbuf);
+  set_request_options(curl, &t, req->range_header ? range : NULL, headers, errbuf);
   CURLcode cc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
   if (!t.status_seen) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &t.resp.status);
@@ -356,11 +359,11 @@ static void back_off(unsigned failed_attempts) {
 }
 
 static void describe_request(const kvik__http_request *req, char *what, size_t len) {
-  if (req->range_len > 0)
-    snprintf(what, len, "%s bytes %lld-%lld", req->head ? "HEAD" : "GET", (long long)req->range_start,
-             (long long)(req->range_start + (int64_t)req->range_len - 1));
+  if (req->length > 0)
+    snprintf(what, len, "%s bytes %lld-%lld", req->label, (long long)req->offset,
+             (long long)(req->offset + (int64_t)req->length - 1));
   else
-    snprintf(what, len, "%s", req->head ? "HEAD" : "GET");
+    snprintf(what, len, "%s", req->label);
 }
 
 int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp) {

@@ -22,9 +22,13 @@ typedef struct kvik__http_request {
   const char *display;         /* the URL as messages name it (no credentials) */
   const char *url;             /* the URL to request */
   const kvik__http_auth *auth; /* sign with these, or NULL */
+  const char *ca_file;         /* CA certificates to trust instead of libcurl's, or NULL */
+  const char *ca_dir;
+  const char *label;           /* what the request is, for messages: "GET", "OPEN" ... */
   int head;                    /* HEAD instead of GET */
-  size_t range_len;            /* > 0: ask for bytes [range_start, range_start + range_len) */
-  int64_t range_start;
+  int64_t offset;              /* the bytes it reads, [offset, offset + length), for messages; */
+  size_t length;               /* length 0 names none */
+  int range_header;            /* ask for those bytes with a Range header (and a 206) */
   char *dest;      /* where the body goes, at most `capacity` bytes: a longer body fails */
   size_t capacity;
   size_t expect;   /* the body's exact size, or KVIK__HTTP_ANY_SIZE */
@@ -38,9 +42,9 @@ typedef struct kvik__http_response {
 } kvik__http_response;
 
 /* Perform the request, tried again on the failures KVIK_SETTING_HTTP_STATUS_CODES and kvik.h
- * name, up to KVIK_SETTING_HTTP_MAX_ATTEMPTS. Success is a 2xx status, with status 206 for a
- * range request, and a body of the expected size. Returns 0, or a negative code with a message
- * "FN: GET bytes A-B of "URL": WHY"; *resp describes the last attempt either way. */
+ * name, up to KVIK_SETTING_HTTP_MAX_ATTEMPTS. Success is a 2xx status, 206 with a Range header,
+ * and a body of the expected size. Returns 0, or a negative code with a message
+ * "FN: LABEL bytes A-B of "URL": WHY"; *resp describes the last attempt either way. */
 int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp);
 
 /* 1 and libcurl's version in detail, or 0 and why not; see kvik_remote_supported(). */

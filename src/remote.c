@@ -22,6 +22,7 @@ struct kvik_remote {
   char *webhdfs_user; /* percent-encoded, or NULL */
   kvik__http_auth auth;
   int sign; /* S3 requests are signed with auth */
+  char *ca_file, *ca_dir; /* from the environment at open; see tls_from_env() */
 };
 
 void kvik_remote_options_init(kvik_remote_options *o) {
@@ -201,6 +202,21 @@ static int webhdfs_user(kvik_remote *r, const char *url, const kvik_remote_optio
   return 0;
 }
 
+/* libcurl reads no CA variables itself (its command line tool does): kvik passes them on. */
+static int tls_from_env(kvik_remote *r) {
+  const char *file = option_or_env(NULL, "CURL_CA_BUNDLE"), *dir = option_or_env(NULL, "SSL_CERT_DIR");
+  if (!file) file = option_or_env(NULL, "SSL_CERT_FILE");
+  r->ca_file = file ? strdup(file) : NULL;
+  r->ca_dir = dir ? strdup(dir) : NULL;
+  return (file && !r->ca_file) || (dir && !r->ca_dir) ? kvik__fail(-ENOMEM, "kvik_remote_open: out of memory") : 0;
+}
+
+/* A request to the handle's server, for messages of `fn`. */
+static kvik__http_request request_of(const kvik_remote *r, const char *fn, const char *label) {
+  return (kvik__http_request){.fn = fn, .display = r->display, .url = r->url, .auth = r->sign ? &r->auth : NULL,
+                              .ca_file = r->ca_file, .ca_dir = r->ca_dir, .label = label};
+}
+
 /* ---- requests ------------------------------------------------------------------------------ */
 
 /* WebHDFS names the operation and its range in the query; "&user.name=" follows when given. */
@@ -212,15 +228,21 @@ static char *webhdfs_url(const kvik_remote *r, const char *op_and_range) {
 }
 
 static int get_range(kvik_remote *r, const char *fn, char *dest, size_t size, int64_t offset) {
-  kvik__http_request req = {fn, r->display, r->url, r->sign ? &r->auth : NULL, 0, size, offset, dest, size, size};
+  kvik__http_request req = request_of(r, fn, "GET");
+  req.offset = offset;
+  req.length = size;
+  req.range_header = 1;
+  req.dest = dest;
+  req.capacity = req.expect = size;
   kvik__http_response resp;
   if (r->kind != KVIK_REMOTE_WEBHDFS) return kvik__http_perform(&req, &resp);
   char op[96];
   snprintf(op, sizeof op, "op=OPEN&offset=%lld&length=%zu", (long long)offset, size);
   char *url = webhdfs_url(r, op);
-  if (!url) return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory", fn, r->display);
+  if (!url) return kvik__fail(-ENOMEM, "%s: OPEN of \"%s\": out of memory", fn, r->display);
   req.url = url;
-  req.range_len = 0; /* the range is in the query: the data node answers 200 with exactly it */
+  req.label = "OPEN";
+  req.range_header = 0; /* the range is in the query: the data node answers 200 with exactly it */
   int rc = kvik__http_perform(&req, &resp);
   free(url);
   return rc;
@@ -242,7 +264,11 @@ static int webhdfs_size(kvik_remote *r, int64_t *size) {
   static const char fn[] = "kvik_remote_open";
   char body[4096], *url = webhdfs_url(r, "op=GETFILESTATUS");
   if (!url) return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory", fn, r->display);
-  kvik__http_request req = {fn, r->display, url, NULL, 0, 0, 0, body, sizeof body - 1, KVIK__HTTP_ANY_SIZE};
+  kvik__http_request req = request_of(r, fn, "GETFILESTATUS");
+  req.url = url;
+  req.dest = body;
+  req.capacity = sizeof body - 1;
+  req.expect = KVIK__HTTP_ANY_SIZE;
   kvik__http_response resp;
   int rc = kvik__http_perform(&req, &resp);
   free(url);
@@ -262,7 +288,12 @@ static int webhdfs_size(kvik_remote *r, int64_t *size) {
  * empty object answers 416 with "bytes * /0" (no space). */
 static int presigned_size(kvik_remote *r, int64_t *size) {
   char byte;
-  kvik__http_request req = {"kvik_remote_open", r->display, r->url, NULL, 0, 1, 0, &byte, 1, KVIK__HTTP_ANY_SIZE};
+  kvik__http_request req = request_of(r, "kvik_remote_open", "GET");
+  req.length = 1;
+  req.range_header = 1;
+  req.dest = &byte;
+  req.capacity = 1;
+  req.expect = KVIK__HTTP_ANY_SIZE;
   kvik__http_response resp;
   int rc = kvik__http_perform(&req, &resp);
   if ((rc == 0 || resp.status == 416) && resp.range_total >= 0) {
@@ -275,7 +306,8 @@ static int presigned_size(kvik_remote *r, int64_t *size) {
 }
 
 static int head_size(kvik_remote *r, int64_t *size) {
-  kvik__http_request req = {"kvik_remote_open", r->display, r->url, r->sign ? &r->auth : NULL, 1, 0, 0, NULL, 0, 0};
+  kvik__http_request req = request_of(r, "kvik_remote_open", "HEAD");
+  req.head = 1;
   kvik__http_response resp;
   int rc = kvik__http_perform(&req, &resp);
   if (rc < 0) return rc;
@@ -304,6 +336,8 @@ static void free_remote(kvik_remote *r) {
   free(r->url);
   free(r->display);
   free(r->webhdfs_user);
+  free(r->ca_file);
+  free(r->ca_dir);
   free(r->auth.sigv4);
   if (r->auth.userpwd) explicit_bzero(r->auth.userpwd, strlen(r->auth.userpwd));
   free(r->auth.userpwd);
@@ -329,7 +363,9 @@ static int configure(kvik_remote *r, const char *url, const kvik_remote_options 
   if (rc < 0) return rc;
   r->display = display_url(r->url);
   if (!r->display) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", url);
-  return r->kind == KVIK_REMOTE_WEBHDFS ? webhdfs_user(r, url, o) : 0;
+  rc = tls_from_env(r);
+  if (rc == 0 && r->kind == KVIK_REMOTE_WEBHDFS) rc = webhdfs_user(r, url, o);
+  return rc;
 }
 
 int kvik_remote_open(const char *url, const kvik_remote_options *options, kvik_remote **out) {
