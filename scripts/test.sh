@@ -22,6 +22,6 @@ run_suite "C tests, ASan+UBSan" "$root/build-asan" "$servers" -DKVIK_SANITIZE=ad
 run_suite "C tests, TSan" "$root/build-tsan" "$servers" -DKVIK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
 echo "== C library without libcurl: remote files fail cleanly"
 "$root/scripts/build.sh" "$root/build-nocurl" -DKVIK_REMOTE=OFF >/dev/null
-(cd "$root/build-nocurl" && ctest --output-on-failure -R '^remote$')
+(cd "$root/build-nocurl" && ctest --output-on-failure -R '^(remote|cli_remote_no_curl)$')
 echo "== Python package"
 "$root/scripts/test_python.sh" -q

@@ -297,7 +297,7 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
     return KVIK_EREMOTE_LONG;
   }
   if (cc != CURLE_OK) {
-    snprintf(why, len, "%s%s%s", curl_easy_strerror(cc), errbuf[0] ? ": " : "", errbuf);
+    snprintf(why, len, "%s", errbuf[0] ? errbuf : curl_easy_strerror(cc)); /* errbuf says more, when set */
     return curl_code(cc);
   }
   if (status < 200 || status >= 300 || (req->range_header && status != 206)) {

@@ -4,9 +4,7 @@
  * Device memory (--device, bench_device.c): the baselines and ceilings of a GPU transfer. */
 #define _POSIX_C_SOURCE 200809L
 
-#include <ctype.h>
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -23,6 +21,7 @@
 
 static const char bench_usage[] =
     "usage: kvik bench [options]\n"
+    "       kvik bench URL [options]   a remote object instead: see 'kvik bench URL --help'\n"
     "\n"
     "Measure kvik_file_read/kvik_file_write of a whole file next to what one would otherwise\n"
     "write, side by side in one run. Every kvik transfer is verified. GB/s means 1e9 bytes/s;\n"
@@ -103,10 +102,12 @@ static size_t pattern_mismatch(const unsigned char *buf, uint64_t offset, size_t
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
-static void progress(int write, const char *method, int nthreads, int rep, int repeat) {
+void bench_progress(int write, const char *method, int nthreads, int rep, int repeat) {
   if (show_progress)
     fprintf(stderr, "\rbench: %s %-20s T=%d rep %d/%d ", write ? "write" : "read", method, nthreads, rep, repeat);
 }
+
+void bench_progress_init(void) { show_progress = isatty(STDERR_FILENO); }
 
 void bench_progress_clear(void) {
   if (show_progress) fprintf(stderr, "\r%50s\r", "");
@@ -135,7 +136,7 @@ int bench_check_range(const unsigned char *buf, uint64_t offset, size_t len, con
 
 /* ---- IO ---------------------------------------------------------------------------------- */
 
-static double now(void) {
+double bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -224,11 +225,11 @@ static int measure_row(struct bench *b, const struct suite *s, kvik_file *f, int
   for (int rep = 1; rep <= b->opt.repeat; rep++) {
     for (int m = 0; m < s->nmethods; m++) {
       if (best[m] == NOT_AVAILABLE) continue;
-      progress(write, s->names[m], nthreads, rep, b->opt.repeat);
+      bench_progress(write, s->names[m], nthreads, rep, b->opt.repeat);
       if (s->prepare(b, m, write) != CLI_OK) return CLI_ERROR;
-      double start = now();
+      double start = bench_now();
       if (s->run(b, f, m, nthreads, write) != CLI_OK) return CLI_ERROR;
-      double rate = (double)b->opt.size / (now() - start) / 1e9;
+      double rate = (double)b->opt.size / (bench_now() - start) / 1e9;
       if (s->verify(b, m, write) != CLI_OK) return CLI_ERROR;
       if (rate > best[m]) best[m] = rate;
     }
@@ -379,32 +380,10 @@ static int cleanup(struct bench *b, int rc) {
 
 /* ---- options ----------------------------------------------------------------------------- */
 
-/* A decimal integer in [1, INT_MAX] at text; *end gets what follows it. -1 if there is none. */
-static int parse_positive(const char *text, char **end) {
-  if (!isdigit((unsigned char)*text)) return -1;
-  errno = 0;
-  long v = strtol(text, end, 10);
-  return errno || v < 1 || v > INT_MAX ? -1 : (int)v;
-}
-
-/* BYTES with an optional K, M or G suffix (binary units). */
-static int parse_size(const char *text, size_t *size) {
-  if (!isdigit((unsigned char)*text)) return -1;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(text, &end, 10);
-  int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
-  if (shift) end++;
-  /* Offsets are int64_t and transfer sizes come back as ssize_t. */
-  if (errno || *end || v == 0 || v > ((unsigned long long)INT64_MAX >> shift)) return -1;
-  *size = (size_t)(v << shift);
-  return 0;
-}
-
-static int parse_counts(const char *text, struct options *o) {
+int bench_parse_counts(const char *text, struct options *o) {
   for (o->ncounts = 0;;) {
     char *end;
-    int v = parse_positive(text, &end);
+    int v = cli_parse_positive(text, &end);
     if (v < 0 || o->ncounts == MAX_COUNTS || (*end != ',' && *end != '\0')) return -1;
     o->counts[o->ncounts++] = v;
     if (*end == '\0') return 0;
@@ -413,7 +392,7 @@ static int parse_counts(const char *text, struct options *o) {
 }
 
 /* 1, 2, 4 and kvik's default thread count, ascending. */
-static void default_counts(struct options *o, int def) {
+void bench_default_counts(struct options *o, int def) {
   static const int base[] = {1, 2, 4};
   o->ncounts = 0;
   for (int i = 0; i < 3; i++) {
@@ -423,15 +402,6 @@ static void default_counts(struct options *o, int def) {
   if (def > 4) o->counts[o->ncounts++] = def;
 }
 
-/* The value of option `name` given as "NAME VALUE" or "NAME=VALUE" at argv[*i], else NULL. */
-static const char *value_of(const char *name, int argc, char **argv, int *i) {
-  size_t n = strlen(name);
-  if (strncmp(argv[*i], name, n) != 0) return NULL;
-  if (argv[*i][n] == '=') return argv[*i] + n + 1;
-  if (argv[*i][n] != '\0') return NULL;
-  return *i + 1 < argc ? argv[++*i] : "";
-}
-
 enum value_option { OPT_DIR, OPT_SIZE, OPT_THREADS, OPT_REPEAT, OPT_COUNT };
 static const char *const value_options[OPT_COUNT] = {"--dir", "--size", "--threads", "--repeat"};
 
@@ -439,9 +409,9 @@ static int set_option(enum value_option opt, const char *v, struct options *o) {
   char *end;
   switch (opt) {
   case OPT_DIR: return o->dir = v, 0;
-  case OPT_SIZE: return parse_size(v, &o->size);
-  case OPT_THREADS: return parse_counts(v, o);
-  default: return (o->repeat = parse_positive(v, &end)) > 0 && *end == '\0' ? 0 : -1;
+  case OPT_SIZE: return cli_parse_size(v, &o->size);
+  case OPT_THREADS: return bench_parse_counts(v, o);
+  default: return (o->repeat = cli_parse_positive(v, &end)) > 0 && *end == '\0' ? 0 : -1;
   }
 }
 
@@ -452,7 +422,7 @@ static int parse_option(int argc, char **argv, int *i, struct options *o) {
   if (strcmp(arg, "--device") == 0) return o->device = 1, CLI_OK;
   if (strcmp(arg, "--cold") == 0) return o->cold = 1, CLI_OK;
   for (int opt = 0; opt < OPT_COUNT; opt++) {
-    const char *v = value_of(value_options[opt], argc, argv, i);
+    const char *v = cli_option_value(value_options[opt], argc, argv, i);
     if (!v) continue;
     if (!*v) return cli_usage_error("bench", "missing value for", value_options[opt]);
     if (set_option((enum value_option)opt, v, o) == 0) return CLI_OK;
@@ -478,8 +448,8 @@ int cli_bench(int argc, char **argv) {
   int rc = parse_args(argc, argv, &b.opt);
   if (rc != CLI_OK) return rc == PARSE_HELP ? CLI_OK : rc;
   if (kvik_setting_get(KVIK_SETTING_NUM_THREADS, &b.default_threads) < 0) return cli_fail("bench");
-  if (b.opt.ncounts == 0) default_counts(&b.opt, (int)b.default_threads);
-  show_progress = isatty(STDERR_FILENO);
+  if (b.opt.ncounts == 0) bench_default_counts(&b.opt, (int)b.default_threads);
+  bench_progress_init();
   rc = setup(&b);
   /* The last verified kvik read leaves the pattern in its buffer: the writes write it back. */
   if (rc == CLI_OK) rc = b.opt.device ? bench_device(&b) : host_tables(&b);

@@ -74,13 +74,32 @@ int bench_io_parallel(int fd, unsigned char *buf, size_t size, int nthreads, int
 int bench_sys_fail(const char *what, int err);
 int bench_kvik_fail(void);
 
+/* Progress lines go to stderr only when it is a terminal: init finds out, once per command. */
+void bench_progress_init(void);
+void bench_progress(int write, const char *method, int nthreads, int rep, int repeat);
+
 /* Erase the progress line (shown when stderr is a terminal) before printing. */
 void bench_progress_clear(void);
+
+/* Seconds on the monotonic clock. */
+double bench_now(void);
+
+/* --threads LIST into o->counts; -1 if it is not a list of positive counts. */
+int bench_parse_counts(const char *text, struct options *o);
+
+/* The default --threads: 1, 2, 4 and kvik's default thread count `def`, ascending. */
+void bench_default_counts(struct options *o, int def);
 
 /* Check a kvik call's byte count against the file size. */
 int bench_check_count(struct bench *b, ssize_t n, const char *call);
 
 /* `kvik bench --device`: the device tables. Returns a CLI exit code. */
 int bench_device(struct bench *b);
+
+/* Load the CUDA driver and make GPU 0's primary context current (naming the GPU on stdout), then
+ * allocate and free device memory in it: for `kvik bench URL --device` (remote.c). CLI codes. */
+int bench_cuda_init(void);
+int bench_cuda_alloc(size_t size, void **dev);
+void bench_cuda_free(void *dev);
 
 #endif

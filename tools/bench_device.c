@@ -211,7 +211,7 @@ static int open_cufile(struct device_state *d) {
   return CLI_OK;
 }
 
-int bench_device(struct bench *b) {
+int bench_cuda_init(void) {
   if (load_driver() != CLI_OK) return CLI_ERROR;
   CUcontext ctx;
   int device;
@@ -219,11 +219,27 @@ int bench_device(struct bench *b) {
   CU_CHECK(cu.cuDeviceGet(&device, 0));
   CU_CHECK(cu.cuDevicePrimaryCtxRetain(&ctx, device));
   CU_CHECK(cu.cuCtxSetCurrent(ctx));
-  struct device_state d = {0, NULL, KVIK_AUTO, NULL};
-  if (kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &d.zero_copy) < 0) return bench_kvik_fail();
   char name[256] = "?";
   kvik_cuda_device_name(0, name, sizeof name);
   printf("kvik bench --device: GPU 0 %s\n", name);
+  return CLI_OK;
+}
+
+int bench_cuda_alloc(size_t size, void **dev) {
+  CUdeviceptr ptr;
+  CU_CHECK(cu.cuMemAlloc(&ptr, size));
+  *dev = (void *)(uintptr_t)ptr;
+  return CLI_OK;
+}
+
+void bench_cuda_free(void *dev) {
+  if (dev) cu.cuMemFree((CUdeviceptr)(uintptr_t)dev);
+}
+
+int bench_device(struct bench *b) {
+  if (bench_cuda_init() != CLI_OK) return CLI_ERROR;
+  struct device_state d = {0, NULL, KVIK_AUTO, NULL};
+  if (kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &d.zero_copy) < 0) return bench_kvik_fail();
   CUresult r = cu.cuMemAlloc(&d.dev, b->opt.size);
   if (r == 0) r = cu.cuMemHostAlloc((void **)&d.pinned, b->opt.size, 0);
   int rc = r == 0 ? CLI_OK : cuda_fail("buffers of the file's size", r);
