@@ -288,7 +288,8 @@ static void s3_error_code(const char *body, char *code, size_t len) {
 static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *why, size_t len) {
   const kvik__http_request *req = t->req;
   long status = t->resp.status;
-  if (t->range_ignored) {
+  /* An empty body never reaches on_body(): look at the status here too. */
+  if (t->range_ignored || (cc == CURLE_OK && req->range_header && status == 200)) {
     snprintf(why, len, "the server answered 200 with the whole object instead of the range");
     return KVIK_ERANGE_IGNORED;
   }

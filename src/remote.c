@@ -37,7 +37,8 @@ static int is_http_url(const char *url) { return has_prefix_nocase(url, "http://
 
 /* The host (with port) of an http(s) URL, into buf. */
 static void url_host(const char *url, char *buf, size_t len) {
-  const char *start = strstr(url, "://") + 3, *end = start + strcspn(start, "/?#");
+  const char *scheme_end = strstr(url, "://"), *start = scheme_end ? scheme_end + 3 : url;
+  const char *end = start + strcspn(start, "/?#");
   const char *at = memchr(start, '@', (size_t)(end - start));
   if (at) start = at + 1;
   snprintf(buf, len, "%.*s", (int)(end - start), start);
@@ -96,7 +97,7 @@ static kvik_remote_kind detect_kind(const char *url) {
   if (has_prefix_nocase(url, "s3://")) return KVIK_REMOTE_S3;
   if (query_param(url, "X-Amz-Signature", NULL, 0)) return KVIK_REMOTE_S3_PRESIGNED;
   if (strstr(url, "/webhdfs/v1/")) return KVIK_REMOTE_WEBHDFS;
-  if (s3_host(url, region, sizeof region)) return KVIK_REMOTE_S3;
+  if (is_http_url(url) && s3_host(url, region, sizeof region)) return KVIK_REMOTE_S3;
   return KVIK_REMOTE_HTTP;
 }
 
@@ -137,17 +138,17 @@ static s3_config s3_config_of(const kvik_remote_options *o) {
 }
 
 /* The https URL of s3://BUCKET/KEY: path-style under an endpoint, else AWS's virtual host. */
-static int s3_url(const char *url, const s3_config *c, const char *region, char **out) {
+static int s3_url(const char *url, const char *shown, const s3_config *c, const char *region, char **out) {
   const char *bucket = url + strlen("s3://"), *slash = strchr(bucket, '/');
   if (!slash || slash == bucket || !slash[1])
-    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): expected s3://BUCKET/KEY", url);
+    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): expected s3://BUCKET/KEY", shown);
   int bucket_len = (int)(slash - bucket);
   size_t key_len = percent_encode(NULL, slash + 1, "/");
   size_t endpoint_len = c->endpoint ? strlen(c->endpoint) : 0;
   while (endpoint_len > 0 && c->endpoint[endpoint_len - 1] == '/') endpoint_len--;
   size_t len = endpoint_len + (size_t)bucket_len + strlen(region) + key_len + 64;
   char *s = malloc(len);
-  if (!s) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", url);
+  if (!s) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
   int n = c->endpoint ? snprintf(s, len, "%.*s/%.*s/", (int)endpoint_len, c->endpoint, bucket_len, bucket)
                       : snprintf(s, len, "https://%.*s.s3.%s.amazonaws.com/", bucket_len, bucket, region);
   s[n + (int)percent_encode(s + n, slash + 1, "/")] = '\0';
@@ -155,27 +156,27 @@ static int s3_url(const char *url, const s3_config *c, const char *region, char 
   return 0;
 }
 
-static int s3_auth(kvik_remote *r, const char *url, const s3_config *c, const char *region) {
+static int s3_auth(kvik_remote *r, const char *shown, const s3_config *c, const char *region) {
   if (!c->key_id || !c->secret)
     return kvik__fail(-EINVAL,
                       "kvik_remote_open(\"%s\"): S3 needs credentials: set AWS_ACCESS_KEY_ID and "
                       "AWS_SECRET_ACCESS_KEY (or pass them in the options), or open it as KVIK_REMOTE_S3_PUBLIC",
-                      url);
+                      shown);
   int ok = asprintf(&r->auth.sigv4, "aws:amz:%s:s3", region) >= 0 &&
            asprintf(&r->auth.userpwd, "%s:%s", c->key_id, c->secret) >= 0 &&
            (!c->token || asprintf(&r->auth.token_header, "x-amz-security-token: %s", c->token) >= 0);
-  if (!ok) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", url);
+  if (!ok) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
   r->sign = 1;
   return 0;
 }
 
 /* The URL requests go to, and how they are signed. */
-static int resolve_endpoint(kvik_remote *r, const char *url, const kvik_remote_options *o) {
+static int resolve_endpoint(kvik_remote *r, const char *url, const char *shown, const kvik_remote_options *o) {
   int is_s3_scheme = has_prefix_nocase(url, "s3://");
   if (is_s3_scheme && r->kind != KVIK_REMOTE_S3 && r->kind != KVIK_REMOTE_S3_PUBLIC)
-    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): an s3:// URL opens as S3 or public S3 only", url);
+    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): an s3:// URL opens as S3 or public S3 only", shown);
   if (!is_s3_scheme && !is_http_url(url))
-    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): not an http://, https:// or s3:// URL", url);
+    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): not an http://, https:// or s3:// URL", shown);
   s3_config c = s3_config_of(o);
   char host_region[64] = "";
   const char *region = c.region;
@@ -183,21 +184,21 @@ static int resolve_endpoint(kvik_remote *r, const char *url, const kvik_remote_o
     region = host_region;
   if (!region) region = "us-east-1";
   int rc = 0;
-  if (is_s3_scheme) rc = s3_url(url, &c, region, &r->url);
+  if (is_s3_scheme) rc = s3_url(url, shown, &c, region, &r->url);
   else if (r->kind == KVIK_REMOTE_WEBHDFS) r->url = strndup(url, strcspn(url, "?#"));
   else r->url = strdup(url);
   if (rc < 0) return rc;
-  if (!r->url) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", url);
-  return r->kind == KVIK_REMOTE_S3 ? s3_auth(r, url, &c, region) : 0;
+  if (!r->url) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
+  return r->kind == KVIK_REMOTE_S3 ? s3_auth(r, shown, &c, region) : 0;
 }
 
-static int webhdfs_user(kvik_remote *r, const char *url, const kvik_remote_options *o) {
+static int webhdfs_user(kvik_remote *r, const char *url, const char *shown, const kvik_remote_options *o) {
   char from_url[256];
   const char *user = o->webhdfs_user;
   if (!user && query_param(url, "user.name", from_url, sizeof from_url)) user = from_url;
   if (!user) return 0;
   r->webhdfs_user = malloc(percent_encode(NULL, user, NULL) + 1);
-  if (!r->webhdfs_user) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", url);
+  if (!r->webhdfs_user) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
   r->webhdfs_user[percent_encode(r->webhdfs_user, user, NULL)] = '\0';
   return 0;
 }
@@ -346,42 +347,39 @@ static void free_remote(kvik_remote *r) {
   free(r);
 }
 
-static int check_options(const char *url, const kvik_remote_options *o) {
+static int check_options(const char *shown, const kvik_remote_options *o) {
   if (o->struct_size < sizeof *o)
     return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): options.struct_size %zu, expected %zu (use "
-                               "kvik_remote_options_init)", url, o->struct_size, sizeof *o);
+                               "kvik_remote_options_init)", shown, o->struct_size, sizeof *o);
   if ((unsigned)o->kind > KVIK_REMOTE_HTTP)
-    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): unknown kind %d", url, (int)o->kind);
-  if (o->size < -1) return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): negative size %lld", url, (long long)o->size);
+    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): unknown kind %d", shown, (int)o->kind);
+  if (o->size < -1)
+    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): negative size %lld", shown, (long long)o->size);
   return 0;
 }
 
 /* Everything up to the size: the kind, the endpoint, the display name. */
-static int configure(kvik_remote *r, const char *url, const kvik_remote_options *o) {
+static int configure(kvik_remote *r, const char *url, const char *shown, const kvik_remote_options *o) {
   r->kind = o->kind == KVIK_REMOTE_AUTO ? detect_kind(url) : o->kind;
-  int rc = resolve_endpoint(r, url, o);
+  int rc = resolve_endpoint(r, url, shown, o);
   if (rc < 0) return rc;
   r->display = display_url(r->url);
-  if (!r->display) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", url);
+  if (!r->display) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
   rc = tls_from_env(r);
-  if (rc == 0 && r->kind == KVIK_REMOTE_WEBHDFS) rc = webhdfs_user(r, url, o);
+  if (rc == 0 && r->kind == KVIK_REMOTE_WEBHDFS) rc = webhdfs_user(r, url, shown, o);
   return rc;
 }
 
-int kvik_remote_open(const char *url, const kvik_remote_options *options, kvik_remote **out) {
-  if (out) *out = NULL;
-  if (!url || !out) return kvik__fail(-EINVAL, "kvik_remote_open: NULL %s", !url ? "URL" : "output handle");
-  kvik_remote_options defaults;
-  kvik_remote_options_init(&defaults);
-  const kvik_remote_options *o = options ? options : &defaults;
-  int rc = check_options(url, o);
+/* kvik_remote_open() once the URL as messages may show it (`shown`) is known. */
+static int open_remote(const char *url, const char *shown, const kvik_remote_options *o, kvik_remote **out) {
+  int rc = check_options(shown, o);
   if (rc == 0) rc = kvik__init();
   if (rc < 0) return rc;
   char why[256];
-  if (!kvik__http_supported(why, sizeof why)) return kvik__fail(KVIK_ENOREMOTE, "kvik_remote_open(\"%s\"): %s", url, why);
+  if (!kvik__http_supported(why, sizeof why)) return kvik__fail(KVIK_ENOREMOTE, "kvik_remote_open(\"%s\"): %s", shown, why);
   kvik_remote *r = calloc(1, sizeof *r);
-  if (!r) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", url);
-  rc = configure(r, url, o);
+  if (!r) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
+  rc = configure(r, url, shown, o);
   if (rc == 0) rc = learn_size(r, o->size);
   if (rc < 0) {
     free_remote(r);
@@ -390,6 +388,18 @@ int kvik_remote_open(const char *url, const kvik_remote_options *options, kvik_r
   r->source = (kvik__source){{0, 0}, fetch, r, NULL, -1, NULL, r->display};
   *out = r;
   return 0;
+}
+
+int kvik_remote_open(const char *url, const kvik_remote_options *options, kvik_remote **out) {
+  if (out) *out = NULL;
+  if (!url || !out) return kvik__fail(-EINVAL, "kvik_remote_open: NULL %s", !url ? "URL" : "output handle");
+  kvik_remote_options defaults;
+  kvik_remote_options_init(&defaults);
+  char *shown = display_url(url); /* the URL may carry credentials: messages show this */
+  if (!shown) return kvik__fail(-ENOMEM, "kvik_remote_open: out of memory");
+  int rc = open_remote(url, shown, options ? options : &defaults, out);
+  free(shown);
+  return rc;
 }
 
 int kvik_remote_close(kvik_remote *r) {

@@ -206,6 +206,13 @@ static void test_lifetime_and_arguments(const char *base) {
   ASSERT_FAILS(kvik_remote_open(NULL, NULL, &r), -EINVAL, "NULL URL");
   ASSERT_FAILS(kvik_remote_open("http://x/y", NULL, NULL), -EINVAL, "NULL output");
   ASSERT_FAILS(kvik_remote_open("ftp://127.0.0.1/x", NULL, &r), -EINVAL, "not an http://");
+  ASSERT_FAILS(kvik_remote_open("no-scheme", NULL, &r), -EINVAL, "not an http://");
+  /* Messages of a refused open show no credentials either. */
+  ASSERT_FAILS(kvik_remote_open("ftp://user:pw@host/x?X-Amz-Signature=ff", NULL, &r), -EINVAL, "\"ftp://host/x\"");
+  o.kind = KVIK_REMOTE_S3;
+  unsetenv("AWS_ACCESS_KEY_ID");
+  ASSERT_FAILS(kvik_remote_open("https://h/k?X-Amz-Signature=ff", &o, &r), -EINVAL, "\"https://h/k\"");
+  kvik_remote_options_init(&o);
   ASSERT_FAILS(kvik_remote_open("s3://bucket-only", &o, &r), -EINVAL, "s3://BUCKET/KEY");
   o.kind = KVIK_REMOTE_WEBHDFS;
   ASSERT_FAILS(kvik_remote_open("s3://b/k", &o, &r), -EINVAL, "S3 or public S3 only");
@@ -443,6 +450,15 @@ static void test_faults(const char *fault) {
   ASSERT_FAILS(read_under_fault(fault, "short"), KVIK_EREMOTE_SHORT, "were asked for");
   ASSERT_FAILS(read_under_fault(fault, "oversize"), KVIK_EREMOTE_LONG, "longer than");
   ASSERT_FAILS(read_under_fault(fault, "norange"), KVIK_ERANGE_IGNORED, "whole object");
+  /* The same with no body at all: an empty object whose size was given wrong. */
+  kvik_remote_options o;
+  kvik_remote_options_init(&o);
+  o.size = 100;
+  snprintf(url, sizeof url, "%s/norange/empty", fault);
+  r = open_ok(url, &o);
+  char small[100];
+  ASSERT_FAILS(kvik_remote_read(r, small, sizeof small, 0), KVIK_ERANGE_IGNORED, "whole object");
+  kvik_remote_free(r);
   ASSERT_FAILS(read_under_fault(fault, "drop"), -ECONNRESET, "GET bytes");
   /* A port nothing listens on: the fault server's, once it is known to be closed, is not
    * available, so bind one and close it. */

@@ -7,10 +7,12 @@ kvikio code moves over by changing its import::
     with kvikio.CuFile("data.bin", "r") as f:
         f.read(cupy_array)          # or a NumPy array, or anything with the buffer protocol
 
+Remote objects (HTTP, S3, WebHDFS) read the same way through kvik.RemoteFile.
+
 Everything runs on libkvik, compiled into the extension module kvik._lib: a machine without a GPU
 runs the same package, with host memory.
 """
-from . import cufile_driver, defaults
+from . import cufile_driver, defaults, remote_file
 from ._device import read_file_to_device
 from ._lib import (
     CuFile,
@@ -25,6 +27,7 @@ from ._lib import (
     memory_register,
 )
 from .defaults import CompatMode
+from .remote_file import RemoteEndpointType, RemoteFile, is_remote_file_available
 
 __all__ = [
     "CompatMode",
@@ -33,12 +36,16 @@ __all__ = [
     "IOFutureStream",
     "KvikError",
     "Mmap",
+    "RemoteEndpointType",
+    "RemoteFile",
     "__version__",
     "cufile_driver",
     "defaults",
     "drop_file_page_cache",
     "get_page_cache_info",
+    "is_remote_file_available",
     "memory_deregister",
     "memory_register",
     "read_file_to_device",
+    "remote_file",
 ]

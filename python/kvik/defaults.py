@@ -20,6 +20,16 @@ Each setting starts from its environment variable (KvikIO's names: ``KVIKIO_NTHR
 - ``"zero_copy_read"``: kvik's own, 0 OFF, 1 ON, 2 AUTO: reads into device memory copy straight
   out of the page cache (see kvik.h, KVIK_SETTING_ZERO_COPY_READ).
 
+Remote files (kvik.RemoteFile) follow these; a failed request is tried again, after a pause that
+doubles each time from 0.1 s:
+
+- ``"http_max_attempts"``: attempts per request in all, the first included (3).
+- ``"http_timeout"``: seconds each attempt may take (60).
+- ``"http_status_codes"``: a list of the HTTP statuses that are tried again ([429, 500, 502, 503,
+  504]); set it with any iterable of ints, or text such as ``"500,503"``.
+- ``"remote_verbose"``: a bool, trace every request on stderr, credentials removed.
+- ``"remote_connections"``: kvik's own, the most requests in flight at once (64).
+
 Besides these, the older functions of kvikio (``compat_mode()``, ``num_threads_reset()``,
 ``set_task_size()``, ...) work as they did there.
 """
@@ -40,7 +50,9 @@ class CompatMode(enum.IntEnum):
 
 
 # The Python type of each setting's value; the others are ints.
-_BOOLS = ("auto_direct_io_read", "auto_direct_io_write")
+_BOOLS = ("auto_direct_io_read", "auto_direct_io_write", "remote_verbose")
+# Lists of ints, which libkvik reads and writes as text only ("429,500,503").
+_LISTS = ("http_status_codes",)
 
 
 def _check_name(name):
@@ -55,17 +67,35 @@ def get(config_name):
     environment variable holds a value that is not valid.
     """
     _check_name(config_name)
+    if config_name in _LISTS:
+        text = _lib.setting_format(config_name)
+        return [int(item) for item in text.split(",")] if text else []
     value = _lib.setting_get(config_name)
     if config_name == "compat_mode":
         return CompatMode(value)
     return bool(value) if config_name in _BOOLS else value
 
 
+def _list_text(name, value):
+    """An iterable of ints as the comma-separated text libkvik takes for a list setting."""
+    if isinstance(value, str):
+        return value
+    try:
+        items = [operator.index(item) for item in value]
+    except TypeError:
+        raise TypeError(f"{name} takes a list of integers (HTTP statuses) or text such as '500,503', "
+                        f"not {value!r}") from None
+    return ",".join(str(item) for item in items)
+
+
 def _set_one(name, value):
     """Change one setting. Text is read as the environment variable would be ("auto", "on",
-    "false", "1048576"); anything else must be an integer (bools and CompatMode included)."""
+    "false", "1048576"); anything else must be an integer (bools and CompatMode included), or for
+    a list setting an iterable of integers."""
     _check_name(name)
-    if isinstance(value, str):
+    if name in _LISTS:
+        _lib.setting_parse(name, _list_text(name, value))
+    elif isinstance(value, str):
         _lib.setting_parse(name, value)
     else:
         _lib.setting_set(name, operator.index(value))
@@ -237,3 +267,48 @@ def bounce_buffer_size_reset(nbytes):
 def set_bounce_buffer_size(nbytes):
     """Set the bounce buffer size, for good or, in a ``with`` statement, for the block."""
     return set("bounce_buffer_size", nbytes)
+
+
+def http_max_attempts():
+    """The attempts a remote request gets in all before it fails, the first included."""
+    return get("http_max_attempts")
+
+
+def http_max_attempts_reset(attempts):
+    """Set the attempts per remote request."""
+    set("http_max_attempts", attempts)
+
+
+def set_http_max_attempts(attempts):
+    """Set the attempts per remote request, for good or, in a ``with`` statement, for the block."""
+    return set("http_max_attempts", attempts)
+
+
+def http_timeout():
+    """The seconds each attempt of a remote request may take."""
+    return get("http_timeout")
+
+
+def http_timeout_reset(seconds):
+    """Set the timeout of each attempt of a remote request, in seconds."""
+    set("http_timeout", seconds)
+
+
+def set_http_timeout(seconds):
+    """Set the timeout of remote requests, for good or, in a ``with`` statement, for the block."""
+    return set("http_timeout", seconds)
+
+
+def http_status_codes():
+    """The HTTP statuses after which a remote request is tried again, a list of ints."""
+    return get("http_status_codes")
+
+
+def http_status_codes_reset(status_codes):
+    """Set the HTTP statuses that are tried again: a list of ints."""
+    set("http_status_codes", status_codes)
+
+
+def set_http_status_codes(status_codes):
+    """Set the statuses tried again, for good or, in a ``with`` statement, for the block."""
+    return set("http_status_codes", status_codes)

@@ -104,7 +104,8 @@ static int try_interface(PyObject *obj, const char *name, int device, int writab
     return 0;
   }
   int rc = buffer_from_interface(obj, iface, name, writable, buf);
-  if (rc == 0 && device) rc = wait_for_producer(iface, buf->ptr);
+  /* An empty array has no memory to wait for, nor maybe a context yet to wait in. */
+  if (rc == 0 && device && buf->nbytes > 0) rc = wait_for_producer(iface, buf->ptr);
   Py_DECREF(iface);
   if (rc < 0) {
     pykvik_buffer_release(buf);

@@ -14,8 +14,9 @@
 
 /* ---- errors (errors.c) ------------------------------------------------------------------- */
 
-/* kvik.KvikError, a RuntimeError subclass for library, CUDA and cuFile codes; its `code` and
- * `name` attributes hold the kvik code and kvik_err_name() of it. */
+/* kvik.KvikError, a RuntimeError subclass for library, CUDA, cuFile and HTTP codes; its `code`
+ * and `name` attributes hold the kvik code and kvik_err_name() of it, `http_status` the HTTP
+ * status of an HTTP error code (404 for the code of HTTP_404) and None for the others. */
 extern PyObject *pykvik_error_type;
 
 /* Raise the exception for kvik code `code` < 0, with kvik_last_error() as its message:
@@ -69,16 +70,20 @@ PyObject *pykvik_future_start(PyObject *owner, pykvik_buffer *buf, int stream_or
 
 /* ---- the parts of the module ------------------------------------------------------------- */
 
-/* Types: CuFile, IOFuture, IOFutureStream (file.c); Mmap (mmap.c). Return 0 or -1. */
+/* Types: CuFile, IOFuture, IOFutureStream (file.c); Mmap (mmap.c); RemoteHandle (remote.c).
+ * Return 0 or -1. */
 int pykvik_file_types_init(PyObject *module);
 int pykvik_mmap_type_init(PyObject *module);
+int pykvik_remote_type_init(PyObject *module);
 
 /* Module functions, each table ends with a {NULL} entry:
  *   settings.c  setting_get/set/..., the low level of kvik.defaults
  *   driver.c    cuFile driver properties, parameters, versions (kvik.cufile_driver), page cache,
  *               memory registration, runtime library probes
+ *   remote.c    remote_supported, setting_format (the text form, the only one of http_status_codes)
  *   module.c    version, cli_main */
 extern PyMethodDef pykvik_settings_methods[];
 extern PyMethodDef pykvik_driver_methods[];
+extern PyMethodDef pykvik_remote_methods[];
 
 #endif /* PYKVIK_H */

@@ -85,6 +85,24 @@ static PyObject *py_setting_env_name(PyObject *self, PyObject *name) {
   return setting < 0 ? NULL : PyUnicode_FromString(kvik_setting_env_name((kvik_setting)setting));
 }
 
+/* The text form: the only one of http_status_codes, a list. */
+static PyObject *py_setting_format(PyObject *self, PyObject *name) {
+  (void)self;
+  int setting = setting_arg(name);
+  if (setting < 0) return NULL;
+  char small[128];
+  int n = kvik_setting_format((kvik_setting)setting, small, sizeof small);
+  if (n < 0) return pykvik_raise(n);
+  if ((size_t)n < sizeof small) return PyUnicode_FromString(small);
+  /* A long status list: ask again with room for all of it. */
+  char *big = PyMem_Malloc((size_t)n + 1);
+  if (!big) return PyErr_NoMemory();
+  int m = kvik_setting_format((kvik_setting)setting, big, (size_t)n + 1);
+  PyObject *result = m < 0 ? pykvik_raise(m) : PyUnicode_FromString(big);
+  PyMem_Free(big);
+  return result;
+}
+
 PyMethodDef pykvik_settings_methods[] = {
     {"setting_names", py_setting_names, METH_NOARGS, "setting_names() -> tuple[str, ...]: the names of the settings."},
     {"setting_get", py_setting_get, METH_O,
@@ -96,6 +114,9 @@ PyMethodDef pykvik_settings_methods[] = {
     {"setting_parse", py_setting_parse, METH_VARARGS,
      "setting_parse(name, text: str): like setting_set, with the value given as its environment variable takes it "
      "('auto', 'on', 'false', '4194304')."},
+    {"setting_format", py_setting_format, METH_O,
+     "setting_format(name) -> str: the setting's value as text ('AUTO', 'on', '4194304', '429,500,503'), the "
+     "form setting_parse takes; the only form of http_status_codes."},
     {"setting_source", py_setting_source, METH_O,
      "setting_source(name) -> str: where the current value came from: 'default', 'env' or 'api'."},
     {"setting_env_name", py_setting_env_name, METH_O,

@@ -14,10 +14,13 @@ import kvik
 from kvik import _lib, defaults
 
 NAMES = ("compat_mode", "num_threads", "task_size", "gds_threshold", "bounce_buffer_size", "auto_direct_io_read",
-         "auto_direct_io_write", "zero_copy_read")
+         "auto_direct_io_write", "zero_copy_read", "http_max_attempts", "http_timeout", "http_status_codes",
+         "remote_verbose", "remote_connections")
 ENV_VARS = ("KVIKIO_COMPAT_MODE", "KVIKIO_NTHREADS", "KVIKIO_NUM_THREADS", "KVIKIO_TASK_SIZE", "KVIKIO_GDS_THRESHOLD",
             "KVIKIO_BOUNCE_BUFFER_SIZE", "KVIKIO_AUTO_DIRECT_IO_READ", "KVIKIO_AUTO_DIRECT_IO_WRITE",
-            "KVIK_ZERO_COPY_READ")
+            "KVIK_ZERO_COPY_READ", "KVIKIO_HTTP_MAX_ATTEMPTS", "KVIKIO_HTTP_TIMEOUT", "KVIKIO_HTTP_STATUS_CODES",
+            "KVIKIO_REMOTE_VERBOSE", "KVIK_REMOTE_CONNECTIONS")
+DEFAULT_STATUS_CODES = [429, 500, 502, 503, 504]
 # Where the kvik under test was imported from, first on the path of the processes tests start.
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(kvik.__file__)))
 PYTHONPATH = os.pathsep.join(filter(None, [PACKAGE_DIR, os.environ.get("PYTHONPATH")]))
@@ -36,11 +39,11 @@ def run_python(code, **env):
 
 @pytest.fixture(autouse=True)
 def restore_settings():
-    """Every test leaves the settings as it found them."""
-    saved = {name: _lib.setting_get(name) for name in NAMES}
+    """Every test leaves the settings as it found them (as text: the status list has no other form)."""
+    saved = {name: _lib.setting_format(name) for name in NAMES}
     yield
     for name, value in saved.items():
-        _lib.setting_set(name, value)
+        _lib.setting_parse(name, value)
 
 
 # ---- get and set ------------------------------------------------------------------------------
@@ -55,15 +58,19 @@ def test_defaults_in_a_clean_environment():
     cpus = min(len(os.sched_getaffinity(0)), 64)
     assert got == {"compat_mode": 2, "num_threads": cpus, "task_size": 4 << 20, "gds_threshold": 1 << 20,
                    "bounce_buffer_size": 16 << 20, "auto_direct_io_read": False, "auto_direct_io_write": False,
-                   "zero_copy_read": 0}
+                   "zero_copy_read": 0, "http_max_attempts": 3, "http_timeout": 60,
+                   "http_status_codes": DEFAULT_STATUS_CODES, "remote_verbose": False, "remote_connections": 64}
 
 
 def test_types():
     assert type(defaults.get("compat_mode")) is defaults.CompatMode
-    for name in ("auto_direct_io_read", "auto_direct_io_write"):
+    for name in ("auto_direct_io_read", "auto_direct_io_write", "remote_verbose"):
         assert type(defaults.get(name)) is bool
-    for name in ("num_threads", "task_size", "gds_threshold", "bounce_buffer_size", "zero_copy_read"):
+    for name in ("num_threads", "task_size", "gds_threshold", "bounce_buffer_size", "zero_copy_read",
+                 "http_max_attempts", "http_timeout", "remote_connections"):
         assert type(defaults.get(name)) is int
+    codes = defaults.get("http_status_codes")
+    assert type(codes) is list and all(type(code) is int for code in codes)
 
 
 def test_compat_mode_enum():
@@ -81,8 +88,10 @@ def test_set_applies_at_once():
 
 def test_context_manager_restores():
     before = {name: defaults.get(name) for name in NAMES}
-    with defaults.set({"num_threads": 3, "task_size": 65536, "compat_mode": "on", "zero_copy_read": "auto"}) as entered:
+    with defaults.set({"num_threads": 3, "task_size": 65536, "compat_mode": "on", "zero_copy_read": "auto",
+                       "http_status_codes": [500], "http_timeout": 7}) as entered:
         assert entered is None
+        assert defaults.get("http_status_codes") == [500] and defaults.get("http_timeout") == 7
         assert defaults.get("num_threads") == 3
         assert defaults.get("task_size") == 65536
         assert defaults.get("compat_mode") is defaults.CompatMode.ON
@@ -143,6 +152,15 @@ def test_numpy_integers():
     ("task_size", 1.5, TypeError, "integer"),
     ("task_size", None, TypeError, "integer"),
     ("task_size", 1 << 70, OverflowError, "too big"),
+    ("http_max_attempts", 0, ValueError, "between 1 and 1000"),
+    ("http_timeout", 0, ValueError, "between 1 and"),
+    ("remote_connections", 0, ValueError, "between 1 and"),
+    ("remote_verbose", 2, ValueError, "between 0 and 1"),
+    ("http_status_codes", [99], ValueError, "expected HTTP statuses \\(100 to 999\\)"),
+    ("http_status_codes", [503, 1000], ValueError, "expected HTTP statuses"),
+    ("http_status_codes", "503;504", ValueError, "expected a comma"),
+    ("http_status_codes", 503, TypeError, "list of integers"),
+    ("http_status_codes", [503.0], TypeError, "list of integers"),
 ])
 def test_bad_values(name, value, error, match):
     before = defaults.get(name)
@@ -164,7 +182,7 @@ def test_unknown_name():
     with pytest.raises(KeyError, match="unknown setting"):
         defaults.set("nthreads", 4)
     with pytest.raises(KeyError, match="unknown setting"):
-        defaults.set({"task_size": 8192, "http_timeout": 5})
+        defaults.set({"task_size": 8192, "http_timeout_s": 5})
 
 
 @pytest.mark.parametrize("args", [(), ("task_size",), (1, 2), ({"task_size": 4096}, 1), ("a", "b", "c")])
@@ -178,6 +196,7 @@ def test_bad_call(args):
 
 @pytest.mark.parametrize("name, value", [
     ("num_threads", 3), ("task_size", 65536), ("gds_threshold", 4096), ("bounce_buffer_size", 1 << 20),
+    ("http_max_attempts", 7), ("http_timeout", 11), ("http_status_codes", [404, 503]),
 ])
 def test_old_functions(name, value):
     getter = getattr(defaults, name)
@@ -193,6 +212,31 @@ def test_old_functions(name, value):
     assert getter() == before
     setter(value)  # without `with`: for good
     assert getter() == value
+
+
+@pytest.mark.parametrize("value, expected", [
+    ([503, 429, 503], [429, 503]), ((500,), [500]), (range(500, 503), [500, 501, 502]), ([], []),
+    ("", []), (" 502 , 500", [500, 502]), ([numpy.int32(504)], [504]),
+])
+def test_status_codes_values(value, expected):
+    """Any iterable of ints, or text as the environment variable takes it; kept sorted, once each."""
+    defaults.set("http_status_codes", value)
+    assert defaults.get("http_status_codes") == expected
+    assert _lib.setting_source("http_status_codes") == "api"
+
+
+def test_status_codes_long_list():
+    defaults.set("http_status_codes", range(100, 1000))
+    assert defaults.http_status_codes() == list(range(100, 1000))
+
+
+def test_status_codes_refused_by_get_and_set():
+    """libkvik keeps the list as text only: the int interface refuses it."""
+    with pytest.raises(ValueError):
+        _lib.setting_get("http_status_codes")
+    with pytest.raises(ValueError):
+        _lib.setting_set("http_status_codes", 503)
+    assert _lib.setting_format("http_status_codes") == ",".join(map(str, defaults.get("http_status_codes")))
 
 
 def test_num_threads_aliases():
@@ -222,11 +266,15 @@ PRINT_ALL = "print(json.dumps({n: [kvik.defaults.get(n), kvik._lib.setting_sourc
 def test_environment_variables():
     got = run_python(PRINT_ALL, KVIKIO_COMPAT_MODE="on", KVIKIO_NTHREADS="3", KVIKIO_TASK_SIZE="12345",
                      KVIKIO_GDS_THRESHOLD="0", KVIKIO_BOUNCE_BUFFER_SIZE="65536", KVIKIO_AUTO_DIRECT_IO_READ="true",
-                     KVIKIO_AUTO_DIRECT_IO_WRITE="no", KVIK_ZERO_COPY_READ="AUTO")
+                     KVIKIO_AUTO_DIRECT_IO_WRITE="no", KVIK_ZERO_COPY_READ="AUTO", KVIKIO_HTTP_MAX_ATTEMPTS="5",
+                     KVIKIO_HTTP_TIMEOUT="9", KVIKIO_HTTP_STATUS_CODES=" 503, 429", KVIKIO_REMOTE_VERBOSE="yes",
+                     KVIK_REMOTE_CONNECTIONS="8")
     assert got == {"compat_mode": [1, "env"], "num_threads": [3, "env"], "task_size": [12345, "env"],
                    "gds_threshold": [0, "env"], "bounce_buffer_size": [65536, "env"],
                    "auto_direct_io_read": [True, "env"], "auto_direct_io_write": [False, "env"],
-                   "zero_copy_read": [2, "env"]}
+                   "zero_copy_read": [2, "env"], "http_max_attempts": [5, "env"], "http_timeout": [9, "env"],
+                   "http_status_codes": [[429, 503], "env"], "remote_verbose": [True, "env"],
+                   "remote_connections": [8, "env"]}
 
 
 def test_environment_then_api():
@@ -244,7 +292,8 @@ def test_env_names():
     assert [_lib.setting_env_name(n) for n in NAMES] == [
         "KVIKIO_COMPAT_MODE", "KVIKIO_NTHREADS", "KVIKIO_TASK_SIZE", "KVIKIO_GDS_THRESHOLD",
         "KVIKIO_BOUNCE_BUFFER_SIZE", "KVIKIO_AUTO_DIRECT_IO_READ", "KVIKIO_AUTO_DIRECT_IO_WRITE",
-        "KVIK_ZERO_COPY_READ"]
+        "KVIK_ZERO_COPY_READ", "KVIKIO_HTTP_MAX_ATTEMPTS", "KVIKIO_HTTP_TIMEOUT", "KVIKIO_HTTP_STATUS_CODES",
+        "KVIKIO_REMOTE_VERBOSE", "KVIK_REMOTE_CONNECTIONS"]
 
 
 @pytest.mark.parametrize("env, match", [
