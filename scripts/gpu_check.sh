@@ -8,7 +8,9 @@
 #      test directory's file system and on /dev/shm; then `kvik bench --device`: reads of a SIZE
 #      file in the page cache into device memory, then writes from device memory (a smaller file),
 #      with a cuFile column wherever cuFile can serve the file;
-#   4. where KvikIO is importable (installed, or carried as wheels in .whl/: Python packages missing
+#   4. remote files: `kvik bench URL --device` of a 1 GiB object from nginx on loopback
+#      (tests/remote/servers.py), into host and device memory, next to curl;
+#   5. where KvikIO is importable (installed, or carried as wheels in .whl/: Python packages missing
 #      there, zarr and pytest-asyncio for instance, are carried the same way), kvik and KvikIO
 #      reading the same file into the same GPU buffer, side by side (bench/kvikio_compare.py),
 #      with kvik's zero-copy reads off (its default: bounce buffers only), then on auto.
@@ -24,6 +26,19 @@ if [ -d "$root/.whl" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
     "$root"/.whl/*.whl
   export PYTHONPATH=/tmp/kvik-site${PYTHONPATH:+:$PYTHONPATH}
 fi
+
+# libcurl's headers, where the machine has the library but not its -dev package: carried in
+# build-deps/curl-include (cp -r /usr/include/x86_64-linux-gnu/curl there); and nginx, for the
+# remote tests, in build-deps/bin. build-deps/ is ignored by git.
+if [ -d "$root/build-deps/curl-include" ] && ! echo '#include <curl/curl.h>' | cc -E -x c - >/dev/null 2>&1; then
+  lib=$(ldconfig -p | awk '/libcurl\.so\.4 /{print $NF; exit}')
+  if [ -n "$lib" ]; then
+    mkdir -p "$root/build-deps/curl-lib" && ln -sf "$lib" "$root/build-deps/curl-lib/libcurl.so"
+    export C_INCLUDE_PATH=$root/build-deps/curl-include CMAKE_INCLUDE_PATH=$root/build-deps/curl-include
+    export LIBRARY_PATH=$root/build-deps/curl-lib CMAKE_LIBRARY_PATH=$root/build-deps/curl-lib
+  fi
+fi
+if [ -x "$root/build-deps/bin/nginx" ]; then export PATH=$PATH:$root/build-deps/bin; fi
 
 echo "== build and C tests (real driver)"
 "$root/scripts/build.sh" "$build" >/dev/null
@@ -58,6 +73,11 @@ echo "== kvik bench --device (reads, $size)"
 "$build/kvik" bench --device --dir "$tmp" --size "$size" --threads 1,4,8,16 --repeat 3 --no-write
 echo "== kvik bench --device (writes, 2G)"
 "$build/kvik" bench --device --dir "$tmp" --size 2G --threads 1,4,16 --repeat 3
+
+echo "== remote files: a 1 GiB object from nginx on loopback into host and device memory"
+KVIK_TEST_REMOTE_BIG=1073741824 python3 "$root/tests/remote/servers.py" -- sh -c \
+  '"$0" bench "${KVIK_TEST_NGINX_URL:-$KVIK_TEST_FAULT_URL/ok}/big" --threads 1,4,8,16 --repeat 5 --curl --device' \
+  "$build/kvik"
 
 echo "== kvik next to KvikIO ($size)"
 status=0
