@@ -192,15 +192,18 @@ static int resolve_endpoint(kvik_remote *r, const char *url, const char *shown, 
   return r->kind == KVIK_REMOTE_S3 ? s3_auth(r, shown, &c, region) : 0;
 }
 
+/* The user.name of the options, percent-encoded, else the URL's own (encoded already). */
 static int webhdfs_user(kvik_remote *r, const char *url, const char *shown, const kvik_remote_options *o) {
   char from_url[256];
-  const char *user = o->webhdfs_user;
-  if (!user && query_param(url, "user.name", from_url, sizeof from_url)) user = from_url;
-  if (!user) return 0;
-  r->webhdfs_user = malloc(percent_encode(NULL, user, NULL) + 1);
-  if (!r->webhdfs_user) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
-  r->webhdfs_user[percent_encode(r->webhdfs_user, user, NULL)] = '\0';
-  return 0;
+  if (o->webhdfs_user) {
+    r->webhdfs_user = malloc(percent_encode(NULL, o->webhdfs_user, NULL) + 1);
+    if (r->webhdfs_user) r->webhdfs_user[percent_encode(r->webhdfs_user, o->webhdfs_user, NULL)] = '\0';
+  } else if (query_param(url, "user.name", from_url, sizeof from_url)) {
+    r->webhdfs_user = strdup(from_url);
+  } else {
+    return 0;
+  }
+  return r->webhdfs_user ? 0 : kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
 }
 
 /* libcurl reads no CA variables itself (its command line tool does): kvik passes them on. */

@@ -384,9 +384,12 @@ static void test_webhdfs(const char *base) {
   o.webhdfs_user = "kvik user";
   char *url = url_of(base, "small");
   check_object(url, &o, "small", KVIK_REMOTE_WEBHDFS);
+  free(url);
+  url = url_of(base, "small?user.name=url%20user"); /* the URL's own, encoded already */
+  check_object(url, NULL, "small", KVIK_REMOTE_WEBHDFS);
   char users[256];
   fault_server_get("/_webhdfs_users", users, sizeof users);
-  if (!strstr(users, "kvik user")) FAIL_AT("the WebHDFS server saw users \"%s\"", users);
+  if (!strstr(users, "kvik user") || !strstr(users, "url user")) FAIL_AT("the WebHDFS server saw users \"%s\"", users);
   kvik_remote *r;
   free(url);
   url = url_of(base, "no-such-file");
