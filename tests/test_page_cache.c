@@ -25,7 +25,9 @@ int main(void) {
   ASSERT_EQ(kvik_file_read(f, data, FILE_BYTES, 0), FILE_BYTES);
   kvik_file_free(f);
   ASSERT_OK(kvik_page_cache_info(path, &resident, &total));
-  ASSERT_EQ(resident, total); /* all read, so all resident */
+  /* All read, so all resident, but for what memory pressure evicts at once: a page was, once,
+   * in CI under ThreadSanitizer, with the remote tests' servers running beside. */
+  ASSERT(resident <= total && resident >= total - total / 16);
 
   if (droppable) {
     ASSERT_OK(kvik_page_cache_drop(path));
