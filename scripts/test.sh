@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: the C tests in a plain build, under AddressSanitizer and
 # UndefinedBehaviorSanitizer, and under ThreadSanitizer, with the remote tests' servers
-# (scripts/test_servers.sh); the remote test of a build without libcurl; then the Python
-# package's tests in a fresh virtual environment (scripts/test_python.sh).
+# (scripts/test_servers.sh); the remote test of a build without libcurl; 5 s of each fuzz target
+# (scripts/fuzz.sh); then the Python package's tests in a fresh virtual environment
+# (scripts/test_python.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -23,5 +24,7 @@ run_suite "C tests, TSan" "$root/build-tsan" "$servers" -DKVIK_SANITIZE=thread -
 echo "== C library without libcurl: remote files fail cleanly"
 "$root/scripts/build.sh" "$root/build-nocurl" -DKVIK_REMOTE=OFF >/dev/null
 (cd "$root/build-nocurl" && ctest --output-on-failure -R '^(remote|cli_remote_no_curl)$')
+echo "== Fuzzing, a short run of each target (scripts/fuzz.sh; tests/fuzz/README.md)"
+"$root/scripts/fuzz.sh" 5
 echo "== Python package"
 "$root/scripts/test_python.sh" -q

@@ -39,7 +39,7 @@ static int is_http_url(const char *url) { return has_prefix_nocase(url, "http://
 static void url_host(const char *url, char *buf, size_t len) {
   const char *scheme_end = strstr(url, "://"), *start = scheme_end ? scheme_end + 3 : url;
   const char *end = start + strcspn(start, "/?#");
-  const char *at = memchr(start, '@', (size_t)(end - start));
+  const char *at = memrchr(start, '@', (size_t)(end - start)); /* a password may hold '@' */
   if (at) start = at + 1;
   snprintf(buf, len, "%.*s", (int)(end - start), start);
 }
@@ -49,7 +49,8 @@ static const char *url_query(const char *url) { return strchr(url, '?'); }
 /* The URL without user, password, query and fragment: what messages may show. */
 static char *display_url(const char *url) {
   const char *scheme_end = strstr(url, "://"), *start = scheme_end ? scheme_end + 3 : url;
-  const char *host_end = start + strcspn(start, "/?#"), *at = memchr(start, '@', (size_t)(host_end - start));
+  const char *host_end = start + strcspn(start, "/?#");
+  const char *at = memrchr(start, '@', (size_t)(host_end - start)); /* a password may hold '@' */
   size_t head = (size_t)(start - url), rest = strcspn(at ? at + 1 : start, "?#");
   char *out = malloc(head + rest + 1);
   if (!out) return NULL;
@@ -143,6 +144,10 @@ static int s3_url(const char *url, const char *shown, const s3_config *c, const 
   if (!slash || slash == bucket || !slash[1])
     return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): expected s3://BUCKET/KEY", shown);
   int bucket_len = (int)(slash - bucket);
+  /* Bucket names are letters, digits, '.', '-' and '_': anything else (user:password@ ...) would
+   * end up in the request's path and in messages. */
+  if (strspn(bucket, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != (size_t)bucket_len)
+    return kvik__fail(-EINVAL, "kvik_remote_open: a bucket name holds letters, digits, '.', '-' and '_' only");
   size_t key_len = percent_encode(NULL, slash + 1, "/");
   size_t endpoint_len = c->endpoint ? strlen(c->endpoint) : 0;
   while (endpoint_len > 0 && c->endpoint[endpoint_len - 1] == '/') endpoint_len--;

@@ -30,7 +30,7 @@ typedef struct io_task {
 } io_task;
 
 static void finish_device_read(kvik__device_read *read, size_t bytes, int rc) {
-  io_task *task = (io_task *)((char *)read - offsetof(io_task, read));
+  io_task *task = (io_task *)(void *)((char *)read - offsetof(io_task, read)); /* container of `read` */
   kvik__future_task_done(task->future, bytes, rc);
 }
 

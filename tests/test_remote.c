@@ -255,6 +255,7 @@ static void test_detection(void) {
     const char *shown;
   } cases[] = {
       {"https://user:pw@example.com/data.bin?token=abc", KVIK_REMOTE_HTTP, "https://example.com/data.bin"},
+      {"http://user:p@ss@example.com:8080/x", KVIK_REMOTE_HTTP, "http://example.com:8080/x"},
       {"http://nn:9870/webhdfs/v1/a/b?user.name=me", KVIK_REMOTE_WEBHDFS, "http://nn:9870/webhdfs/v1/a/b"},
       {"https://b.s3.eu-west-1.amazonaws.com/k?X-Amz-Signature=ff&X-Amz-Credential=AKID", KVIK_REMOTE_S3_PRESIGNED,
        "https://b.s3.eu-west-1.amazonaws.com/k"},
@@ -274,12 +275,14 @@ static void test_detection(void) {
       FAIL_AT("%s is shown as %s, expected %s", cases[i].url, kvik_remote_url(r), cases[i].shown);
     kvik_remote_free(r);
   }
+  kvik_remote *r;
+  ASSERT_FAILS(kvik_remote_open("s3://user:SECRET@bucket/key", &o, &r), -EINVAL, "bucket name");
+  ASSERT(!strstr(kvik_last_error(), "SECRET"));
   /* S3 without credentials is refused, naming what to set. */
   kvik_remote_options_init(&o);
   o.size = 10;
   unsetenv("AWS_ACCESS_KEY_ID");
   unsetenv("AWS_SECRET_ACCESS_KEY");
-  kvik_remote *r;
   ASSERT_FAILS(kvik_remote_open("s3://bucket/key", &o, &r), -EINVAL, "AWS_ACCESS_KEY_ID");
   o.kind = KVIK_REMOTE_S3_PUBLIC;
   o.aws_endpoint_url = "http://127.0.0.1:1";
