@@ -53,47 +53,48 @@ int kvik__http_supported(char *detail, size_t len) {
 
 /* Idle handles keep their connections open, so the next request to the same server skips the
  * TCP and TLS handshakes. At most KVIK_SETTING_REMOTE_CONNECTIONS handles are in use at once;
- * requests beyond wait for one. */
-typedef struct idle_handle {
+ * requests beyond wait for one. A handle and its list node are made together, once. */
+typedef struct pooled_handle {
   CURL *curl;
-  struct idle_handle *next;
-} idle_handle;
+  struct pooled_handle *next;
+} pooled_handle;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
-static idle_handle *idle_list;
+static pooled_handle *idle_list;
 static unsigned in_use;
 
-static CURL *acquire_handle(void) {
+static pooled_handle *new_handle(void) {
+  pooled_handle *h = malloc(sizeof *h);
+  if (h && !(h->curl = curl_easy_init())) {
+    free(h);
+    h = NULL;
+  }
+  return h;
+}
+
+/* Give back a slot taken by acquire_handle(), with `h` idle in it, or NULL when none was made. */
+static void release_handle(pooled_handle *h) {
+  pthread_mutex_lock(&pool_lock);
+  in_use--;
+  if (h) {
+    h->next = idle_list;
+    idle_list = h;
+  }
+  pthread_cond_signal(&pool_cond);
+  pthread_mutex_unlock(&pool_lock);
+}
+
+static pooled_handle *acquire_handle(void) {
   unsigned cap = (unsigned)kvik__setting(KVIK_SETTING_REMOTE_CONNECTIONS);
   pthread_mutex_lock(&pool_lock);
   while (in_use >= cap) pthread_cond_wait(&pool_cond, &pool_lock);
   in_use++;
-  idle_handle *idle = idle_list;
-  if (idle) idle_list = idle->next;
+  pooled_handle *h = idle_list;
+  if (h) idle_list = h->next;
   pthread_mutex_unlock(&pool_lock);
-  CURL *curl = idle ? idle->curl : curl_easy_init();
-  free(idle);
-  if (!curl) {
-    pthread_mutex_lock(&pool_lock);
-    in_use--;
-    pthread_cond_signal(&pool_cond);
-    pthread_mutex_unlock(&pool_lock);
-  }
-  return curl;
-}
-
-static void release_handle(CURL *curl) {
-  idle_handle *idle = malloc(sizeof *idle);
-  pthread_mutex_lock(&pool_lock);
-  in_use--;
-  if (idle) {
-    *idle = (idle_handle){curl, idle_list};
-    idle_list = idle;
-  }
-  pthread_cond_signal(&pool_cond);
-  pthread_mutex_unlock(&pool_lock);
-  if (!idle) curl_easy_cleanup(curl);
+  if (!h && !(h = new_handle())) release_handle(NULL);
+  return h;
 }
 
 void kvik__http_atfork_prepare(void) { pthread_mutex_lock(&pool_lock); }
@@ -376,16 +377,16 @@ int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp)
   if (curl_init_result != CURLE_OK)
     return kvik__fail(KVIK_EREMOTE, "%s: %s of \"%s\": curl_global_init: %s", req->fn, what, req->display,
                       curl_easy_strerror(curl_init_result));
-  CURL *curl = acquire_handle();
-  if (!curl) return kvik__fail(-ENOMEM, "%s: %s of \"%s\": curl_easy_init failed", req->fn, what, req->display);
+  pooled_handle *h = acquire_handle();
+  if (!h) return kvik__fail(-ENOMEM, "%s: %s of \"%s\": curl_easy_init failed", req->fn, what, req->display);
   unsigned max_attempts = (unsigned)kvik__setting(KVIK_SETTING_HTTP_MAX_ATTEMPTS), n = 0;
   int rc;
   do {
     if (n > 0) back_off(n);
-    rc = attempt(curl, req, resp, why, sizeof why);
+    rc = attempt(h->curl, req, resp, why, sizeof why);
     n++;
   } while (rc < 0 && retryable(rc) && n < max_attempts);
-  release_handle(curl);
+  release_handle(h);
   if (rc == 0) return 0;
   if (n > 1) return kvik__fail(rc, "%s: %s of \"%s\": %s (gave up after %u attempts)", req->fn, what, req->display, why, n);
   return kvik__fail(rc, "%s: %s of \"%s\": %s", req->fn, what, req->display, why);

@@ -141,15 +141,16 @@ static void check_object(const char *url, const kvik_remote_options *o, const ch
   free(ref);
 }
 
-/* ---- HTTP (nginx) -------------------------------------------------------------------------- */
-
-static void test_http(const char *base) {
+/* Every object, at BASE/NAME, opened with AUTO. */
+static void check_every_object(const char *base, kvik_remote_kind kind) {
   for (size_t i = 0; i < sizeof objects / sizeof *objects; i++) {
     char *url = url_of(base, objects[i]);
-    check_object(url, NULL, objects[i], KVIK_REMOTE_HTTP);
+    check_object(url, NULL, objects[i], kind);
     free(url);
   }
 }
+
+/* ---- HTTP (nginx) -------------------------------------------------------------------------- */
 
 /* Many reads in flight at once, on a small pool of connections. */
 static void test_http_concurrent(const char *base, int64_t connections) {
@@ -383,11 +384,7 @@ static void test_s3_presigned(const char *url) {
 /* ---- WebHDFS ------------------------------------------------------------------------------- */
 
 static void test_webhdfs(const char *base) {
-  for (size_t i = 0; i < sizeof objects / sizeof *objects; i++) {
-    char *url = url_of(base, objects[i]);
-    check_object(url, NULL, objects[i], KVIK_REMOTE_WEBHDFS);
-    free(url);
-  }
+  check_every_object(base, KVIK_REMOTE_WEBHDFS);
   kvik_remote_options o;
   kvik_remote_options_init(&o);
   o.webhdfs_user = "kvik user";
@@ -472,8 +469,7 @@ static void test_faults(const char *fault) {
   ASSERT_FAILS(kvik_remote_read(r, small, sizeof small, 0), KVIK_ERANGE_IGNORED, "whole object");
   kvik_remote_free(r);
   ASSERT_FAILS(read_under_fault(fault, "drop"), -ECONNRESET, "GET bytes");
-  /* A port nothing listens on: the fault server's, once it is known to be closed, is not
-   * available, so bind one and close it. */
+  /* A port nothing listens on: one bound and closed again. */
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in addr = {.sin_family = AF_INET};
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -601,7 +597,7 @@ int main(void) {
   have_cuda = load_cuda();
   printf("device memory: %s\n", have_cuda ? "yes" : "no CUDA driver: host memory only");
   test_lifetime_and_arguments(http);
-  test_http(http);
+  check_every_object(http, KVIK_REMOTE_HTTP);
   test_http_concurrent(http, 64);
   test_http_concurrent(http, 1);
   test_known_size_asks_nothing(fault);
