@@ -220,7 +220,8 @@ KVIK_API int kvik_setting_parse(kvik_setting setting, const char *text);
 KVIK_API int kvik_setting_source_of(kvik_setting setting);
 
 /* Write the current value as text ("AUTO", "on", "4194304") into buf (always terminated when
- * len > 0). Returns the text's length, or a negative code. Thread-safe. */
+ * len > 0; buf may be NULL when len is 0, to learn the length). Returns the text's length, or a
+ * negative code: -EINVAL for an unknown setting or a NULL buf with len > 0. Thread-safe. */
 KVIK_API int kvik_setting_format(kvik_setting setting, char *buf, size_t len);
 
 /* The setting's short name as KvikIO's Python `defaults.get()` knows it ("num_threads",
@@ -286,7 +287,9 @@ typedef struct kvik_file kvik_file;
  * with these.
  *
  * On success stores a new handle in *file and returns 0. Errors: -EINVAL (NULL argument,
- * unknown flag string), -EISDIR (a directory), any errno of open(2), KVIK_ECONFIG.
+ * unknown flag string), -EISDIR (a directory), -ESPIPE (a FIFO or socket: kvik's IO is
+ * positional; refused without waiting for the FIFO's other end), any errno of open(2),
+ * KVIK_ECONFIG.
  * Thread-safe.
  */
 KVIK_API int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file **file);
@@ -304,7 +307,8 @@ KVIK_API void kvik_file_free(kvik_file *file);
 KVIK_API int kvik_file_closed(const kvik_file *file);
 
 /* The file descriptor (buffered, without O_DIRECT), or -EBADF if closed. It stays owned by the
- * handle: do not close it. Thread-safe. */
+ * handle: do not close it, and do not use it once kvik_file_close() was called (its number may
+ * then belong to another file). Thread-safe. */
 KVIK_API int kvik_file_fd(const kvik_file *file);
 
 /* The descriptor's open flags as fcntl(F_GETFL) gives them, with O_APPEND added for append
@@ -473,7 +477,8 @@ KVIK_API int kvik_file_write_async(kvik_file *file, const void *buf, size_t size
  *
  * kvik_mmap_open() maps `map_size` bytes from `map_offset` (map_size 0: up to the end of the
  * file). `flags` must be "r". Errors: -EINVAL (NULL argument, flags other than "r", a range
- * outside the file), any errno of open(2) or mmap(2). An empty file opens with nothing mapped.
+ * outside the file), -EISDIR, -ESPIPE (as kvik_file_open), any errno of open(2) or mmap(2). An
+ * empty file opens with nothing mapped.
  * The file must not shrink while mapped: touching a page past its new end raises SIGBUS, a
  * rule of mmap. Thread-safe.
  */
@@ -594,8 +599,8 @@ KVIK_API void kvik_remote_options_init(kvik_remote_options *options);
  *   http(s)://...                       KVIK_REMOTE_HTTP
  *
  * Returns 0 and a new handle in *remote, or a negative code: -EINVAL (NULL argument, bad
- * options, a URL that is none of the above, S3 without credentials), KVIK_ENOREMOTE, and the
- * codes above for the size request. Thread-safe.
+ * options, a URL that is none of the above or names no host, S3 without credentials),
+ * KVIK_ENOREMOTE, and the codes above for the size request. Thread-safe.
  */
 KVIK_API int kvik_remote_open(const char *url, const kvik_remote_options *options, kvik_remote **remote);
 
@@ -621,6 +626,8 @@ KVIK_API const char *kvik_remote_url(const kvik_remote *remote);
 /* Read `size` bytes at `offset` of the object into `buf` (host or device memory), in parallel,
  * and wait. Returns the number of bytes read, less than `size` only where the object ends first
  * (as kvik_file_read), or a negative code: -EBADF (closed), -EINVAL, and the codes above.
+ * The arguments are checked as kvik_file_read checks them, past the end of the object too: a
+ * NULL buf with size > 0, or offset + size beyond INT64_MAX, is -EINVAL there as well.
  * Thread-safe. */
 KVIK_API ssize_t kvik_remote_read(kvik_remote *remote, void *buf, size_t size, int64_t offset);
 
@@ -861,12 +868,13 @@ KVIK_API int kvik_cufile_stats_get(kvik_cufile_stats *stats);
 /* ------------------------------------------------------------------------------------------ */
 
 /* How many of the file's pages are in the page cache (mincore(2)): stores the counts in
- * *resident_pages and *total_pages (either may be NULL). Returns 0 or a negative code.
- * Thread-safe. */
+ * *resident_pages and *total_pages (either may be NULL). Returns 0 or a negative code: -EISDIR,
+ * -ESPIPE as kvik_file_open gives them, an errno of open(2) or mmap(2). Thread-safe. */
 KVIK_API int kvik_page_cache_info(const char *path, size_t *resident_pages, size_t *total_pages);
 
 /* Write back the file's dirty pages and ask the kernel to drop its cached pages
- * (fdatasync + posix_fadvise(POSIX_FADV_DONTNEED)). Returns 0 or a negative code. Pages in
+ * (fdatasync + posix_fadvise(POSIX_FADV_DONTNEED)). Returns 0 or a negative code (those of
+ * kvik_page_cache_info, an errno of fdatasync(2)). Pages in
  * use elsewhere (mapped by other processes) may stay. Thread-safe. */
 KVIK_API int kvik_page_cache_drop(const char *path);
 
@@ -883,8 +891,9 @@ typedef enum kvik_runtime_lib { KVIK_LIB_CUDA = 0, KVIK_LIB_CUFILE = 1 } kvik_ru
 KVIK_API int kvik_runtime_lib_probe(kvik_runtime_lib lib, char *detail, size_t len);
 
 /* Whether files in directory `dir` can be opened with O_DIRECT and read and written with it
- * (tested with a temporary file, removed again). Returns 1 or 0, or a negative code when the
- * test file cannot be created. Thread-safe. */
+ * (tested with a temporary file, removed again). Returns 1, or 0 when the file system refuses
+ * O_DIRECT (EINVAL), or a negative code when the test itself fails (the file cannot be created,
+ * or its IO fails otherwise: ENOSPC, EIO, ENOMEM ...). Thread-safe. */
 KVIK_API int kvik_direct_io_supported(const char *dir);
 
 #ifdef __cplusplus

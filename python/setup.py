@@ -111,7 +111,8 @@ if os.environ.get("KVIK_WERROR") == "1":
     warnings.append("-Werror")
 
 sources = sorted(glob(rel(HERE, "src", "*.c")))
-sources += sorted(glob(rel(ROOT, "src", "*.c")))
+# src/fault.c is the test builds' fault injection (CMake's KVIK_FAULT_INJECTION), never shipped.
+sources += sorted(p for p in glob(rel(ROOT, "src", "*.c")) if os.path.basename(p) != "fault.c")
 # tools/remote.c (kvik cat, kvik bench URL) is compiled in where the checkout has it.
 sources += [rel(ROOT, "tools", name) for name in ("kvik.c", "bench.c", "bench_device.c", "remote.c")
             if os.path.exists(os.path.join(ROOT, "tools", name))]

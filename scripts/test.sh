@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: the C tests in a plain build, under AddressSanitizer and
-# UndefinedBehaviorSanitizer, and under ThreadSanitizer, with the remote tests' servers
-# (scripts/test_servers.sh); the remote test of a build without libcurl; 5 s of each fuzz target
-# (scripts/fuzz.sh); then the Python package's tests in a fresh virtual environment
-# (scripts/test_python.sh).
+# UndefinedBehaviorSanitizer, and under ThreadSanitizer (these two with fault injection), with
+# the remote tests' servers (scripts/test_servers.sh); the remote test of a build without
+# libcurl; 5 s of each fuzz target (scripts/fuzz.sh); then the Python package's tests in a fresh
+# virtual environment (scripts/test_python.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -19,8 +19,12 @@ run_suite() { # name, build dir, extra cmake arguments...
 export KVIK_TEST_REQUIRE_REMOTE=1
 servers=-DKVIK_TEST_PYTHON=$("$root/scripts/test_servers.sh")
 run_suite "C tests" "$root/build" "$servers"
-run_suite "C tests, ASan+UBSan" "$root/build-asan" "$servers" -DKVIK_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
-run_suite "C tests, TSan" "$root/build-tsan" "$servers" -DKVIK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
+# The sanitizer builds also sweep injected faults over every system call site (the fault_sweep_*
+# tests): LeakSanitizer checks their error paths for leaks, ThreadSanitizer for races.
+run_suite "C tests, ASan+UBSan" "$root/build-asan" "$servers" -DKVIK_SANITIZE=address,undefined \
+  -DCMAKE_BUILD_TYPE=Debug -DKVIK_FAULT_INJECTION=ON
+run_suite "C tests, TSan" "$root/build-tsan" "$servers" -DKVIK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug \
+  -DKVIK_FAULT_INJECTION=ON
 echo "== C library without libcurl: remote files fail cleanly"
 "$root/scripts/build.sh" "$root/build-nocurl" -DKVIK_REMOTE=OFF >/dev/null
 (cd "$root/build-nocurl" && ctest --output-on-failure -R '^(remote|cli_remote_no_curl)$')

@@ -23,6 +23,7 @@
 #include "gds.h"
 #include "init.h"
 #include "memory.h"
+#include "sys.h"
 
 #define MAX_OPS 65536
 
@@ -247,8 +248,8 @@ static int setup_cufile(kvik_batch *b, const char *fn, CUcontext ctx) {
   b->capacity = cufile_capacity(cf, b->max_ops);
   free(b->params);
   free(b->events);
-  b->params = calloc(b->capacity, sizeof *b->params);
-  b->events = calloc(b->capacity, sizeof *b->events);
+  b->params = kvik__calloc(b->capacity, sizeof *b->params);
+  b->events = kvik__calloc(b->capacity, sizeof *b->events);
   if (!b->params || !b->events) rc = kvik__fail(-ENOMEM, "%s: out of memory for cuFile's batch", fn);
   kvik__cufile_batch_handle handle = NULL;
   if (rc == 0) rc = kvik__cufile_check(cf->cuFileBatchIOSetUp(&handle, b->capacity), fn, "cuFileBatchIOSetUp");
@@ -438,14 +439,14 @@ int kvik_batch_create(unsigned max_ops, kvik_batch **batch) {
     return kvik__fail(-EINVAL, "%s(%u): max_ops must be 1 to %d", fn, max_ops, MAX_OPS);
   int rc = kvik__init();
   if (rc < 0) return rc;
-  kvik_batch *b = calloc(1, sizeof *b);
+  kvik_batch *b = kvik__calloc(1, sizeof *b);
   if (!b) return kvik__fail(-ENOMEM, "%s(%u): out of memory", fn, max_ops);
   b->max_ops = max_ops;
-  b->slots = calloc(max_ops, sizeof *b->slots);
-  b->free_ids = calloc(max_ops, sizeof *b->free_ids);
-  b->done_ids = calloc(max_ops, sizeof *b->done_ids);
-  b->pool_ids = calloc(max_ops, sizeof *b->pool_ids);
-  b->pool = calloc(max_ops, sizeof *b->pool);
+  b->slots = kvik__calloc(max_ops, sizeof *b->slots);
+  b->free_ids = kvik__calloc(max_ops, sizeof *b->free_ids);
+  b->done_ids = kvik__calloc(max_ops, sizeof *b->done_ids);
+  b->pool_ids = kvik__calloc(max_ops, sizeof *b->pool_ids);
+  b->pool = kvik__calloc(max_ops, sizeof *b->pool);
   if (!b->slots || !b->free_ids || !b->done_ids || !b->pool_ids || !b->pool) {
     batch_release(b);
     return kvik__fail(-ENOMEM, "%s(%u): out of memory", fn, max_ops);
@@ -466,7 +467,7 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
                       "its completion is collected)",
                       fn, batch->nfree, batch->max_ops, batch->max_ops - batch->nfree);
   if (count == 0) return 0;
-  route *routes = calloc(count, sizeof *routes);
+  route *routes = kvik__calloc(count, sizeof *routes);
   if (!routes) return kvik__fail(-ENOMEM, "%s: out of memory for %u operations", fn, count);
   saved_message m;
   save_message(&m);

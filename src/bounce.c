@@ -8,6 +8,7 @@
 
 #include "cuda.h"
 #include "error.h"
+#include "sys.h"
 
 #define BOUNCE_ALIGNMENT 4096
 
@@ -62,7 +63,7 @@ static void cache_put(buffer_cache *cache, void *buf, size_t size) {
 /* ---- aligned pageable memory ------------------------------------------------------------ */
 
 static int allocate_aligned(const char *fn, size_t size, void **buf) {
-  int err = posix_memalign(buf, BOUNCE_ALIGNMENT, size);
+  int err = kvik__posix_memalign(buf, BOUNCE_ALIGNMENT, size);
   if (err) {
     *buf = NULL;
     return kvik__fail_errno(err, "%s: bounce buffer of %zu bytes", fn, size);

@@ -53,13 +53,14 @@ const char *kvik__cuda_error_text(CUresult result) {
 }
 
 /* Called with the lock held. The handle stays open for the life of the process: the driver
- * cannot be unloaded once initialised. */
+ * cannot be unloaded once initialised. A failed dlopen() leaves the state NOT_TRIED, to be tried
+ * again at the next need: it fails for want of memory or of a file, which may change. A driver
+ * that lacks symbols or devices does not change: that failure is final. */
 static void load_locked(void) {
   char why[512];
   void *handle = kvik__dl_open(CUDA_SONAME, why, sizeof why);
   if (!handle) {
     snprintf(why_unavailable, sizeof why_unavailable, "%s", why);
-    state = FAILED;
     return;
   }
   if (resolve_all(handle) < 0) {
@@ -88,10 +89,19 @@ static load_state current_state(int try_load) {
   return s;
 }
 
+/* Why the driver is not loaded; a failed load may be retried, and rewrite it, at any time. */
+static void copy_why(char *why, size_t len) {
+  pthread_mutex_lock(&lock);
+  snprintf(why, len, "%s", why_unavailable);
+  pthread_mutex_unlock(&lock);
+}
+
 const kvik__cuda_api *kvik__cuda(const char *fn) {
   load_state s = current_state(1);
   if (s == LOADED) return &api;
-  kvik__fail(KVIK_ECUDA_UNAVAILABLE, "%s: CUDA driver unavailable: %s", fn, why_unavailable);
+  char why[sizeof why_unavailable];
+  copy_why(why, sizeof why);
+  kvik__fail(KVIK_ECUDA_UNAVAILABLE, "%s: CUDA driver unavailable: %s", fn, why);
   return NULL;
 }
 
@@ -105,6 +115,17 @@ const kvik__cuda_api *kvik__cuda_if_present(void) {
   load_state s = current_state(0);
   if (s == NOT_TRIED && soname_loaded()) s = current_state(1);
   return s == LOADED ? &api : NULL;
+}
+
+int kvik__cuda_for_pointers(const char *fn, const kvik__cuda_api **out) {
+  *out = kvik__cuda_if_present();
+  if (*out || atomic_load(&state) != NOT_TRIED || !soname_loaded()) return 0;
+  char why[sizeof why_unavailable];
+  copy_why(why, sizeof why);
+  return kvik__fail(KVIK_ECUDA_UNAVAILABLE,
+                    "%s: " CUDA_SONAME " is in this process, but kvik could not load it (%s), so device memory "
+                    "cannot be told from host memory",
+                    fn, why);
 }
 
 #define CUDA_ERROR_UNKNOWN 999

@@ -93,6 +93,11 @@ const kvik__cuda_api *kvik__cuda(const char *fn);
  * every pointer is host memory and the driver is not loaded just to find that out. */
 const kvik__cuda_api *kvik__cuda_if_present(void);
 
+/* For telling device from host memory: stores kvik__cuda_if_present() in *api and returns 0, or
+ * returns KVIK_ECUDA_UNAVAILABLE with a message when libcuda.so.1 is in the process but could not
+ * be loaded (then a pointer may be device memory that kvik cannot recognise). Thread-safe. */
+int kvik__cuda_for_pointers(const char *fn, const kvik__cuda_api **api);
+
 /* Turn a failed driver call into its kvik code, KVIK_ECUDA_BASE - result (that of
  * CUDA_ERROR_UNKNOWN for a result outside 1..999), with a message "<fn>: <call>: <error name>
  * (<error text>)". Returns 0 for CUDA_SUCCESS. */

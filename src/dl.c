@@ -8,10 +8,11 @@
 #include <stdio.h>
 
 #include "error.h"
+#include "sys.h"
 
 void *kvik__dl_open(const char *soname, char *why, size_t len) {
   dlerror(); /* a stale message from earlier calls must not be reported as ours */
-  void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  void *handle = kvik__dlopen(soname, RTLD_NOW | RTLD_LOCAL);
   if (!handle && why && len) {
     const char *reason = dlerror();
     snprintf(why, len, "%s", reason ? reason : "dlopen failed");

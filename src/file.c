@@ -18,6 +18,7 @@
 #include "posix_io.h"
 #include "request.h"
 #include "settings.h"
+#include "sys.h"
 
 /* States of kvik_file.direct_fd besides an open descriptor. */
 #define DIRECT_NOT_TRIED (-2)
@@ -68,14 +69,6 @@ static int64_t size_of_fd(int fd) {
   return end < 0 ? -errno : end;
 }
 
-/* Refuse what cannot be read or written as a file. Directories open fine with O_RDONLY. */
-static int check_opened(int fd, const char *path, const char *flags) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return kvik__fail_errno(errno, "kvik_file_open(\"%s\", \"%s\"): fstat", path, flags);
-  if (S_ISDIR(st.st_mode)) return kvik__fail(-EISDIR, "kvik_file_open(\"%s\", \"%s\"): is a directory", path, flags);
-  return 0;
-}
-
 int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file **file) {
   if (file) *file = NULL;
   if (!path || !flags || !file)
@@ -87,18 +80,17 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   int rc = kvik__init();
   if (rc < 0) return rc;
   size_t path_len = strlen(path);
-  kvik_file *f = calloc(1, sizeof *f + path_len + 1);
+  kvik_file *f = kvik__calloc(1, sizeof *f + path_len + 1);
   if (!f) return kvik__fail(-ENOMEM, "kvik_file_open(\"%s\", \"%s\"): out of memory", path, flags);
   memcpy(f->path, path, path_len + 1);
-  f->fd = open(path, fs->flags | O_CLOEXEC, (mode_t)mode);
+  f->fd = kvik__open_for_io(path, fs->flags | O_CLOEXEC, (mode_t)mode);
   if (f->fd < 0) {
     rc = kvik__fail_errno(errno, "kvik_file_open(\"%s\", \"%s\")", path, flags);
     free(f);
     return rc;
   }
-  rc = check_opened(f->fd, path, flags);
-  int64_t size = rc < 0 ? 0 : size_of_fd(f->fd);
-  if (rc == 0 && size < 0) rc = kvik__fail_errno((int)-size, "kvik_file_open(\"%s\", \"%s\"): size", path, flags);
+  int64_t size = size_of_fd(f->fd);
+  if (size < 0) rc = kvik__fail_errno((int)-size, "kvik_file_open(\"%s\", \"%s\"): size", path, flags);
   if (rc == 0) rc = kvik__gds_open(&f->gds, "kvik_file_open", flags, f->path, f->fd, fs->flags & O_ACCMODE);
   if (rc < 0) {
     close(f->fd);
@@ -145,17 +137,32 @@ int kvik_file_fd(const kvik_file *file) {
   return file->fd;
 }
 
+/* The queries below hold the handle while they use its descriptor: a concurrent close waits for
+ * them instead of closing the descriptor, whose number another open may then reuse, under them.
+ * Holding it leaves the handle logically const. */
+static int hold(const kvik_file *file, const char *fn) {
+  if (!file || kvik__owner_acquire(&((kvik_file *)file)->source.owner) < 0) return closed_error(file, fn);
+  return 0;
+}
+
+static void let_go(const kvik_file *file) { kvik__owner_release(&((kvik_file *)file)->source.owner); }
+
 int kvik_file_open_flags(const kvik_file *file) {
-  if (!file || kvik__owner_is_closed(&file->source.owner)) return closed_error(file, "kvik_file_open_flags");
+  int rc = hold(file, "kvik_file_open_flags");
+  if (rc < 0) return rc;
   int flags = fcntl(file->fd, F_GETFL);
-  if (flags < 0) return kvik__fail_errno(errno, "kvik_file_open_flags(\"%s\")", file->path);
-  return file->append ? flags | O_APPEND : flags;
+  if (flags < 0) rc = kvik__fail_errno(errno, "kvik_file_open_flags(\"%s\")", file->path);
+  let_go(file);
+  return rc < 0 ? rc : file->append ? flags | O_APPEND : flags;
 }
 
 int64_t kvik_file_size(const kvik_file *file) {
-  if (!file || kvik__owner_is_closed(&file->source.owner)) return closed_error(file, "kvik_file_size");
+  int rc = hold(file, "kvik_file_size");
+  if (rc < 0) return rc;
   int64_t size = size_of_fd(file->fd);
-  return size < 0 ? kvik__fail_errno((int)-size, "kvik_file_size(\"%s\")", file->path) : size;
+  if (size < 0) size = kvik__fail_errno((int)-size, "kvik_file_size(\"%s\")", file->path);
+  let_go(file);
+  return size;
 }
 
 /* ---- IO ------------------------------------------------------------------------------- */
@@ -169,7 +176,7 @@ static int direct_descriptor(kvik_file *file) {
   if (fd != DIRECT_NOT_TRIED) return fd;
   char proc_path[64];
   snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d", file->fd);
-  int opened = open(proc_path, file->access | O_DIRECT | O_CLOEXEC);
+  int opened = kvik__open(proc_path, file->access | O_DIRECT | O_CLOEXEC, 0);
   if (opened < 0) opened = DIRECT_UNAVAILABLE;
   int expected = DIRECT_NOT_TRIED;
   if (atomic_compare_exchange_strong(&file->direct_fd, &expected, opened)) return opened;
@@ -296,13 +303,12 @@ const char *kvik__file_path(const kvik_file *file) { return file->path; }
 
 int kvik_file_backend(const kvik_file *file, char *why, size_t len) {
   if (why && len) why[0] = '\0';
-  if (!file) return closed_error(file, "kvik_file_backend");
-  /* Made once and never changed, the decision leaves the handle logically const; holding the
-   * owner keeps a concurrent close from deregistering what the decision registers. */
-  kvik_file *f = (kvik_file *)file;
-  if (kvik__owner_acquire(&f->source.owner) < 0) return closed_error(file, "kvik_file_backend");
-  int backend = kvik__gds_backend(&f->gds, why, len);
-  kvik__owner_release(&f->source.owner);
+  /* Made once and never changed, the decision leaves the handle logically const; holding it
+   * keeps a concurrent close from deregistering what the decision registers. */
+  int rc = hold(file, "kvik_file_backend");
+  if (rc < 0) return rc;
+  int backend = kvik__gds_backend(&((kvik_file *)file)->gds, why, len);
+  let_go(file);
   return backend;
 }
 

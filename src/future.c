@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "sys.h"
 
 struct kvik_future {
   size_t tasks;
@@ -87,7 +88,7 @@ int kvik__owner_is_closed(const kvik__owner *owner) {
 }
 
 kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requested, size_t extra) {
-  kvik_future *future = calloc(1, sizeof *future + extra);
+  kvik_future *future = kvik__calloc(1, sizeof *future + extra);
   if (!future) return NULL;
   future->tasks = ntasks;
   atomic_init(&future->tasks_left, ntasks);

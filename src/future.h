@@ -20,7 +20,8 @@ typedef struct kvik__owner {
 /* Count one more request against `owner`. Returns 0, or -EBADF if it is closed. */
 int kvik__owner_acquire(kvik__owner *owner);
 
-/* Undo kvik__owner_acquire() for a request that was never started. */
+/* Undo kvik__owner_acquire(), for a request that was never started or a query of the handle that
+ * is done. */
 void kvik__owner_release(kvik__owner *owner);
 
 /* Mark `owner` closed and wait until no request is in flight. Returns 0, or -EBADF if it was

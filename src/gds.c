@@ -13,6 +13,7 @@
 
 #include "error.h"
 #include "settings.h"
+#include "sys.h"
 
 /* kvik__gds_file.state: the decision is made once, by whichever thread gets there first; the
  * others wait for it (it takes as long as a cuFile registration). */
@@ -48,7 +49,7 @@ static void describe_cufile(kvik__gds_file *g, const kvik__cufile_api *cf) {
 static int open_direct(kvik__gds_file *g, const char *fn) {
   char proc_path[64];
   snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d", g->fd);
-  g->direct_fd = open(proc_path, g->access | O_DIRECT | O_CLOEXEC);
+  g->direct_fd = kvik__open(proc_path, g->access | O_DIRECT | O_CLOEXEC, 0);
   if (g->direct_fd >= 0) return 0;
   return kvik__fail_errno(errno, "%s: the file does not open with O_DIRECT, which cuFile needs", fn);
 }

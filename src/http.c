@@ -36,6 +36,7 @@ void kvik__http_atfork_child(void) {}
 #include <time.h>
 
 #include "settings.h"
+#include "sys.h"
 
 /* ---- libcurl, once ------------------------------------------------------------------------ */
 
@@ -65,7 +66,7 @@ static pooled_handle *idle_list;
 static unsigned in_use;
 
 static pooled_handle *new_handle(void) {
-  pooled_handle *h = malloc(sizeof *h);
+  pooled_handle *h = kvik__malloc(sizeof *h);
   if (h && !(h->curl = curl_easy_init())) {
     free(h);
     h = NULL;

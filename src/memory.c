@@ -46,8 +46,9 @@ static int copy_context(const char *fn, CUcontext own, int ordinal, CUcontext *c
 int kvik__memory_classify(const char *fn, const void *ptr, kvik__memory *mem) {
   mem->kind = KVIK_MEMORY_HOST;
   mem->ctx = NULL;
-  const kvik__cuda_api *cu = kvik__cuda_if_present();
-  if (!cu || !ptr) return 0;
+  const kvik__cuda_api *cu;
+  int rc = kvik__cuda_for_pointers(fn, &cu);
+  if (rc < 0 || !cu || !ptr) return rc;
   CUcontext own = NULL;
   unsigned type = 0, managed = 0;
   int ordinal = 0;
@@ -56,7 +57,7 @@ int kvik__memory_classify(const char *fn, const void *ptr, kvik__memory *mem) {
   void *values[] = {&own, &type, &managed, &ordinal};
   CUresult result = cu->cuPointerGetAttributes(4, attributes, values, (CUdeviceptr)(uintptr_t)ptr);
   if (result == CUDA_ERROR_INVALID_VALUE) return 0; /* not a pointer CUDA knows */
-  int rc = kvik__cuda_check(result, fn, "cuPointerGetAttributes");
+  rc = kvik__cuda_check(result, fn, "cuPointerGetAttributes");
   if (rc < 0) return rc;
   if (managed) mem->kind = KVIK_MEMORY_MANAGED;
   else if (type == CU_MEMORYTYPE_DEVICE) mem->kind = KVIK_MEMORY_DEVICE;

@@ -10,7 +10,9 @@
 
 #include "error.h"
 #include "init.h"
+#include "posix_io.h"
 #include "request.h"
+#include "sys.h"
 
 struct kvik_mmap {
   kvik__source source; /* reads run against it; close waits for them */
@@ -27,7 +29,7 @@ struct kvik_mmap {
 static int copy_out(void *self, kvik__op op, char *host, size_t size, int64_t offset, size_t *done) {
   const kvik_mmap *map = self;
   (void)op; /* mappings are read only: requests are reads */
-  memcpy(host, map->first + (offset - map->map_offset), size);
+  if (size > 0) memcpy(host, map->first + (offset - map->map_offset), size); /* host may be NULL then */
   *done = size;
   return 0;
 }
@@ -40,7 +42,7 @@ static int map_range(kvik_mmap *map, size_t size, int64_t offset) {
   map->map_offset = offset;
   if (size == 0) return 0;
   map->mapping_len = size + (size_t)(offset - aligned);
-  map->mapping = mmap(NULL, map->mapping_len, PROT_READ, MAP_SHARED, map->fd, (off_t)aligned);
+  map->mapping = kvik__mmap(map->mapping_len, PROT_READ, MAP_SHARED, map->fd, (off_t)aligned);
   if (map->mapping == MAP_FAILED) {
     map->mapping = NULL;
     return kvik__fail_errno(errno, "kvik_mmap_open(\"%s\"): mmap of %zu bytes at %lld", map->path, size,
@@ -52,11 +54,10 @@ static int map_range(kvik_mmap *map, size_t size, int64_t offset) {
 
 /* Open the file and check that the range lies in it. */
 static int open_file(kvik_mmap *map, size_t *size, int64_t offset) {
-  map->fd = open(map->path, O_RDONLY | O_CLOEXEC);
+  map->fd = kvik__open_for_io(map->path, O_RDONLY | O_CLOEXEC, 0);
   if (map->fd < 0) return kvik__fail_errno(errno, "kvik_mmap_open(\"%s\")", map->path);
   struct stat st;
   if (fstat(map->fd, &st) != 0) return kvik__fail_errno(errno, "kvik_mmap_open(\"%s\"): fstat", map->path);
-  if (S_ISDIR(st.st_mode)) return kvik__fail(-EISDIR, "kvik_mmap_open(\"%s\"): is a directory", map->path);
   map->file_size = st.st_size;
   if (offset < 0 || offset > map->file_size)
     return kvik__fail(-EINVAL, "kvik_mmap_open(\"%s\"): map offset %lld outside the file of %lld bytes", map->path,
@@ -78,7 +79,7 @@ int kvik_mmap_open(const char *path, const char *flags, size_t map_size, int64_t
   int rc = kvik__init();
   if (rc < 0) return rc;
   size_t path_len = strlen(path);
-  kvik_mmap *map = calloc(1, sizeof *map + path_len + 1);
+  kvik_mmap *map = kvik__calloc(1, sizeof *map + path_len + 1);
   if (!map) return kvik__fail(-ENOMEM, "kvik_mmap_open(\"%s\"): out of memory", path);
   memcpy(map->path, path, path_len + 1);
   rc = open_file(map, &map_size, map_offset);

@@ -13,6 +13,7 @@
 
 #include "device_io.h"
 #include "error.h"
+#include "sys.h"
 
 static pthread_mutex_t resize_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -62,12 +63,12 @@ int kvik__pool_in_worker(void) { return is_pool_thread; }
 
 /* Start up to n threads. Called with resize_lock held and no threads running. */
 static int start_threads(unsigned n) {
-  threads = calloc(n, sizeof *threads);
+  threads = kvik__calloc(n, sizeof *threads);
   if (!threads) return kvik__fail(-ENOMEM, "thread pool: out of memory for %u threads", n);
   unsigned started = 0;
   int err = 0;
   for (; started < n; started++) {
-    err = pthread_create(&threads[started], NULL, worker_main, NULL);
+    err = kvik__pthread_create(&threads[started], worker_main, NULL);
     if (err) break;
   }
   atomic_store(&running, started);

@@ -14,15 +14,15 @@
 #include "bounce.h"
 #include "error.h"
 #include "settings.h"
+#include "sys.h"
 
 static const char *op_name(kvik__op op) { return op == KVIK__READ ? "pread" : "pwrite"; }
 
-/* One system call, retried while interrupted. */
+/* One system call (retried while interrupted, by sys.h): a byte count or -errno. */
 static ssize_t sys_once(kvik__op op, int fd, char *buf, size_t n, int64_t offset) {
   ssize_t r;
-  do {
-    r = op == KVIK__READ ? pread(fd, buf, n, (off_t)offset) : pwrite(fd, buf, n, (off_t)offset);
-  } while (r < 0 && errno == EINTR);
+  if (op == KVIK__READ) r = kvik__pread(fd, buf, n, (off_t)offset);
+  else r = kvik__pwrite(fd, buf, n, (off_t)offset);
   return r < 0 ? -errno : r;
 }
 
@@ -73,15 +73,16 @@ static int direct_aligned(kvik__op op, const kvik__posix_target *t, char *buf, s
   return 0;
 }
 
-/* O_DIRECT for an unaligned user buffer: through an aligned bounce buffer, chunk by chunk. */
+/* O_DIRECT for an unaligned user buffer: through an aligned bounce buffer, chunk by chunk.
+ * Without a bounce buffer (out of memory) the buffered descriptor does the whole range. */
 static int direct_bounced(kvik__op op, const kvik__posix_target *t, char *buf, size_t n, int64_t offset, size_t *done,
                           direct_outcome *outcome) {
   size_t chunk_size = (size_t)kvik__setting(KVIK_SETTING_BOUNCE_BUFFER_SIZE) & ~(size_t)(KVIK__DIRECT_ALIGNMENT - 1);
   char *bounce = kvik__bounce_get(chunk_size);
-  if (!bounce) return -ENOMEM;
-  int rc = 0;
   *done = 0;
-  *outcome = DIRECT_ALL;
+  *outcome = bounce ? DIRECT_ALL : DIRECT_STOPPED;
+  if (!bounce) return 0;
+  int rc = 0;
   while (*done < n && *outcome == DIRECT_ALL) {
     size_t chunk = n - *done < chunk_size ? n - *done : chunk_size, moved;
     if (op == KVIK__WRITE) memcpy(bounce, buf + *done, chunk);
@@ -133,6 +134,57 @@ int kvik__posix_io(kvik__op op, const kvik__posix_target *t, char *buf, size_t s
   return rc;
 }
 
+/* The errno that refuses a file opened for positional IO, or 0. */
+static int refusal(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return errno;
+  if (S_ISDIR(st.st_mode)) return EISDIR;
+  return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) ? ESPIPE : 0;
+}
+
+/* The FIFO is refused before opening, since opening it would wait for its other end. (A FIFO put
+ * in the file's place between the two calls still makes open() wait; O_NONBLOCK would not, but
+ * would also make open() fail on a file under a lease instead of waiting for the lease.) */
+int kvik__open_for_io_at(const char *site, const char *path, int flags, mode_t mode) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+    errno = ESPIPE;
+    return -1;
+  }
+  int fd = kvik__open_at(site, path, flags, mode);
+  int err = fd < 0 ? 0 : refusal(fd);
+  if (err) {
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+/* One aligned block through the O_DIRECT descriptor at offset 0: 0, or -errno. A short count
+ * (which leaves the rest unaligned) repeats the whole block; a few in a row are an error. */
+static int probe_block(kvik__op op, int fd, char *block) {
+  for (int attempt = 0; attempt < 3; attempt++) {
+    ssize_t r = sys_once(op, fd, block, KVIK__DIRECT_ALIGNMENT, 0);
+    if (r < 0 || r == KVIK__DIRECT_ALIGNMENT) return r < 0 ? (int)r : 0;
+  }
+  return -EIO;
+}
+
+/* Writes and reads back one block; 1 when both work, 0 when the file system refuses O_DIRECT IO
+ * (EINVAL), or a negative code. */
+static int probe_direct_io(int fd, const char *dir) {
+  void *block = NULL;
+  int err = kvik__posix_memalign(&block, KVIK__DIRECT_ALIGNMENT, KVIK__DIRECT_ALIGNMENT);
+  if (err) return kvik__fail_errno(err, "kvik_direct_io_supported(\"%s\"): aligned buffer", dir);
+  memset(block, 0x6b, KVIK__DIRECT_ALIGNMENT);
+  int rc = probe_block(KVIK__WRITE, fd, block);
+  if (rc == 0) rc = probe_block(KVIK__READ, fd, block);
+  free(block);
+  if (rc == -EINVAL) return 0;
+  return rc < 0 ? kvik__fail_errno(-rc, "kvik_direct_io_supported(\"%s\"): O_DIRECT IO on a test file", dir) : 1;
+}
+
 /* A temporary file in `dir`, written and read back through O_DIRECT. */
 int kvik_direct_io_supported(const char *dir) {
   if (!dir) return kvik__fail(-EINVAL, "kvik_direct_io_supported: NULL directory");
@@ -141,18 +193,14 @@ int kvik_direct_io_supported(const char *dir) {
     return kvik__fail(-ENAMETOOLONG, "kvik_direct_io_supported(\"%s\"): path too long", dir);
   int fd = mkostemp(path, O_CLOEXEC);
   if (fd < 0) return kvik__fail_errno(errno, "kvik_direct_io_supported(\"%s\"): cannot create a test file", dir);
-  int direct = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+  int direct = kvik__open(path, O_RDWR | O_DIRECT | O_CLOEXEC, 0);
+  int open_err = errno;
   unlink(path);
   close(fd);
-  if (direct < 0) return 0;
-  void *block = NULL;
-  int supported = 0;
-  if (posix_memalign(&block, KVIK__DIRECT_ALIGNMENT, KVIK__DIRECT_ALIGNMENT) == 0) {
-    memset(block, 0x6b, KVIK__DIRECT_ALIGNMENT);
-    supported = pwrite(direct, block, KVIK__DIRECT_ALIGNMENT, 0) == KVIK__DIRECT_ALIGNMENT &&
-                pread(direct, block, KVIK__DIRECT_ALIGNMENT, 0) == KVIK__DIRECT_ALIGNMENT;
-  }
-  free(block);
+  if (direct < 0 && open_err == EINVAL) return 0;
+  if (direct < 0)
+    return kvik__fail_errno(open_err, "kvik_direct_io_supported(\"%s\"): opening a test file with O_DIRECT", dir);
+  int rc = probe_direct_io(direct, dir);
   close(direct);
-  return supported;
+  return rc;
 }

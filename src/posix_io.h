@@ -4,6 +4,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "sys.h"
 
 typedef enum kvik__op { KVIK__READ, KVIK__WRITE } kvik__op;
 
@@ -26,5 +29,11 @@ typedef struct kvik__posix_target {
  * *direct_refused when the file system refused O_DIRECT IO (the range was then done buffered). */
 int kvik__posix_io(kvik__op op, const kvik__posix_target *target, char *buf, size_t size, int64_t offset,
                    size_t *done, int *direct_refused);
+
+/* open(2) of a file for positional IO, as kvik__open(). A FIFO has no positions, and opening
+ * one waits for its other end, maybe for ever: the open does not wait, and fails with ESPIPE; a
+ * directory fails with EISDIR. Returns the descriptor, or -1 with errno set. */
+#define kvik__open_for_io(path, flags, mode) kvik__open_for_io_at(KVIK__SITE, path, flags, mode)
+int kvik__open_for_io_at(const char *site, const char *path, int flags, mode_t mode);
 
 #endif

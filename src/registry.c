@@ -15,6 +15,7 @@
 #include "memory.h"
 #include "registry.h"
 #include "settings.h"
+#include "sys.h"
 
 typedef struct record {
   char *base;
@@ -38,7 +39,7 @@ static record *find_locked(const char *base) {
 static int add_locked(record r) {
   if (count == capacity) {
     size_t grown = capacity ? capacity * 2 : 16;
-    record *more = realloc(records, grown * sizeof *more);
+    record *more = kvik__realloc(records, grown * sizeof *more);
     if (!more) return -ENOMEM;
     records = more;
     capacity = grown;

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "http.h"
 #include "init.h"
 #include "request.h"
+#include "sys.h"
 
 struct kvik_remote {
   kvik__source source; /* reads run against it; close waits for them */
@@ -44,6 +46,14 @@ static void url_host(const char *url, char *buf, size_t len) {
   snprintf(buf, len, "%.*s", (int)(end - start), start);
 }
 
+/* Whether an http(s) URL names a host: "http://" and "https:///key" do not, and would open
+ * (given a size) only to fail at the first read. A port alone (":80") is no host either. */
+static int has_host(const char *url) {
+  char host[256];
+  url_host(url, host, sizeof host);
+  return host[0] != '\0' && host[0] != ':';
+}
+
 static const char *url_query(const char *url) { return strchr(url, '?'); }
 
 /* The URL without user, password, query and fragment: what messages may show. */
@@ -52,7 +62,7 @@ static char *display_url(const char *url) {
   const char *host_end = start + strcspn(start, "/?#");
   const char *at = memrchr(start, '@', (size_t)(host_end - start)); /* a password may hold '@' */
   size_t head = (size_t)(start - url), rest = strcspn(at ? at + 1 : start, "?#");
-  char *out = malloc(head + rest + 1);
+  char *out = kvik__malloc(head + rest + 1);
   if (!out) return NULL;
   memcpy(out, url, head);
   memcpy(out + head, at ? at + 1 : start, rest);
@@ -152,7 +162,7 @@ static int s3_url(const char *url, const char *shown, const s3_config *c, const 
   size_t endpoint_len = c->endpoint ? strlen(c->endpoint) : 0;
   while (endpoint_len > 0 && c->endpoint[endpoint_len - 1] == '/') endpoint_len--;
   size_t len = endpoint_len + (size_t)bucket_len + strlen(region) + key_len + 64;
-  char *s = malloc(len);
+  char *s = kvik__malloc(len);
   if (!s) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
   int n = c->endpoint ? snprintf(s, len, "%.*s/%.*s/", (int)endpoint_len, c->endpoint, bucket_len, bucket)
                       : snprintf(s, len, "https://%.*s.s3.%s.amazonaws.com/", bucket_len, bucket, region);
@@ -182,6 +192,7 @@ static int resolve_endpoint(kvik_remote *r, const char *url, const char *shown, 
     return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): an s3:// URL opens as S3 or public S3 only", shown);
   if (!is_s3_scheme && !is_http_url(url))
     return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): not an http://, https:// or s3:// URL", shown);
+  if (!is_s3_scheme && !has_host(url)) return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): no host in the URL", shown);
   s3_config c = s3_config_of(o);
   char host_region[64] = "";
   const char *region = c.region;
@@ -190,8 +201,8 @@ static int resolve_endpoint(kvik_remote *r, const char *url, const char *shown, 
   if (!region) region = "us-east-1";
   int rc = 0;
   if (is_s3_scheme) rc = s3_url(url, shown, &c, region, &r->url);
-  else if (r->kind == KVIK_REMOTE_WEBHDFS) r->url = strndup(url, strcspn(url, "?#"));
-  else r->url = strdup(url);
+  else if (r->kind == KVIK_REMOTE_WEBHDFS) r->url = kvik__strndup(url, strcspn(url, "?#"));
+  else r->url = kvik__strdup(url);
   if (rc < 0) return rc;
   if (!r->url) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
   return r->kind == KVIK_REMOTE_S3 ? s3_auth(r, shown, &c, region) : 0;
@@ -201,10 +212,10 @@ static int resolve_endpoint(kvik_remote *r, const char *url, const char *shown, 
 static int webhdfs_user(kvik_remote *r, const char *url, const char *shown, const kvik_remote_options *o) {
   char from_url[256];
   if (o->webhdfs_user) {
-    r->webhdfs_user = malloc(percent_encode(NULL, o->webhdfs_user, NULL) + 1);
+    r->webhdfs_user = kvik__malloc(percent_encode(NULL, o->webhdfs_user, NULL) + 1);
     if (r->webhdfs_user) r->webhdfs_user[percent_encode(r->webhdfs_user, o->webhdfs_user, NULL)] = '\0';
   } else if (query_param(url, "user.name", from_url, sizeof from_url)) {
-    r->webhdfs_user = strdup(from_url);
+    r->webhdfs_user = kvik__strdup(from_url);
   } else {
     return 0;
   }
@@ -215,8 +226,8 @@ static int webhdfs_user(kvik_remote *r, const char *url, const char *shown, cons
 static int tls_from_env(kvik_remote *r) {
   const char *file = option_or_env(NULL, "CURL_CA_BUNDLE"), *dir = option_or_env(NULL, "SSL_CERT_DIR");
   if (!file) file = option_or_env(NULL, "SSL_CERT_FILE");
-  r->ca_file = file ? strdup(file) : NULL;
-  r->ca_dir = dir ? strdup(dir) : NULL;
+  r->ca_file = file ? kvik__strdup(file) : NULL;
+  r->ca_dir = dir ? kvik__strdup(dir) : NULL;
   return (file && !r->ca_file) || (dir && !r->ca_dir) ? kvik__fail(-ENOMEM, "kvik_remote_open: out of memory") : 0;
 }
 
@@ -385,7 +396,7 @@ static int open_remote(const char *url, const char *shown, const kvik_remote_opt
   if (rc < 0) return rc;
   char why[256];
   if (!kvik__http_supported(why, sizeof why)) return kvik__fail(KVIK_ENOREMOTE, "kvik_remote_open(\"%s\"): %s", shown, why);
-  kvik_remote *r = calloc(1, sizeof *r);
+  kvik_remote *r = kvik__calloc(1, sizeof *r);
   if (!r) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
   rc = configure(r, url, shown, o);
   if (rc == 0) rc = learn_size(r, o->size);
@@ -433,17 +444,27 @@ const char *kvik_remote_url(const kvik_remote *r) { return r ? r->display : NULL
 
 int kvik_remote_supported(char *detail, size_t len) { return kvik__http_supported(detail, len); }
 
-/* Reads stop at the end of the object, as pread(2) does at the end of a file. */
-static int clip(const char *fn, const kvik_remote *r, size_t *size, int64_t offset) {
+/* Whether the request checks (request.c) accept the caller's arguments. They must judge the
+ * caller's size, not the clipped one: clipped to 0, a NULL buffer or an overflowing range past
+ * the end would pass as a read of nothing, where kvik_file_read refuses them. */
+static int args_valid(const void *buf, size_t size, int64_t offset) {
+  return (buf || size == 0) && offset >= 0 && size <= (size_t)SSIZE_MAX &&
+         (uint64_t)offset + size <= (uint64_t)INT64_MAX;
+}
+
+/* Reads stop at the end of the object, as pread(2) does at the end of a file. Arguments the
+ * request checks refuse stay as they are, so that those checks fail with their message. */
+static int clip(const char *fn, const kvik_remote *r, const void *buf, size_t *size, int64_t offset) {
   if (!r) return kvik__fail(-EINVAL, "%s: NULL handle", fn);
+  if (!args_valid(buf, *size, offset)) return 0;
   if (offset >= r->size) *size = 0;
-  else if (offset >= 0 && *size > (uint64_t)(r->size - offset)) *size = (size_t)(r->size - offset);
+  else if (*size > (uint64_t)(r->size - offset)) *size = (size_t)(r->size - offset);
   return 0;
 }
 
 ssize_t kvik_remote_read(kvik_remote *r, void *buf, size_t size, int64_t offset) {
   static const char fn[] = "kvik_remote_read";
-  int rc = clip(fn, r, &size, offset);
+  int rc = clip(fn, r, buf, &size, offset);
   if (rc < 0) return rc;
   kvik__request req = {fn, &r->source, KVIK__READ, buf, size, offset, 0};
   return kvik__request_run(&req);
@@ -452,7 +473,7 @@ ssize_t kvik_remote_read(kvik_remote *r, void *buf, size_t size, int64_t offset)
 int kvik_remote_pread(kvik_remote *r, void *buf, size_t size, int64_t offset, size_t task_size, kvik_future **future) {
   static const char fn[] = "kvik_remote_pread";
   if (future) *future = NULL;
-  int rc = clip(fn, r, &size, offset);
+  int rc = clip(fn, r, buf, &size, offset);
   if (rc < 0) return rc;
   kvik__request req = {fn, &r->source, KVIK__READ, buf, size, offset, task_size};
   return kvik__request_start(&req, 0, future);

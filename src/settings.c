@@ -123,7 +123,7 @@ static int parse_tristate(const char *t, int64_t *out) {
   return 1;
 }
 
-static int parse_decimal(const char *t, int64_t *out) {
+static int parse_digits(const char *t, int64_t *out) {
   if (!*t) return 0;
   int64_t v = 0;
   for (; *t; t++) {
@@ -132,6 +132,15 @@ static int parse_decimal(const char *t, int64_t *out) {
     v = v * 10 + (*t - '0');
   }
   *out = v;
+  return 1;
+}
+
+/* A leading '-' parses too, so that "-1" is reported against the setting's range (every decimal
+ * setting's minimum is 0 or more) instead of as text that is no number. */
+static int parse_decimal(const char *t, int64_t *out) {
+  int negative = *t == '-';
+  if (!parse_digits(t + negative, out)) return 0;
+  if (negative) *out = -*out;
   return 1;
 }
 
@@ -269,7 +278,8 @@ static int refuse_list(const char *fn, kvik_setting s) {
 }
 
 int kvik_setting_get(kvik_setting setting, int64_t *value) {
-  if (!valid_setting(setting) || !value) return kvik__fail(-EINVAL, "kvik_setting_get: unknown setting %d or NULL value", (int)setting);
+  if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_get: unknown setting %d", (int)setting);
+  if (!value) return kvik__fail(-EINVAL, "kvik_setting_get(%s): NULL value", descs[setting].name);
   if (descs[setting].kind == KIND_STATUS_LIST) return refuse_list("kvik_setting_get", setting);
   int rc = kvik__init();
   if (rc < 0) return rc;
@@ -305,9 +315,18 @@ int kvik_setting_set(kvik_setting setting, int64_t value) {
   return set_checked(setting, value);
 }
 
+/* What parse messages of the API name: the function, then the setting. (The environment's
+ * messages name the variable instead, as KvikIO's do.) */
+#define PARSE_WHAT_LEN 64
+static void parse_what(kvik_setting s, char *buf) {
+  snprintf(buf, PARSE_WHAT_LEN, "kvik_setting_parse: %s", descs[s].name);
+}
+
 static int parse_statuses_checked(const char *text) {
   status_set set;
-  int rc = parse_status_list(text, descs[KVIK_SETTING_HTTP_STATUS_CODES].name, &set);
+  char what[PARSE_WHAT_LEN];
+  parse_what(KVIK_SETTING_HTTP_STATUS_CODES, what);
+  int rc = parse_status_list(text, what, &set);
   if (rc < 0) return rc;
   pthread_mutex_lock(&set_lock);
   store_statuses(&set);
@@ -317,13 +336,15 @@ static int parse_statuses_checked(const char *text) {
 }
 
 int kvik_setting_parse(kvik_setting setting, const char *text) {
-  if (!valid_setting(setting) || !text)
-    return kvik__fail(-EINVAL, "kvik_setting_parse: unknown setting %d or NULL text", (int)setting);
+  if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_parse: unknown setting %d", (int)setting);
+  if (!text) return kvik__fail(-EINVAL, "kvik_setting_parse(%s): NULL text", descs[setting].name);
   int rc = kvik__init();
   if (rc < 0) return rc;
   if (descs[setting].kind == KIND_STATUS_LIST) return parse_statuses_checked(text);
   int64_t value;
-  rc = parse_value(setting, text, descs[setting].name, &value);
+  char what[PARSE_WHAT_LEN];
+  parse_what(setting, what);
+  rc = parse_value(setting, text, what, &value);
   return rc < 0 ? rc : set_checked(setting, value);
 }
 
@@ -333,14 +354,8 @@ int kvik_setting_source_of(kvik_setting setting) {
   return rc < 0 ? rc : atomic_load(&sources[setting]);
 }
 
-int kvik_setting_format(kvik_setting setting, char *buf, size_t len) {
-  if (valid_setting(setting) && descs[setting].kind == KIND_STATUS_LIST) {
-    int rc = kvik__init();
-    return rc < 0 ? rc : format_statuses(buf, len);
-  }
-  int64_t v = 0;
-  int rc = kvik_setting_get(setting, &v);
-  if (rc < 0) return rc;
+/* The text of value v of a setting with an int64_t value. */
+static int format_value(kvik_setting setting, int64_t v, char *buf, size_t len) {
   static const char *const tristate_names[] = {"OFF", "ON", "AUTO"};
   switch (descs[setting].kind) {
   case KIND_TRISTATE: return snprintf(buf, len, "%s", tristate_names[v]);
@@ -349,12 +364,24 @@ int kvik_setting_format(kvik_setting setting, char *buf, size_t len) {
   }
 }
 
+/* A NULL buffer is fine with len 0 (snprintf's way to measure the text), not otherwise. */
+int kvik_setting_format(kvik_setting setting, char *buf, size_t len) {
+  if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_format: unknown setting %d", (int)setting);
+  if (!buf && len > 0)
+    return kvik__fail(-EINVAL, "kvik_setting_format(%s): NULL buffer for %zu bytes", descs[setting].name, len);
+  int rc = kvik__init();
+  if (rc < 0) return rc;
+  if (descs[setting].kind == KIND_STATUS_LIST) return format_statuses(buf, len);
+  return format_value(setting, kvik__setting(setting), buf, len);
+}
+
 const char *kvik_setting_name(kvik_setting setting) { return valid_setting(setting) ? descs[setting].name : NULL; }
 
 const char *kvik_setting_env_name(kvik_setting setting) { return valid_setting(setting) ? descs[setting].env : NULL; }
 
 int kvik_setting_lookup(const char *name) {
-  for (int s = 0; name && s < KVIK_SETTING_COUNT; s++)
+  if (!name) return kvik__fail(-EINVAL, "kvik_setting_lookup: NULL name");
+  for (int s = 0; s < KVIK_SETTING_COUNT; s++)
     if (strcmp(descs[s].name, name) == 0) return s;
-  return kvik__fail(-EINVAL, "unknown setting name '%s'", name ? name : "(null)");
+  return kvik__fail(-EINVAL, "kvik_setting_lookup: unknown setting name '%s'", name);
 }

@@ -10,6 +10,7 @@
 
 #include "cuda.h"
 #include "settings.h"
+#include "sys.h"
 
 #define CUDA_ERROR_NOT_SUPPORTED 801
 #define CU_MEMHOSTREGISTER_READ_ONLY 8
@@ -31,7 +32,7 @@ static int inside_file(int fd, int64_t offset, size_t size) {
 
 static int all_resident(void *addr, size_t len, size_t page) {
   size_t pages = len / page;
-  unsigned char *vec = malloc(pages);
+  unsigned char *vec = kvik__malloc(pages);
   int resident = vec && mincore(addr, len, vec) == 0;
   for (size_t i = 0; resident && i < pages; i++) resident = vec[i] & 1;
   free(vec);
@@ -52,7 +53,7 @@ int kvik__map_for_device(int fd, int64_t offset, size_t size, kvik__mapped *m) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   int64_t start = offset - offset % (int64_t)page;
   m->len = ((size_t)(offset - start) + size + page - 1) / page * page;
-  m->addr = mmap(NULL, m->len, PROT_READ, MAP_SHARED, fd, (off_t)start);
+  m->addr = kvik__mmap(m->len, PROT_READ, MAP_SHARED, fd, (off_t)start);
   int mapped = m->addr != MAP_FAILED;
   if (!mapped || (mode != KVIK_ON && !all_resident(m->addr, m->len, page)) || !register_read_only(m)) {
     if (mapped) munmap(m->addr, m->len);

@@ -1,0 +1,152 @@
+/* The system calls and allocations the library makes, each through one wrapper, so that:
+ *  - interrupted calls (EINTR) are retried in one place;
+ *  - tests can make any of them fail (issue 7). A build with KVIK_FAULT_INJECTION asks
+ *    kvik__fault() before each call whether to fail it; other builds compile the question out,
+ *    and each wrapper is the plain call.
+ * Call the macros (kvik__open, kvik__pread, ...), not the *_at functions: the macros name the
+ * call site, which tests/test_fault_sweep.c finds in the sources and fails in turn. Each returns
+ * what the wrapped call returns, with errno set as it sets it. */
+#ifndef KVIK_SRC_SYS_H
+#define KVIK_SRC_SYS_H
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "kvik.h"
+
+/* The kinds of call a fault can be injected into. */
+typedef enum {
+  KVIK__FAULT_OPEN,
+  KVIK__FAULT_READ,   /* pread */
+  KVIK__FAULT_WRITE,  /* pwrite */
+  KVIK__FAULT_SYNC,   /* fdatasync */
+  KVIK__FAULT_MMAP,
+  KVIK__FAULT_ALLOC,  /* malloc, calloc, realloc, strdup, strndup, posix_memalign */
+  KVIK__FAULT_THREAD, /* pthread_create */
+  KVIK__FAULT_DLOPEN,
+  KVIK__FAULT_CALLS
+} kvik__fault_call;
+
+/* Injected into a read or write instead of an errno: the call moves about half the bytes. */
+#define KVIK__FAULT_SHORT (-1)
+
+#ifdef KVIK_FAULT_INJECTION
+/* 0 to make the call; else the errno to fail it with, or KVIK__FAULT_SHORT. Thread-safe. */
+int kvik__fault(kvik__fault_call call, const char *site);
+
+/* The control of tests (src/fault.c), exported from fault-injection builds only. */
+/* From now on, the nth call of `call` at `site` (any site when NULL) fails with `err`. */
+KVIK_API void kvik__fault_arm(kvik__fault_call call, const char *site, long nth, int err);
+KVIK_API void kvik__fault_disarm(void);
+/* Faults injected since the last kvik__fault_arm(). */
+KVIK_API long kvik__fault_injected(void);
+/* Every site reached since the process started, as "path/file.c:line", with the call it makes
+ * and how many times it was reached. */
+KVIK_API size_t kvik__fault_sites(const char **sites, kvik__fault_call *calls, long *hits, size_t max);
+#else
+#define kvik__fault(call, site) ((void)(call), (void)(site), 0)
+#endif
+
+#define KVIK__STRINGIFY_(x) #x
+#define KVIK__STRINGIFY(x) KVIK__STRINGIFY_(x)
+#define KVIK__SITE __FILE__ ":" KVIK__STRINGIFY(__LINE__)
+
+/* The errno a fault sets, or 0 to go ahead. A short count is not an errno. */
+static inline int kvik__fault_errno(kvik__fault_call call, const char *site) {
+  int err = kvik__fault(call, site);
+  return err > 0 ? err : 0;
+}
+
+static inline int kvik__open_at(const char *site, const char *path, int flags, mode_t mode) {
+  int fd, err;
+  do {
+    err = kvik__fault_errno(KVIK__FAULT_OPEN, site);
+    fd = err ? (errno = err, -1) : open(path, flags, mode);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+#define kvik__open(path, flags, mode) kvik__open_at(KVIK__SITE, path, flags, mode)
+
+/* About half of n, in whole pages where it is large enough, as a short count of a file system. */
+static inline size_t kvik__short_count(size_t n) { return n >= 8192 ? (n / 2) & ~(size_t)4095 : (n + 1) / 2; }
+
+static inline ssize_t kvik__pread_at(const char *site, int fd, void *buf, size_t n, off_t offset) {
+  ssize_t r;
+  do {
+    int err = kvik__fault(KVIK__FAULT_READ, site);
+    if (err > 0) {
+      errno = err;
+      r = -1;
+    } else {
+      r = pread(fd, buf, err == KVIK__FAULT_SHORT ? kvik__short_count(n) : n, offset);
+    }
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+#define kvik__pread(fd, buf, n, offset) kvik__pread_at(KVIK__SITE, fd, buf, n, offset)
+
+static inline ssize_t kvik__pwrite_at(const char *site, int fd, const void *buf, size_t n, off_t offset) {
+  ssize_t r;
+  do {
+    int err = kvik__fault(KVIK__FAULT_WRITE, site);
+    if (err > 0) {
+      errno = err;
+      r = -1;
+    } else {
+      r = pwrite(fd, buf, err == KVIK__FAULT_SHORT ? kvik__short_count(n) : n, offset);
+    }
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+#define kvik__pwrite(fd, buf, n, offset) kvik__pwrite_at(KVIK__SITE, fd, buf, n, offset)
+
+static inline int kvik__fdatasync_at(const char *site, int fd) {
+  int r, err;
+  do {
+    err = kvik__fault_errno(KVIK__FAULT_SYNC, site);
+    r = err ? (errno = err, -1) : fdatasync(fd);
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+#define kvik__fdatasync(fd) kvik__fdatasync_at(KVIK__SITE, fd)
+
+static inline void *kvik__mmap_at(const char *site, size_t len, int prot, int flags, int fd, off_t offset) {
+  int err = kvik__fault_errno(KVIK__FAULT_MMAP, site);
+  return err ? (errno = err, MAP_FAILED) : mmap(NULL, len, prot, flags, fd, offset);
+}
+#define kvik__mmap(len, prot, flags, fd, offset) kvik__mmap_at(KVIK__SITE, len, prot, flags, fd, offset)
+
+/* Allocations fail as malloc does: NULL and ENOMEM, whatever the fault's errno. */
+static inline int kvik__alloc_fails(const char *site) {
+  if (!kvik__fault_errno(KVIK__FAULT_ALLOC, site)) return 0;
+  errno = ENOMEM;
+  return 1;
+}
+#define kvik__malloc(n) (kvik__alloc_fails(KVIK__SITE) ? NULL : malloc(n))
+#define kvik__calloc(count, n) (kvik__alloc_fails(KVIK__SITE) ? NULL : calloc(count, n))
+#define kvik__realloc(p, n) (kvik__alloc_fails(KVIK__SITE) ? NULL : realloc(p, n))
+#define kvik__strdup(s) (kvik__alloc_fails(KVIK__SITE) ? NULL : strdup(s))
+#define kvik__strndup(s, n) (kvik__alloc_fails(KVIK__SITE) ? NULL : strndup(s, n))
+#define kvik__posix_memalign(p, alignment, n) \
+  (kvik__alloc_fails(KVIK__SITE) ? ENOMEM : posix_memalign(p, alignment, n))
+
+static inline int kvik__pthread_create_at(const char *site, pthread_t *thread, void *(*start)(void *), void *arg) {
+  int err = kvik__fault_errno(KVIK__FAULT_THREAD, site);
+  return err ? err : pthread_create(thread, NULL, start, arg);
+}
+#define kvik__pthread_create(thread, start, arg) kvik__pthread_create_at(KVIK__SITE, thread, start, arg)
+
+/* dlerror() says nothing after an injected failure; callers report a generic reason then. */
+static inline void *kvik__dlopen_at(const char *site, const char *file, int flags) {
+  return kvik__fault_errno(KVIK__FAULT_DLOPEN, site) ? NULL : dlopen(file, flags);
+}
+#define kvik__dlopen(file, flags) kvik__dlopen_at(KVIK__SITE, file, flags)
+
+#endif

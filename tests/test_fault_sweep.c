@@ -1,0 +1,737 @@
+/* The fault sweep (issue 7): every system call and allocation site of src/ fails in turn, and
+ * kvik must report it truthfully and keep working.
+ *
+ * Sites are the uses of src/sys.h's wrappers, found by reading the sources: a site that the
+ * scenario below does not reach fails the test, so a new site needs a step that reaches it.
+ * A census run counts how often each site is reached; then, for each site, its first, middle and
+ * last call fail with each errno its kind of call can give (or return a short count), each in a
+ * fresh child process (`--fault`), so that sites reached once per process (caches, the first
+ * load of CUDA) fail as often as the others. The child checks, for each step of the scenario:
+ *  - the step succeeds with the right data, or fails with the injected code and a message;
+ *    interrupted calls and short counts never fail it;
+ *  - after a failed write, each byte of the file is either old or new, and the future's byte
+ *    count is exactly the number of new bytes; after a failed read, likewise in the buffer;
+ *  - then the whole scenario runs again without faults and succeeds: the library works.
+ * The parent kills a child that hangs (2 minutes) and fails; LeakSanitizer (the ASan build)
+ * fails a child that leaks.
+ *
+ * Usage: test_fault_sweep SOURCE_DIR CALL   (CALL: open, read, write, sync, mmap, alloc, thread,
+ * dlopen). Needs a build with -DKVIK_FAULT_INJECTION=ON; runs with the fake CUDA driver and
+ * cuFile (tests/CMakeLists.txt) so that the device paths are swept too. */
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "test_cuda.h"
+#include "../src/sys.h"
+
+extern char **environ;
+
+#define FILE_BYTES ((size_t)(1 << 20) + 777)
+#define TASK (64 << 10)
+#define FILL 0xEE /* what a read buffer holds before the read; no data byte has this value */
+#define MAX_SITES 256
+#define CHILD_TIMEOUT_MS (120 * 1000)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define LEAK_CHECKED 1 /* a leak fails the child that made it */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LEAK_CHECKED 1
+#endif
+#endif
+#ifndef LEAK_CHECKED
+#define LEAK_CHECKED 0
+#endif
+
+static const char *const call_names[KVIK__FAULT_CALLS] = {"open", "read",  "write",  "sync",
+                                                          "mmap", "alloc", "thread", "dlopen"};
+
+/* The wrappers of sys.h, by the kind of call they make. */
+static const struct {
+  const char *macro;
+  kvik__fault_call call;
+} wrappers[] = {
+    {"kvik__open(", KVIK__FAULT_OPEN},
+    {"kvik__open_for_io(", KVIK__FAULT_OPEN},
+    {"kvik__pread(", KVIK__FAULT_READ},
+    {"kvik__pwrite(", KVIK__FAULT_WRITE},
+    {"kvik__fdatasync(", KVIK__FAULT_SYNC},
+    {"kvik__mmap(", KVIK__FAULT_MMAP},
+    {"kvik__malloc(", KVIK__FAULT_ALLOC},
+    {"kvik__calloc(", KVIK__FAULT_ALLOC},
+    {"kvik__realloc(", KVIK__FAULT_ALLOC},
+    {"kvik__strdup(", KVIK__FAULT_ALLOC},
+    {"kvik__strndup(", KVIK__FAULT_ALLOC},
+    {"kvik__posix_memalign(", KVIK__FAULT_ALLOC},
+    {"kvik__pthread_create(", KVIK__FAULT_THREAD},
+    {"kvik__dlopen(", KVIK__FAULT_DLOPEN},
+};
+
+/* What each kind of call fails with, 0-terminated. dlopen() has no errno: ENOENT only names it. */
+static const int open_errs[] = {EINTR, EIO, ENOSPC, EAGAIN, ENOMEM, 0};
+static const int read_errs[] = {EINTR, EIO, EAGAIN, ENOMEM, KVIK__FAULT_SHORT, 0};
+static const int write_errs[] = {EINTR, EIO, ENOSPC, EAGAIN, KVIK__FAULT_SHORT, 0};
+static const int sync_errs[] = {EINTR, EIO, ENOSPC, 0};
+static const int mmap_errs[] = {ENOMEM, EAGAIN, 0};
+static const int alloc_errs[] = {ENOMEM, 0};
+static const int thread_errs[] = {EAGAIN, 0};
+static const int dlopen_errs[] = {ENOENT, 0};
+static const int *const errs_of[KVIK__FAULT_CALLS] = {open_errs, read_errs,  write_errs,  sync_errs,
+                                                      mmap_errs, alloc_errs, thread_errs, dlopen_errs};
+
+static const char *err_name(int err) { return err == KVIK__FAULT_SHORT ? "a short count" : strerror(err); }
+
+static kvik__fault_call call_of_name(const char *name) {
+  for (int c = 0; c < KVIK__FAULT_CALLS; c++)
+    if (strcmp(call_names[c], name) == 0) return (kvik__fault_call)c;
+  FAIL_AT("unknown kind of call \"%s\"", name);
+}
+
+/* ==== the child: one scenario that reaches every site ======================================= */
+
+static struct {
+  char *dir, *path;
+  unsigned char *old_bytes, *new_bytes; /* differ at every byte; neither holds FILL */
+  unsigned char *buf;                   /* FILE_BYTES + 1, for an unaligned read too */
+  char *dev_new, *dev_buf;              /* device memory: new_bytes, and a read target */
+  int direct_io_supported;              /* kvik_direct_io_supported(dir) without faults */
+  int have_remote;
+} env;
+
+/* The fault armed in this child, for judging each step. */
+static struct {
+  kvik__fault_call call;
+  int err;         /* 0: none armed */
+  int cufile_gone; /* a dlopen() fault was injected: cuFile may stay unavailable (loaded once) */
+} fault;
+
+static char failed_message[1024];
+
+/* A failed kvik call: keep its message, for judging the step, and pass its code on. */
+static int failed(long long rc) {
+  snprintf(failed_message, sizeof failed_message, "%s", kvik_last_error());
+  return (int)rc;
+}
+
+static void to_device(char *dev, const void *host, size_t n) {
+  CU_OK(cu.cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)dev, host, n));
+}
+
+static void from_device(void *host, const char *dev, size_t n) {
+  CU_OK(cu.cuMemcpyDtoH_v2(host, (CUdeviceptr)(uintptr_t)dev, n));
+}
+
+static char *device_alloc(size_t n) {
+  CUdeviceptr p;
+  CU_OK(cu.cuMemAlloc_v2(&p, n));
+  return (char *)(uintptr_t)p;
+}
+
+/* Each byte of `got` is either `before` (one value when `fill`, else an array) or `after`; the
+ * bytes that are `after` number `expected` (-1: any number). */
+static void check_truth(const char *what, const unsigned char *got, const unsigned char *before, int fill,
+                        const unsigned char *after, long long expected) {
+  long long changed = 0;
+  for (size_t i = 0; i < FILE_BYTES; i++) {
+    unsigned char old = before ? before[i] : (unsigned char)fill;
+    if (got[i] == after[i]) changed++;
+    else if (got[i] != old) FAIL_AT("%s: byte %zu is %#x, neither %#x (before) nor %#x (after)", what, i, got[i], old, after[i]);
+  }
+  if (expected >= 0 && changed != expected)
+    FAIL_AT("%s: %lld bytes changed, but the byte count says %lld", what, changed, expected);
+}
+
+static void check_file(const char *what, long long expected_new) {
+  size_t n;
+  unsigned char *content = test_read_file(env.path, &n);
+  ASSERT_EQ(n, FILE_BYTES);
+  check_truth(what, content, env.old_bytes, 0, env.new_bytes, expected_new);
+  free(content);
+}
+
+static void reset_file(const unsigned char *bytes) { test_write_file(env.path, bytes, FILE_BYTES); }
+
+/* The read target's bytes, on the host. */
+static const unsigned char *landed(const void *dst, int device) {
+  if (!device) return dst;
+  from_device(env.buf, dst, FILE_BYTES);
+  return env.buf;
+}
+
+static void prepare_target(void *dst, int device) {
+  memset(env.buf, FILL, FILE_BYTES + 1);
+  if (device) to_device(dst, env.buf, FILE_BYTES);
+}
+
+/* Write new_bytes over old_bytes through a future, and check what reached the file. */
+static int write_future(kvik_file *f, const void *src) {
+  kvik_future *future;
+  int rc = kvik_file_pwrite(f, src, FILE_BYTES, 0, TASK, &future);
+  if (rc < 0) {
+    rc = failed(rc);
+    check_file("pwrite that did not start", 0);
+    return rc;
+  }
+  ssize_t n = kvik_future_wait(future);
+  if (n < 0) rc = failed(n);
+  else ASSERT_EQ(n, FILE_BYTES);
+  check_file("pwrite", (long long)kvik_future_bytes_done(future));
+  kvik_future_free(future);
+  return rc;
+}
+
+static int write_sync(kvik_file *f, const void *src) {
+  ssize_t n = kvik_file_write(f, src, FILE_BYTES, 0);
+  check_file("write", n < 0 ? -1 : (long long)FILE_BYTES);
+  if (n < 0) return failed(n);
+  ASSERT_EQ(n, FILE_BYTES);
+  return 0;
+}
+
+/* Read the file (new_bytes) through a future, and check what reached the buffer. */
+static int read_future(kvik_file *f, void *dst, int device) {
+  prepare_target(dst, device);
+  kvik_future *future;
+  int rc = kvik_file_pread(f, dst, FILE_BYTES, 0, TASK, &future);
+  if (rc < 0) {
+    rc = failed(rc);
+    check_truth("pread that did not start", landed(dst, device), NULL, FILL, env.new_bytes, 0);
+    return rc;
+  }
+  ssize_t n = kvik_future_wait(future);
+  if (n < 0) rc = failed(n);
+  else ASSERT_EQ(n, FILE_BYTES);
+  check_truth("pread", landed(dst, device), NULL, FILL, env.new_bytes, (long long)kvik_future_bytes_done(future));
+  kvik_future_free(future);
+  return rc;
+}
+
+static int read_sync(kvik_file *f, void *dst, int device) {
+  prepare_target(dst, device);
+  ssize_t n = kvik_file_read(f, dst, FILE_BYTES, 0);
+  check_truth("read", landed(dst, device), NULL, FILL, env.new_bytes, n < 0 ? -1 : (long long)FILE_BYTES);
+  if (n < 0) return failed(n);
+  ASSERT_EQ(n, FILE_BYTES);
+  return 0;
+}
+
+static int open_file(const char *flags, kvik_compat_mode compat, kvik_file **f) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_COMPAT_MODE, compat));
+  int rc = kvik_file_open(env.path, flags, 0644, f);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_AUTO));
+  return rc < 0 ? failed(rc) : 0;
+}
+
+/* A write then a read of the whole file: host or device memory, future or not. */
+static int write_then_read(kvik_compat_mode compat, int device, int futures) {
+  reset_file(env.old_bytes);
+  kvik_file *f;
+  int rc = open_file("r+", compat, &f);
+  if (rc < 0) return rc;
+  const void *src = device ? (const void *)env.dev_new : env.new_bytes;
+  void *dst = device ? (void *)env.dev_buf : env.buf;
+  rc = futures ? write_future(f, src) : write_sync(f, src);
+  if (rc == 0) rc = futures ? read_future(f, dst, device) : read_sync(f, dst, device);
+  kvik_file_free(f);
+  return rc;
+}
+
+static int step_host(void) { return write_then_read(KVIK_COMPAT_ON, 0, 1); }
+
+/* O_DIRECT: an aligned write, and a read into an unaligned buffer (through a bounce buffer). */
+static int step_direct(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 1));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 1));
+  reset_file(env.old_bytes);
+  kvik_file *f;
+  int rc = open_file("r+", KVIK_COMPAT_ON, &f);
+  if (rc == 0) {
+    rc = write_sync(f, env.new_bytes);
+    if (rc == 0) rc = read_future(f, env.buf + 1, 0);
+    kvik_file_free(f);
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 0));
+  return rc;
+}
+
+static int step_device(void) { return write_then_read(KVIK_COMPAT_ON, 1, 1); }
+
+static int step_cufile(void) { return write_then_read(KVIK_COMPAT_OFF, 1, 0); }
+
+static int step_zero_copy(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
+  reset_file(env.new_bytes);
+  kvik_file *f;
+  int rc = open_file("r", KVIK_COMPAT_ON, &f);
+  if (rc == 0) {
+    rc = read_sync(f, env.dev_buf, 1);
+    kvik_file_free(f);
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF));
+  return rc;
+}
+
+static int step_read_to_device(void) {
+  reset_file(env.new_bytes);
+  kvik_file *f;
+  int rc = open_file("r", KVIK_COMPAT_ON, &f);
+  if (rc < 0) return rc;
+  void *dev = NULL;
+  ssize_t n = kvik_file_read_to_device(f, 0, &dev);
+  if (n < 0) {
+    rc = failed(n);
+    ASSERT(dev == NULL);
+  } else {
+    ASSERT_EQ(n, FILE_BYTES);
+    ASSERT_SAME_BYTES(landed(dev, 1), env.new_bytes, FILE_BYTES);
+    ASSERT_OK(kvik_device_free(dev));
+  }
+  kvik_file_free(f);
+  return rc;
+}
+
+/* Collect every event of a batch of reads of equal parts of the file, and check the data of each
+ * completed one; returns the first failure's code, else 0. */
+static int collect_batch(kvik_batch *b, unsigned count, unsigned char **targets, const int *on_device) {
+  kvik_batch_event events[8];
+  int rc = 0;
+  for (unsigned got = 0; got < count;) {
+    int n = kvik_batch_wait(b, count - got, events, count - got, -1);
+    if (n < 0) return failed(n);
+    for (int i = 0; i < n; i++) {
+      size_t part = (size_t)(uintptr_t)events[i].cookie, len = FILE_BYTES / 4;
+      if (events[i].status == KVIK_BATCH_FAILED) {
+        if (rc == 0) rc = (int)events[i].result;
+        snprintf(failed_message, sizeof failed_message, "batch operation %zu failed", part);
+        continue;
+      }
+      ASSERT_EQ(events[i].status, KVIK_BATCH_COMPLETE);
+      ASSERT_EQ(events[i].result, len);
+      unsigned char *bytes = targets[part];
+      if (on_device[part]) from_device(bytes = malloc(len), (const char *)targets[part], len);
+      ASSERT_SAME_BYTES(bytes, env.new_bytes + part * len, len);
+      if (on_device[part]) free(bytes);
+    }
+    got += (unsigned)n;
+  }
+  return rc;
+}
+
+/* Four reads of a quarter each: three into host memory, one into device memory through cuFile. */
+static int step_batch(void) {
+  reset_file(env.new_bytes);
+  kvik_file *posix, *gds;
+  int rc = open_file("r", KVIK_COMPAT_ON, &posix);
+  if (rc < 0) return rc;
+  rc = open_file("r", KVIK_COMPAT_OFF, &gds);
+  if (rc < 0) {
+    kvik_file_free(posix);
+    return rc;
+  }
+  kvik_batch *b;
+  rc = kvik_batch_create(8, &b);
+  if (rc < 0) rc = failed(rc);
+  size_t len = FILE_BYTES / 4;
+  unsigned char *targets[4] = {env.buf, env.buf + len, env.buf + 2 * len, (unsigned char *)env.dev_buf};
+  const int on_device[4] = {0, 0, 0, 1};
+  if (rc == 0) {
+    kvik_batch_op ops[4];
+    for (size_t part = 0; part < 4; part++)
+      ops[part] = (kvik_batch_op){part == 3 ? gds : posix, KVIK_BATCH_READ, targets[part], len,
+                                  (int64_t)(part * len), (void *)(uintptr_t)part};
+    rc = kvik_batch_submit(b, ops, 4);
+    rc = rc < 0 ? failed(rc) : collect_batch(b, 4, targets, on_device);
+    kvik_batch_free(b);
+  }
+  kvik_file_free(gds);
+  kvik_file_free(posix);
+  return rc;
+}
+
+static int step_mmap(void) {
+  reset_file(env.new_bytes);
+  kvik_mmap *map;
+  int rc = kvik_mmap_open(env.path, "r", 0, 0, &map);
+  if (rc < 0) return failed(rc);
+  memset(env.buf, FILL, FILE_BYTES);
+  ssize_t n = kvik_mmap_read(map, env.buf, FILE_BYTES, 0);
+  if (n < 0) rc = failed(n);
+  else ASSERT_SAME_BYTES(env.buf, env.new_bytes, FILE_BYTES);
+  kvik_future *future;
+  if (rc == 0 && (rc = kvik_mmap_pread(map, env.dev_buf, FILE_BYTES, 0, TASK, &future)) < 0) rc = failed(rc);
+  else if (rc == 0) {
+    n = kvik_future_wait(future);
+    if (n < 0) rc = failed(n);
+    else ASSERT_SAME_BYTES(landed(env.dev_buf, 1), env.new_bytes, FILE_BYTES);
+    kvik_future_free(future);
+  }
+  kvik_mmap_free(map);
+  return rc;
+}
+
+static int step_page_cache(void) {
+  size_t resident, total, page = (size_t)sysconf(_SC_PAGESIZE);
+  int rc = kvik_page_cache_info(env.path, &resident, &total);
+  if (rc < 0) return failed(rc);
+  ASSERT_EQ(total, (FILE_BYTES + page - 1) / page);
+  ASSERT(resident <= total);
+  rc = kvik_page_cache_drop(env.path);
+  return rc < 0 ? failed(rc) : 0;
+}
+
+/* Threads start on a resize; fewer than asked is no error (the pool runs with those it got). */
+static int step_pool(void) {
+  int rc = kvik_setting_set(KVIK_SETTING_NUM_THREADS, 3);
+  if (rc == 0) rc = kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4);
+  return rc < 0 ? failed(rc) : 0;
+}
+
+/* Host memory pinned, and device memory registered with cuFile. */
+static int step_register(void) {
+  int rc = kvik_memory_register(env.buf, FILE_BYTES);
+  if (rc < 0) return failed(rc);
+  ASSERT_OK(kvik_memory_deregister(env.buf));
+  rc = kvik_buffer_register(env.dev_buf, 0);
+  if (rc < 0) return failed(rc);
+  ASSERT_OK(kvik_buffer_deregister(env.dev_buf));
+  return 0;
+}
+
+static int step_direct_probe(void) {
+  int supported = kvik_direct_io_supported(env.dir);
+  if (supported < 0) return failed(supported);
+  ASSERT_EQ(supported, env.direct_io_supported);
+  return 0;
+}
+
+/* Opens that reach every allocation of a remote handle: nothing listens on port 1, so each ends
+ * in -ECONNREFUSED unless a fault stops it first. */
+static int remote_open_refused(const char *url, const kvik_remote_options *o) {
+  kvik_remote *r = NULL;
+  int rc = kvik_remote_open(url, o, &r);
+  ASSERT(rc < 0 && r == NULL);
+  return rc == -ECONNREFUSED ? 0 : failed(rc);
+}
+
+static int step_remote(void) {
+  if (!env.have_remote) return 0;
+  kvik_remote_options o;
+  kvik_remote_options_init(&o);
+  int rc = remote_open_refused("http://user@127.0.0.1:1/sweep", NULL);
+  if (rc == 0) rc = remote_open_refused("http://127.0.0.1:1/webhdfs/v1/sweep?user.name=sweep", NULL);
+  o.webhdfs_user = "sweep user";
+  if (rc == 0) rc = remote_open_refused("http://127.0.0.1:1/webhdfs/v1/sweep", &o);
+  kvik_remote_options_init(&o);
+  o.aws_endpoint_url = "http://127.0.0.1:1";
+  o.aws_access_key_id = "AKIDSWEEP";
+  o.aws_secret_access_key = "sweep";
+  o.aws_region = "us-east-1";
+  if (rc == 0) rc = remote_open_refused("s3://bucket/sweep key", &o);
+  return rc;
+}
+
+static const struct {
+  const char *name;
+  int (*run)(void);
+} steps[] = {
+    {"host IO", step_host},
+    {"O_DIRECT IO", step_direct},
+    {"device IO", step_device},
+    {"cuFile IO", step_cufile},
+    {"zero-copy read", step_zero_copy},
+    {"read to device", step_read_to_device},
+    {"batch", step_batch},
+    {"mmap", step_mmap},
+    {"page cache", step_page_cache},
+    {"pool resize", step_pool},
+    {"memory registration", step_register},
+    {"O_DIRECT probe", step_direct_probe},
+    {"remote open", step_remote},
+};
+
+/* The code a step may fail with under the armed fault, or 0 for none. */
+static int expected_code(void) {
+  switch (fault.call) {
+  case KVIK__FAULT_ALLOC: return -ENOMEM;
+  case KVIK__FAULT_DLOPEN: return KVIK_ECUDA_UNAVAILABLE;
+  default: return fault.err == EINTR || fault.err == KVIK__FAULT_SHORT ? 0 : -fault.err;
+  }
+}
+
+static void judge(const char *phase, const char *step, int rc, long injected) {
+  if (rc >= 0) return;
+  if (fault.cufile_gone && rc == KVIK_ECUFILE_UNAVAILABLE) return; /* loading cuFile is tried once */
+  if (!injected)
+    FAIL_AT("%s: step \"%s\" failed with no fault injected in it: %s (%d): %s", phase, step, kvik_err_name(rc), rc,
+            failed_message);
+  int expected = expected_code();
+  if (rc != expected && !(fault.call == KVIK__FAULT_DLOPEN && rc == KVIK_ECUFILE_UNAVAILABLE))
+    FAIL_AT("%s: step \"%s\" failed with %s (%d), expected %s: %s", phase, step, kvik_err_name(rc), rc,
+            expected ? kvik_err_name(expected) : "success", failed_message);
+  if (!failed_message[0]) FAIL_AT("%s: step \"%s\" failed with %s and no message", phase, step, kvik_err_name(rc));
+}
+
+static void run_scenario(const char *phase) {
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    long before = kvik__fault_injected();
+    failed_message[0] = '\0';
+    int rc = steps[i].run();
+    long injected = kvik__fault_injected() - before;
+    if (injected && fault.call == KVIK__FAULT_DLOPEN) fault.cufile_gone = 1;
+    judge(phase, steps[i].name, rc, injected);
+  }
+}
+
+static void setup(void) {
+  if (!load_cuda()) FAIL_AT("no CUDA driver: run with the fake one (tests/CMakeLists.txt)");
+  if (load_fake_cufile() != 1) FAIL_AT("no fake cuFile: run with it (tests/CMakeLists.txt)");
+  env.dir = test_mkdtemp();
+  env.path = test_path(env.dir, "sweep");
+  env.old_bytes = malloc(FILE_BYTES);
+  env.new_bytes = malloc(FILE_BYTES);
+  env.buf = malloc(FILE_BYTES + 1);
+  uint64_t seed = 7;
+  for (size_t i = 0; i < FILE_BYTES; i++) {
+    env.old_bytes[i] = (unsigned char)test_below(&seed, FILL);
+    env.new_bytes[i] = (unsigned char)(env.old_bytes[i] + 1 + test_below(&seed, FILL - 1)) % FILL;
+  }
+  env.dev_new = device_alloc(FILE_BYTES);
+  env.dev_buf = device_alloc(FILE_BYTES);
+  to_device(env.dev_new, env.new_bytes, FILE_BYTES);
+  env.direct_io_supported = kvik_direct_io_supported(env.dir);
+  ASSERT_OK(env.direct_io_supported);
+  env.have_remote = kvik_remote_supported(NULL, 0);
+  /* Tasks on the pool, several per request; remote opens give up at once. */
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, TASK));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 1));
+  /* Where a CA bundle and directory are named, remote handles copy both names. */
+  setenv("CURL_CA_BUNDLE", "/dev/null", 1);
+  setenv("SSL_CERT_DIR", "/nonexistent", 1);
+}
+
+static void teardown(void) {
+  CU_OK(cu.cuMemFree_v2((CUdeviceptr)(uintptr_t)env.dev_new));
+  CU_OK(cu.cuMemFree_v2((CUdeviceptr)(uintptr_t)env.dev_buf));
+  free(env.old_bytes);
+  free(env.new_bytes);
+  free(env.buf);
+  free(env.path);
+  test_rmdir(env.dir);
+}
+
+/* --census: the scenario without faults; prints each site reached, its call and its hits. */
+static int child_census(void) {
+  setup();
+  run_scenario("census");
+  const char *sites[MAX_SITES];
+  kvik__fault_call calls[MAX_SITES];
+  long hits[MAX_SITES];
+  size_t n = kvik__fault_sites(sites, calls, hits, MAX_SITES);
+  for (size_t i = 0; i < n; i++) printf("%s\t%s\t%ld\n", sites[i], call_names[calls[i]], hits[i]);
+  teardown();
+  return 0;
+}
+
+/* --fault CALL SITE NTH ERR: the scenario with that fault, then without; prints how many
+ * faults were injected (0 when the site was not reached NTH times). */
+static int child_fault(const char *call, const char *site, long nth, int err) {
+  setup();
+  fault.call = call_of_name(call);
+  fault.err = err;
+  kvik__fault_arm(fault.call, site, nth, err);
+  run_scenario("with the fault");
+  long injected = kvik__fault_injected();
+  kvik__fault_disarm();
+  fault.err = 0;
+  run_scenario("after the fault");
+  teardown();
+  printf("injected %ld\n", injected);
+  return 0;
+}
+
+/* ==== the parent: find the sites, take the census, run one child per fault ================== */
+
+typedef struct {
+  char site[512]; /* "src/file.c:LINE" in the sources; the full path in the census */
+  kvik__fault_call call;
+  long hits;
+} site_entry;
+
+/* Every use of a wrapper in the .c files of SOURCE_DIR/src, outside comments. */
+static size_t scan_sources(const char *root, site_entry *out, size_t max) {
+  char dir_path[4096];
+  snprintf(dir_path, sizeof dir_path, "%s/src", root);
+  DIR *dir = opendir(dir_path);
+  if (!dir) FAIL_AT("opendir(%s): %s", dir_path, strerror(errno));
+  size_t n = 0;
+  struct dirent *e;
+  while ((e = readdir(dir))) {
+    size_t len = strlen(e->d_name);
+    if (len < 3 || strcmp(e->d_name + len - 2, ".c") != 0) continue;
+    char path[8192], line[4096];
+    snprintf(path, sizeof path, "%s/%s", dir_path, e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) FAIL_AT("fopen(%s): %s", path, strerror(errno));
+    for (int lineno = 1; fgets(line, sizeof line, f); lineno++) {
+      const char *code = line + strspn(line, " \t");
+      if (code[0] == '*' || (code[0] == '/' && (code[1] == '*' || code[1] == '/'))) continue;
+      for (size_t w = 0; w < sizeof wrappers / sizeof wrappers[0]; w++) {
+        if (!strstr(line, wrappers[w].macro)) continue;
+        if (n == max) FAIL_AT("more than %zu sites", max);
+        snprintf(out[n].site, sizeof out[n].site, "src/%s:%d", e->d_name, lineno);
+        out[n].call = wrappers[w].call;
+        out[n++].hits = 0;
+      }
+    }
+    fclose(f);
+  }
+  closedir(dir);
+  return n;
+}
+
+/* Runs argv[0] with `args`; returns its exit status and stores its standard output (malloc'd)
+ * in *out. A child still running after CHILD_TIMEOUT_MS is killed, and the sweep fails. */
+static int run_child(const char *self, char *const args[], char **out) {
+  int pipe_fds[2];
+  ASSERT_OK(pipe(pipe_fds));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  pid_t pid;
+  int err = posix_spawn(&pid, self, &actions, NULL, args, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  if (err) FAIL_AT("posix_spawn(%s): %s", self, strerror(err));
+  size_t len = 0, cap = 4096;
+  *out = malloc(cap);
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    struct pollfd p = {pipe_fds[0], POLLIN, 0};
+    if (elapsed_ms >= CHILD_TIMEOUT_MS || poll(&p, 1, (int)(CHILD_TIMEOUT_MS - elapsed_ms)) == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      FAIL_AT("a child hung for %d s: %s %s %s %s %s", CHILD_TIMEOUT_MS / 1000, args[1], args[2], args[3], args[4],
+              args[5]);
+    }
+    if (len + 1024 > cap) *out = realloc(*out, cap *= 2);
+    ssize_t r = read(pipe_fds[0], *out + len, cap - len - 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+  }
+  (*out)[len] = '\0';
+  close(pipe_fds[0]);
+  int status;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
+static size_t take_census(const char *self, site_entry *out, size_t max) {
+  char *const args[] = {(char *)self, (char *)"--census", NULL};
+  char *text;
+  int status = run_child(self, args, &text);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL_AT("the census run failed (status %#x)", status);
+  size_t n = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    char call[16];
+    if (n == max) FAIL_AT("more than %zu sites", max);
+    if (sscanf(line, "%511[^\t]\t%15s\t%ld", out[n].site, call, &out[n].hits) != 3) FAIL_AT("census line: %s", line);
+    out[n++].call = call_of_name(call);
+  }
+  free(text);
+  return n;
+}
+
+/* The census entry of source site "src/file.c:LINE" (its path ends in "/src/file.c:LINE"). */
+static const site_entry *reached(const site_entry *census, size_t n, const char *source_site) {
+  size_t len = strlen(source_site);
+  for (size_t i = 0; i < n; i++) {
+    size_t site_len = strlen(census[i].site);
+    if (site_len > len && strcmp(census[i].site + site_len - len, source_site) == 0 &&
+        census[i].site[site_len - len - 1] == '/')
+      return &census[i];
+  }
+  return NULL;
+}
+
+/* A site that only a feature this build lacks reaches. */
+static int needs_missing_feature(const char *source_site) {
+  return !kvik_remote_supported(NULL, 0) && (strstr(source_site, "/remote.c:") || strstr(source_site, "/http.c:"));
+}
+
+typedef struct {
+  long runs, injected, sites_failed;
+} sweep_totals;
+
+/* One child per fault at this site: its first, middle and last call, with each errno. */
+static void sweep_site(const char *self, const site_entry *s, sweep_totals *t) {
+  long nths[3] = {1, (s->hits + 1) / 2, s->hits};
+  long injected_here = 0;
+  for (int k = 0; k < 3; k++) {
+    if (k > 0 && nths[k] == nths[k - 1]) continue;
+    for (const int *err = errs_of[s->call]; *err; err++) {
+      char nth_text[24], err_text[24];
+      snprintf(nth_text, sizeof nth_text, "%ld", nths[k]);
+      snprintf(err_text, sizeof err_text, "%d", *err);
+      char *const args[] = {(char *)self, (char *)"--fault", (char *)call_names[s->call], (char *)s->site, nth_text, err_text, NULL};
+      char *text;
+      int status = run_child(self, args, &text);
+      long injected = 0;
+      const char *line = strstr(text, "injected ");
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !line || sscanf(line, "injected %ld", &injected) != 1)
+        FAIL_AT("fault at %s (call %ld of %ld) with %s: the child failed (status %#x)", s->site, nths[k], s->hits,
+                err_name(*err), status);
+      free(text);
+      t->runs++;
+      t->injected += injected;
+      injected_here += injected;
+    }
+  }
+  if (!injected_here) FAIL_AT("%s was reached by the census but never failed", s->site);
+  t->sites_failed++;
+}
+
+static int sweep(const char *self, const char *root, kvik__fault_call call) {
+  static site_entry sources[MAX_SITES], census[MAX_SITES];
+  size_t n_sources = scan_sources(root, sources, MAX_SITES), n_census = take_census(self, census, MAX_SITES);
+  size_t in_sources = 0, missing = 0;
+  for (size_t i = 0; i < n_sources; i++) {
+    if (sources[i].call != call) continue;
+    in_sources++;
+    if (reached(census, n_census, sources[i].site) || needs_missing_feature(sources[i].site)) continue;
+    fprintf(stderr, "%s: no step of the scenario reaches this %s site\n", sources[i].site, call_names[call]);
+    missing++;
+  }
+  if (missing) FAIL_AT("%zu of %zu %s sites not reached: add a step to tests/test_fault_sweep.c", missing, in_sources,
+                       call_names[call]);
+  sweep_totals t = {0, 0, 0};
+  for (size_t i = 0; i < n_census; i++)
+    if (census[i].call == call) sweep_site(self, &census[i], &t);
+  printf("fault sweep, %s: %ld of %zu sites failed; %ld faults injected in %ld runs (%ld did not reach their call); "
+         "every outcome right, no hang; LeakSanitizer %s\n",
+         call_names[call], t.sites_failed, in_sources, t.injected, t.runs, t.runs - t.injected,
+         LEAK_CHECKED ? "found no leak" : "not in this build");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc == 2 && strcmp(argv[1], "--census") == 0) return child_census();
+  if (argc == 6 && strcmp(argv[1], "--fault") == 0) return child_fault(argv[2], argv[3], atol(argv[4]), atoi(argv[5]));
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s SOURCE_DIR CALL\n", argv[0]);
+    return 2;
+  }
+  return sweep("/proc/self/exe", argv[1], call_of_name(argv[2]));
+}
