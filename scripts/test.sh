@@ -13,6 +13,9 @@ run_suite() { # name, build dir, extra cmake arguments...
   echo "== $name"
   "$root/scripts/build.sh" "$dir" "$@" >/dev/null
   (cd "$dir" && ctest --output-on-failure -j2)
+  # What the fault sweep, the stress test and the bad-input catalogue checked: the figures of
+  # docs/reliability.md.
+  grep -ahE '^(fault sweep|stress: [0-9]|[0-9]+ cases run)' "$dir/Testing/Temporary/LastTest.log" | sed 's/^/  /' || true
 }
 
 # The remote tests' servers must start here: a missing one fails its tests instead of skipping them.

@@ -50,13 +50,14 @@ KVIK_API long kvik__fault_injected(void);
 /* Every site reached since the process started, as "path/file.c:line", with the call it makes
  * and how many times it was reached. */
 KVIK_API size_t kvik__fault_sites(const char **sites, kvik__fault_call *calls, long *hits, size_t max);
-#else
-#define kvik__fault(call, site) ((void)(call), (void)(site), 0)
-#endif
 
 #define KVIK__STRINGIFY_(x) #x
 #define KVIK__STRINGIFY(x) KVIK__STRINGIFY_(x)
 #define KVIK__SITE __FILE__ ":" KVIK__STRINGIFY(__LINE__)
+#else
+#define kvik__fault(call, site) ((void)(call), (void)(site), 0)
+#define KVIK__SITE NULL /* no source paths in release binaries */
+#endif
 
 /* The errno a fault sets, or 0 to go ahead. A short count is not an errno. */
 static inline int kvik__fault_errno(kvik__fault_call call, const char *site) {
