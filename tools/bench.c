@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -142,6 +144,14 @@ double bench_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static double seconds_of(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; }
+
+double bench_cpu_seconds(int children) {
+  struct rusage u;
+  getrusage(children ? RUSAGE_CHILDREN : RUSAGE_SELF, &u);
+  return seconds_of(u.ru_utime) + seconds_of(u.ru_stime);
+}
+
 /* pread or pwrite len bytes at offset in CHUNK-sized calls, retrying interrupted and short
  * calls. Returns 0, -errno, or -EIO when the file ends early. */
 int bench_io_loop(int fd, unsigned char *buf, size_t len, uint64_t offset, int write) {
@@ -219,19 +229,25 @@ int bench_verify_file(struct bench *b, const char *what) {
 
 #define NOT_AVAILABLE (-1.0) /* the best rate of a method that cannot run here */
 
+/* Each method's best rate in GB/s, and the CPU seconds per GB of that same run: the time every
+ * thread of the process spent, user and system, from getrusage. */
 static int measure_row(struct bench *b, const struct suite *s, kvik_file *f, int nthreads, int write,
-                       double *best) {
+                       double *best, double *cpu) {
   for (int m = 0; m < s->nmethods; m++) best[m] = s->available && !s->available(b, m, write) ? NOT_AVAILABLE : 0;
+  double gb = (double)b->opt.size / 1e9;
   for (int rep = 1; rep <= b->opt.repeat; rep++) {
     for (int m = 0; m < s->nmethods; m++) {
       if (best[m] == NOT_AVAILABLE) continue;
       bench_progress(write, s->names[m], nthreads, rep, b->opt.repeat);
       if (s->prepare(b, m, write) != CLI_OK) return CLI_ERROR;
-      double start = bench_now();
+      double cpu_start = bench_cpu_seconds(0), start = bench_now();
       if (s->run(b, f, m, nthreads, write) != CLI_OK) return CLI_ERROR;
-      double rate = (double)b->opt.size / (bench_now() - start) / 1e9;
+      double rate = gb / (bench_now() - start), cpu_per_gb = (bench_cpu_seconds(0) - cpu_start) / gb;
       if (s->verify(b, m, write) != CLI_OK) return CLI_ERROR;
-      if (rate > best[m]) best[m] = rate;
+      if (rate > best[m]) {
+        best[m] = rate;
+        cpu[m] = cpu_per_gb;
+      }
     }
   }
   return CLI_OK;
@@ -242,17 +258,20 @@ static int width(const char *header) { return strlen(header) > 7 ? (int)strlen(h
 
 static void print_header(const struct bench *b, const struct suite *s) {
   bench_progress_clear();
-  printf("\n%s (GB/s, best of %d)\n%-12s", s->title, b->opt.repeat, "threads T");
+  printf("\n%s (GB/s, best of %d; then the CPU seconds per GB of those runs, user + system)\n%-12s", s->title,
+         b->opt.repeat, "threads T");
   for (int m = 0; m < s->nmethods; m++) printf("  %*s", width(s->names[m]), s->names[m]);
   for (int r = 0; r < s->nratios; r++) printf("  %*s", width(s->ratio_names[r]), s->ratio_names[r]);
+  printf("  | CPU s/GB:");
+  for (int m = 0; m < s->nmethods; m++) printf("  %*s", width(s->names[m]), s->names[m]);
   printf("\n");
 }
 
 /* One row: every method, with kvik's num_threads = T. */
 static int run_row(struct bench *b, const struct suite *s, kvik_file *f, int write, int nthreads) {
-  double best[MAX_METHODS];
+  double best[MAX_METHODS], cpu[MAX_METHODS];
   if (kvik_setting_set(KVIK_SETTING_NUM_THREADS, nthreads) < 0) return bench_kvik_fail();
-  if (measure_row(b, s, f, nthreads, write, best) != CLI_OK) return CLI_ERROR;
+  if (measure_row(b, s, f, nthreads, write, best, cpu) != CLI_OK) return CLI_ERROR;
   char label[32];
   snprintf(label, sizeof label, "%d%s", nthreads, nthreads == b->default_threads ? " (default)" : "");
   bench_progress_clear();
@@ -262,6 +281,11 @@ static int run_row(struct bench *b, const struct suite *s, kvik_file *f, int wri
     else printf("  %*.2f", width(s->names[m]), best[m]);
   }
   for (int r = 0; r < s->nratios; r++) printf("  %*.2fx", width(s->ratio_names[r]) - 1, s->ratio(best, r));
+  printf("  | %9s", "");
+  for (int m = 0; m < s->nmethods; m++) {
+    if (best[m] == NOT_AVAILABLE) printf("  %*s", width(s->names[m]), "n/a");
+    else printf("  %*.3f", width(s->names[m]), cpu[m]);
+  }
   printf("\n");
   fflush(stdout); /* a row per few seconds: show it as it comes */
   return CLI_OK;

@@ -84,6 +84,10 @@ void bench_progress_clear(void);
 /* Seconds on the monotonic clock. */
 double bench_now(void);
 
+/* CPU seconds (user + system) this process has used so far, all its threads; with `children`,
+ * those of its waited-for children instead (curl in the remote bench). */
+double bench_cpu_seconds(int children);
+
 /* --threads LIST into o->counts; -1 if it is not a list of positive counts. */
 int bench_parse_counts(const char *text, struct options *o);
 

@@ -285,22 +285,27 @@ struct remote_bench {
   enum curl_state curl;
   const char *curl_why; /* CURL_CANNOT: why not */
   double *rates;        /* GB/s by [row][memory][repetition] */
+  double *cpus;         /* CPU seconds (user + system) per GB, the same way */
   double *curl_rates;   /* GB/s by repetition */
+  double *curl_cpus;    /* curl's CPU seconds per GB by repetition */
 };
 
 static int memories(const struct remote_bench *rb) { return rb->b.opt.device ? MEMORIES : 1; }
 
-static double *rate_at(struct remote_bench *rb, int row, int m) {
-  return rb->rates + ((size_t)row * MEMORIES + (size_t)m) * (size_t)rb->b.opt.repeat;
+/* The first of a row's runs into memory m, in `samples` (rates or cpus). */
+static double *sample_at(const struct remote_bench *rb, double *samples, int row, int m) {
+  return samples + ((size_t)row * MEMORIES + (size_t)m) * (size_t)rb->b.opt.repeat;
 }
 
-/* One read of the bytes into buf, timed from the start of the request to the end of the wait. */
-static int timed_read(struct remote_bench *rb, void *buf, double *rate) {
+/* One read of the bytes into buf, timed from the start of the request to the end of the wait,
+ * with the CPU time every thread of the process spent meanwhile. */
+static int timed_read(struct remote_bench *rb, void *buf, double *rate, double *cpu) {
   kvik_future *f;
-  double start = bench_now();
+  double gb = (double)rb->b.opt.size / 1e9, cpu_start = bench_cpu_seconds(0), start = bench_now();
   if (kvik_remote_pread(rb->remote, buf, rb->b.opt.size, 0, rb->task_size, &f) < 0) return bench_kvik_fail();
   ssize_t n = kvik_future_wait(f);
-  *rate = (double)rb->b.opt.size / (bench_now() - start) / 1e9;
+  *rate = gb / (bench_now() - start);
+  *cpu = (bench_cpu_seconds(0) - cpu_start) / gb;
   int rc = bench_check_count(&rb->b, n, "kvik_remote_pread"); /* before the next kvik call */
   kvik_future_free(f);
   return rc;
@@ -313,7 +318,8 @@ static int measure_row(struct remote_bench *rb, int row, int rep) {
   void *bufs[MEMORIES] = {rb->b.buf, rb->device};
   for (int m = 0; m < memories(rb); m++) {
     bench_progress(0, memory_names[m], nthreads, rep + 1, rb->b.opt.repeat);
-    if (timed_read(rb, bufs[m], &rate_at(rb, row, m)[rep]) != CLI_OK) return CLI_ERROR;
+    double *rate = &sample_at(rb, rb->rates, row, m)[rep], *cpu = &sample_at(rb, rb->cpus, row, m)[rep];
+    if (timed_read(rb, bufs[m], rate, cpu) != CLI_OK) return CLI_ERROR;
   }
   return CLI_OK;
 }
@@ -339,18 +345,20 @@ static int curl_wait(const struct remote_bench *rb, pid_t pid, const char *range
   return CLI_ERROR;
 }
 
-/* One curl run of the repetition, timed from its start to its exit as a user would see it. */
+/* One curl run of the repetition, timed from its start to its exit as a user would see it; its
+ * CPU time is counted once it has been waited for. */
 static int measure_curl(struct remote_bench *rb, int rep) {
   if (rb->curl != CURL_ON) return CLI_OK;
   char range[48];
   snprintf(range, sizeof range, "0-%zu", rb->b.opt.size - 1);
   bench_progress(0, "curl", 1, rep + 1, rb->b.opt.repeat);
   pid_t pid;
-  double start = bench_now();
+  double gb = (double)rb->b.opt.size / 1e9, cpu_start = bench_cpu_seconds(1), start = bench_now();
   if (curl_spawn(rb, range, &pid) != CLI_OK) return CLI_ERROR;
   if (rb->curl != CURL_ON) return CLI_OK;
   int rc = curl_wait(rb, pid, range);
-  rb->curl_rates[rep] = (double)rb->b.opt.size / (bench_now() - start) / 1e9;
+  rb->curl_rates[rep] = gb / (bench_now() - start);
+  rb->curl_cpus[rep] = (bench_cpu_seconds(1) - cpu_start) / gb;
   return rc;
 }
 
@@ -385,10 +393,13 @@ static void print_row(struct remote_bench *rb, int row, double curl) {
   printf("%-12s", label);
   double rates[MEMORIES];
   for (int m = 0; m < memories(rb); m++) {
-    rates[m] = median(rate_at(rb, row, m), rb->b.opt.repeat);
+    rates[m] = median(sample_at(rb, rb->rates, row, m), rb->b.opt.repeat);
     printf("  %*.2f", width(memory_names[m]), rates[m]);
   }
   if (rb->curl == CURL_ON) printf("  %*.2fx", width("vs curl") - 1, rates[HOST] / curl);
+  printf("  | %9s", "");
+  for (int m = 0; m < memories(rb); m++)
+    printf("  %*.3f", width(memory_names[m]), median(sample_at(rb, rb->cpus, row, m), rb->b.opt.repeat));
   printf("\n");
 }
 
@@ -396,12 +407,18 @@ static void print_results(struct remote_bench *rb) {
   int repeat = rb->b.opt.repeat;
   double curl = rb->curl == CURL_ON ? median(rb->curl_rates, repeat) : 0;
   bench_progress_clear();
-  if (rb->curl == CURL_ON) printf("curl -o /dev/null (one connection): %.2f GB/s (median of %d)\n", curl, repeat);
+  if (rb->curl == CURL_ON)
+    printf("curl -o /dev/null (one connection): %.2f GB/s, %.3f CPU s/GB (medians of %d)\n", curl,
+           median(rb->curl_cpus, repeat), repeat);
   if (rb->curl == CURL_MISSING) printf("curl: not found on PATH: no 'vs curl' column\n");
   if (rb->curl == CURL_CANNOT) printf("curl: not measured: %s\n", rb->curl_why);
-  printf("\nREAD: remote object -> memory (GB/s, median of %d)\n%-12s", repeat, "threads T");
+  printf("\nREAD: remote object -> memory (GB/s, median of %d; then the CPU seconds per GB, user + system, "
+         "median)\n%-12s",
+         repeat, "threads T");
   for (int m = 0; m < memories(rb); m++) printf("  %*s", width(memory_names[m]), memory_names[m]);
   if (rb->curl == CURL_ON) printf("  %*s", width("vs curl"), "vs curl");
+  printf("  | CPU s/GB:");
+  for (int m = 0; m < memories(rb); m++) printf("  %*s", width(memory_names[m]), memory_names[m]);
   printf("\n");
   for (int row = 0; row < rb->b.opt.ncounts; row++) print_row(rb, row, curl);
 }
@@ -446,9 +463,12 @@ static int allocate(struct remote_bench *rb) {
   rb->b.buf = buf;
   memset(rb->b.buf, 0, rb->b.opt.size);
   size_t repeat = (size_t)rb->b.opt.repeat;
-  rb->rates = calloc((size_t)rb->b.opt.ncounts * MEMORIES * repeat, sizeof *rb->rates);
+  size_t samples = (size_t)rb->b.opt.ncounts * MEMORIES * repeat;
+  rb->rates = calloc(samples, sizeof *rb->rates);
+  rb->cpus = calloc(samples, sizeof *rb->cpus);
   rb->curl_rates = calloc(repeat, sizeof *rb->curl_rates);
-  if (!rb->rates || !rb->curl_rates) return bench_sys_fail("buffer", -ENOMEM);
+  rb->curl_cpus = calloc(repeat, sizeof *rb->curl_cpus);
+  if (!rb->rates || !rb->cpus || !rb->curl_rates || !rb->curl_cpus) return bench_sys_fail("buffer", -ENOMEM);
   if (!rb->b.opt.device) return CLI_OK;
   if (bench_cuda_init() != CLI_OK) return CLI_ERROR;
   return bench_cuda_alloc(rb->b.opt.size, &rb->device);
@@ -468,7 +488,9 @@ static int bench_cleanup(struct remote_bench *rb, int rc) {
   bench_cuda_free(rb->device);
   free(rb->b.buf);
   free(rb->rates);
+  free(rb->cpus);
   free(rb->curl_rates);
+  free(rb->curl_cpus);
   kvik_remote_free(rb->remote);
   if (rb->b.default_threads > 0 && kvik_setting_set(KVIK_SETTING_NUM_THREADS, rb->b.default_threads) < 0)
     return cli_fail("bench");
