@@ -13,6 +13,7 @@ import argparse
 import csv
 import ctypes
 import os
+import resource
 import statistics
 import sys
 import time
@@ -116,12 +117,19 @@ def mapped_libs(*stems):
     return sorted(p for p in paths if os.path.basename(p).startswith(stems))
 
 
+def cpu_seconds():
+    """User + system CPU time of every thread of this process so far."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
 def timed(cupy, fn):
+    """Wall seconds, CPU seconds and the byte count of one read."""
     cupy.cuda.runtime.deviceSynchronize()
-    t0 = time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     n = fn()
     cupy.cuda.runtime.deviceSynchronize()
-    return time.perf_counter() - t0, n
+    return time.perf_counter() - t0, cpu_seconds() - c0, n
 
 
 def verify(name, cupy, np, buf, path, size, nread):
@@ -210,7 +218,7 @@ def main():
     buf.fill(0)
     monitor = kvikio.SummaryMonitor() if hasattr(kvikio, "SummaryMonitor") else None
     with kvikio.CuFile(args.file, "r") as f:
-        _, n = timed(cupy, kvikio_read(f))
+        _, _, n = timed(cupy, kvikio_read(f))
     if monitor is not None:
         backends = {k: v["bytes_transferred"] for k, v in monitor.get().by_backend.items() if v["num_ops"]}
         monitor.stop()
@@ -220,75 +228,85 @@ def main():
     buf.fill(0)
     h = kvik.open(args.file)
     try:
-        _, n = timed(cupy, kvik_read(h))
+        _, _, n = timed(cupy, kvik_read(h))
     finally:
         kvik.free(h)
     verify("kvik", cupy, np, buf, args.file, size, n)
     log(f"loaded: {mapped_libs('libcufile.', 'libkvikio', 'libkvik.')}")
 
     def run(pairs):
-        """pairs: [(name, fn)], taken in turn; returns {name: [GB/s, ...]}."""
+        """pairs: [(name, fn)], taken in turn; returns {name: [GB/s, ...]}, {name: [CPU s/GB, ...]}."""
         for _ in range(args.warmup):
             for _name, fn in pairs:
                 timed(cupy, fn)
         rates = {name: [] for name, _ in pairs}
+        cpus = {name: [] for name, _ in pairs}
         for _ in range(args.repeat):
             for name, fn in pairs:
-                dt, n = timed(cupy, fn)
+                dt, cpu, n = timed(cupy, fn)
                 if n != size:
                     raise RuntimeError(f"{name}: short read {n} of {size}")
                 rates[name].append(size / dt / 1e9)
-        return rates
+                cpus[name].append(cpu / (size / 1e9))
+        return rates, cpus
 
-    rows = []  # (label, kvikio rates or None, kvik rates or None)
+    rows = []  # (label, kvikio rates or None, kvik rates or None, kvikio CPU s/GB or None, kvik's)
     for t in threads:
         kvikio.defaults.set({"num_threads": t})
         kvik.set(KVIK_SETTING_NUM_THREADS, t)
         h = kvik.open(args.file)
         try:
             with kvikio.CuFile(args.file, "r") as f:
-                r = run([("kvikio", kvikio_read(f)), ("kvik", kvik_read(h))])
+                r, c = run([("kvikio", kvikio_read(f)), ("kvik", kvik_read(h))])
         finally:
             kvik.free(h)
-        rows.append((str(t), r["kvikio"], r["kvik"]))
+        rows.append((str(t), r["kvikio"], r["kvik"], c["kvikio"], c["kvik"]))
         log(f"threads {t}: kvikio best {max(r['kvikio']):.2f} GB/s, kvik best {max(r['kvik']):.2f} GB/s")
 
     kvik.set(KVIK_SETTING_NUM_THREADS, kvik_default_threads)
     h = kvik.open(args.file)
     try:
-        r = run([("kvik", kvik_read(h))])
+        r, c = run([("kvik", kvik_read(h))])
     finally:
         kvik.free(h)
     best = max(rows, key=lambda row: max(row[1]))
-    rows.append((f"kvik default ({kvik_default_threads})", None, r["kvik"]))
-    rows.append((f"kvikio best ({best[0]})", best[1], None))
+    rows.append((f"kvik default ({kvik_default_threads})", None, r["kvik"], None, c["kvik"]))
+    rows.append((f"kvikio best ({best[0]})", best[1], None, best[3], None))
 
     # The table, last: the remote shell shows only the tail.
     def stats(rates):
         return (max(rates), statistics.median(rates)) if rates else (None, None)
 
+    def median_or_none(values):
+        return statistics.median(values) if values else None
+
     table = []
-    for label, kio, kv in rows:
+    for label, kio, kv, kio_cpu, kv_cpu in rows:
         kio_b, kio_m = stats(kio)
         kv_b, kv_m = stats(kv)
         ref = kio_b if kio_b is not None else max(best[1])  # kvik default vs kvikio best
-        table.append((label, kio_b, kio_m, kv_b, kv_m, kv_b / ref if kv_b is not None else None))
+        table.append((label, kio_b, kio_m, kv_b, kv_m, kv_b / ref if kv_b is not None else None,
+                      median_or_none(kio_cpu), median_or_none(kv_cpu)))
     if args.out:
         with open(args.out, "w", newline="") as f:
             w = csv.writer(f, lineterminator="\n")
             w.writerow(["threads", "kvikio_best_gbs", "kvikio_median_gbs", "kvik_best_gbs",
-                        "kvik_median_gbs", "ratio_kvik_kvikio_best"])
+                        "kvik_median_gbs", "ratio_kvik_kvikio_best", "kvikio_cpu_s_per_gb",
+                        "kvik_cpu_s_per_gb"])
             w.writerows([[c if c is not None else "" for c in row] for row in table])
 
     def fmt(v, width, digits=2):
         return f"{v:{width}.{digits}f}" if v is not None else f"{'-':>{width}}"
 
     log(f"\nread {size / 1e9:.2f} GB from page cache into GPU memory, GB/s (1e9 B/s), best and "
-        f"median of {args.repeat}; kvik default's ratio is against kvikio best; "
-        f"kvik zero_copy_read={kvik.get(KVIK_SETTING_ZERO_COPY_READ)} (0 off, 1 on, 2 auto)")
-    log(f"{'threads':<20} {'kvikio best':>11} {'median':>8} {'kvik best':>10} {'median':>8} {'kvik/kvikio':>12}")
-    for label, kio_b, kio_m, kv_b, kv_m, ratio in table:
-        log(f"{label:<20} {fmt(kio_b, 11)} {fmt(kio_m, 8)} {fmt(kv_b, 10)} {fmt(kv_m, 8)} {fmt(ratio, 12, 3)}")
+        f"median of {args.repeat}; kvik default's ratio is against kvikio best; CPU s/GB: user + system "
+        f"seconds per GB, median; kvik zero_copy_read={kvik.get(KVIK_SETTING_ZERO_COPY_READ)} "
+        f"(0 off, 1 on, 2 auto)")
+    log(f"{'threads':<20} {'kvikio best':>11} {'median':>8} {'kvik best':>10} {'median':>8} {'kvik/kvikio':>12}"
+        f" {'kvikio s/GB':>12} {'kvik s/GB':>10}")
+    for label, kio_b, kio_m, kv_b, kv_m, ratio, kio_cpu, kv_cpu in table:
+        log(f"{label:<20} {fmt(kio_b, 11)} {fmt(kio_m, 8)} {fmt(kv_b, 10)} {fmt(kv_m, 8)} {fmt(ratio, 12, 3)}"
+            f" {fmt(kio_cpu, 12, 3)} {fmt(kv_cpu, 10, 3)}")
 
 
 if __name__ == "__main__":
