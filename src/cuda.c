@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -105,9 +106,31 @@ const kvik__cuda_api *kvik__cuda(const char *fn) {
   return NULL;
 }
 
+static int count_loads(struct dl_phdr_info *info, size_t size, void *loads) {
+  (void)size;
+  *(unsigned long long *)loads = info->dlpi_adds;
+  return 1; /* the first object says it: the count is the process's */
+}
+
+/* Objects loaded into the process so far (dl_iterate_phdr's dlpi_adds, a few ns). */
+static unsigned long long loads_so_far(void) {
+  unsigned long long loads = 0;
+  dl_iterate_phdr(count_loads, &loads);
+  return loads;
+}
+
+/* The load count at which libcuda was last found absent; 0 for never. */
+static _Atomic unsigned long long absent_at_loads;
+
+/* Every request asks, to classify its memory. dlopen(RTLD_NOLOAD) searches the library path
+ * before it answers "not loaded" (20 us a call on the CI machine), so a "not loaded" stands until
+ * the process loads another object. */
 static int soname_loaded(void) {
+  unsigned long long loads = loads_so_far();
+  if (loads != 0 && loads == atomic_load(&absent_at_loads)) return 0;
   void *handle = dlopen(CUDA_SONAME, RTLD_NOW | RTLD_NOLOAD);
   if (handle) dlclose(handle);
+  else atomic_store(&absent_at_loads, loads);
   return handle != NULL;
 }
 

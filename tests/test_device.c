@@ -1217,6 +1217,11 @@ static void setup_cuda(void) {
   CU_OK(cu.cuDevicePrimaryCtxRetain(&g_primary, g_dev));
   CU_OK(cu.cuCtxSetCurrent(g_primary));
   CU_OK(cu.cuStreamCreate(&g_alloc_stream, CU_STREAM_NON_BLOCKING));
+  /* Before any kvik call loads the driver itself: it must notice that this process did. */
+  CUdeviceptr probe;
+  CU_OK(cu.cuMemAlloc_v2(&probe, 4096));
+  ASSERT_EQ(kvik_memory_kind_of((void *)(uintptr_t)probe), KVIK_MEMORY_DEVICE);
+  CU_OK(cu.cuMemFree_v2(probe));
   int count = kvik_cuda_device_count(), version = kvik_cuda_driver_version();
   ASSERT_OK(count);
   ASSERT_OK(version);
@@ -1260,6 +1265,9 @@ int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   printf("seed %" PRIu64 "\n", g_seed);
   g_dir = test_mkdtemp();
+  /* kvik finds libcuda absent, and keeps that answer until another object is loaded: setup_cuda
+   * checks that the driver loaded next is seen all the same. */
+  ASSERT_EQ(kvik_memory_kind_of(&g_seed), KVIK_MEMORY_HOST);
   void *handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     printf("no CUDA driver: %s\n", dlerror());
