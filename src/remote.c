@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -444,37 +443,27 @@ const char *kvik_remote_url(const kvik_remote *r) { return r ? r->display : NULL
 
 int kvik_remote_supported(char *detail, size_t len) { return kvik__http_supported(detail, len); }
 
-/* Whether the request checks (request.c) accept the caller's arguments. They must judge the
- * caller's size, not the clipped one: clipped to 0, a NULL buffer or an overflowing range past
- * the end would pass as a read of nothing, where kvik_file_read refuses them. */
-static int args_valid(const void *buf, size_t size, int64_t offset) {
-  return (buf || size == 0) && offset >= 0 && size <= (size_t)SSIZE_MAX &&
-         (uint64_t)offset + size <= (uint64_t)INT64_MAX;
-}
-
-/* Reads stop at the end of the object, as pread(2) does at the end of a file. Arguments the
- * request checks refuse stay as they are, so that those checks fail with their message. */
-static int clip(const char *fn, const kvik_remote *r, const void *buf, size_t *size, int64_t offset) {
-  if (!r) return kvik__fail(-EINVAL, "%s: NULL handle", fn);
-  if (!args_valid(buf, *size, offset)) return 0;
-  if (offset >= r->size) *size = 0;
-  else if (*size > (uint64_t)(r->size - offset)) *size = (size_t)(r->size - offset);
+/* Reads stop at the end of the object, as pread(2) does at the end of a file. The request is
+ * checked as the caller asked it first: clipped to nothing, a NULL buffer or an overflowing range
+ * past the end would pass as a read of nothing, where kvik_file_read refuses them. */
+static int clip(const kvik_remote *r, kvik__request *req) {
+  if (!r) return kvik__fail(-EINVAL, "%s: NULL handle", req->fn);
+  int rc = kvik__request_check_args(req);
+  if (rc < 0) return rc;
+  if (req->offset >= r->size) req->size = 0;
+  else if (req->size > (uint64_t)(r->size - req->offset)) req->size = (size_t)(r->size - req->offset);
   return 0;
 }
 
 ssize_t kvik_remote_read(kvik_remote *r, void *buf, size_t size, int64_t offset) {
-  static const char fn[] = "kvik_remote_read";
-  int rc = clip(fn, r, buf, &size, offset);
-  if (rc < 0) return rc;
-  kvik__request req = {fn, &r->source, KVIK__READ, buf, size, offset, 0};
-  return kvik__request_run(&req);
+  kvik__request req = {"kvik_remote_read", r ? &r->source : NULL, KVIK__READ, buf, size, offset, 0};
+  int rc = clip(r, &req);
+  return rc < 0 ? rc : kvik__request_run(&req);
 }
 
 int kvik_remote_pread(kvik_remote *r, void *buf, size_t size, int64_t offset, size_t task_size, kvik_future **future) {
-  static const char fn[] = "kvik_remote_pread";
   if (future) *future = NULL;
-  int rc = clip(fn, r, buf, &size, offset);
-  if (rc < 0) return rc;
-  kvik__request req = {fn, &r->source, KVIK__READ, buf, size, offset, task_size};
-  return kvik__request_start(&req, 0, future);
+  kvik__request req = {"kvik_remote_pread", r ? &r->source : NULL, KVIK__READ, buf, size, offset, task_size};
+  int rc = clip(r, &req);
+  return rc < 0 ? rc : kvik__request_start(&req, 0, future);
 }

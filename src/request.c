@@ -63,7 +63,7 @@ static void run_io_task(kvik__task *base) {
   kvik__future_task_done(t->future, done, rc);
 }
 
-static int check(const kvik__request *req, kvik_future **out) {
+int kvik__request_check_args(const kvik__request *req) {
   const char *fn = req->fn, *name = req->source->name;
   if (!req->buf && req->size > 0) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", fn, name, req->size);
   if (req->offset < 0)
@@ -71,7 +71,13 @@ static int check(const kvik__request *req, kvik_future **out) {
   if (req->size > (size_t)SSIZE_MAX || (uint64_t)req->offset + req->size > (uint64_t)INT64_MAX)
     return kvik__fail(-EINVAL, "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset", fn, name,
                       req->size, (long long)req->offset);
-  if (!out) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL future", fn, name);
+  return 0;
+}
+
+static int check(const kvik__request *req, kvik_future **out) {
+  int rc = kvik__request_check_args(req);
+  if (rc < 0) return rc;
+  if (!out) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL future", req->fn, req->source->name);
   return kvik__init();
 }
 

@@ -39,6 +39,11 @@ typedef struct kvik__request {
  * or a negative code with a message (then no future exists). */
 int kvik__request_start(kvik__request *req, int blocking, kvik_future **out);
 
+/* The checks of buffer, size and offset that every request gets: 0, or -EINVAL with a message.
+ * For a source that shortens requests first (a remote object's end), so that what it shortens
+ * was valid as the caller asked it. */
+int kvik__request_check_args(const kvik__request *req);
+
 /* Start the request and wait for it. Returns the byte count or a negative code. */
 ssize_t kvik__request_run(kvik__request *req);
 

@@ -55,6 +55,23 @@ static inline int load_cuda(void) {
   return 1;
 }
 
+/* Device memory through the driver loaded above; every call must succeed. */
+static inline char *device_alloc(size_t n) {
+  CUdeviceptr p;
+  CU_OK(cu.cuMemAlloc_v2(&p, n));
+  return (char *)(uintptr_t)p;
+}
+
+static inline void device_free(char *p) { CU_OK(cu.cuMemFree_v2((CUdeviceptr)(uintptr_t)p)); }
+
+static inline void to_device(char *dev, const void *host, size_t n) {
+  CU_OK(cu.cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)dev, host, n));
+}
+
+static inline void from_device(void *host, const char *dev, size_t n) {
+  CU_OK(cu.cuMemcpyDtoH_v2(host, (CUdeviceptr)(uintptr_t)dev, n));
+}
+
 /* -1 when the loader finds no libcufile.so.0, 1 for the fake (its control API is then in
  * `fake`), 0 for a real cuFile. */
 static inline int load_fake_cufile(void) {

@@ -33,22 +33,6 @@ static cufile_kind find_cufile(void) {
   return found < 0 ? NO_CUFILE : found ? FAKE_CUFILE : REAL_CUFILE;
 }
 
-static char *device_alloc(size_t n) {
-  CUdeviceptr p;
-  CU_OK(cu.cuMemAlloc_v2(&p, n));
-  return (char *)(uintptr_t)p;
-}
-
-static void device_free(char *p) { CU_OK(cu.cuMemFree_v2((CUdeviceptr)(uintptr_t)p)); }
-
-static void to_device(char *dev, const void *host, size_t n) {
-  CU_OK(cu.cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)dev, host, n));
-}
-
-static void from_device(void *host, const char *dev, size_t n) {
-  CU_OK(cu.cuMemcpyDtoH_v2(host, (CUdeviceptr)(uintptr_t)dev, n));
-}
-
 static void set_compat(kvik_compat_mode mode) { ASSERT_OK(kvik_setting_set(KVIK_SETTING_COMPAT_MODE, mode)); }
 
 static kvik_file *open_with(kvik_compat_mode mode, const char *path, const char *flags) {

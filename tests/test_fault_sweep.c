@@ -117,20 +117,6 @@ static int failed(long long rc) {
   return (int)rc;
 }
 
-static void to_device(char *dev, const void *host, size_t n) {
-  CU_OK(cu.cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)dev, host, n));
-}
-
-static void from_device(void *host, const char *dev, size_t n) {
-  CU_OK(cu.cuMemcpyDtoH_v2(host, (CUdeviceptr)(uintptr_t)dev, n));
-}
-
-static char *device_alloc(size_t n) {
-  CUdeviceptr p;
-  CU_OK(cu.cuMemAlloc_v2(&p, n));
-  return (char *)(uintptr_t)p;
-}
-
 /* Each byte of `got` is either `before` (one value when `fill`, else an array) or `after`; the
  * bytes that are `after` number `expected` (-1: any number). */
 static void check_truth(const char *what, const unsigned char *got, const unsigned char *before, int fill,
@@ -517,8 +503,8 @@ static void setup(void) {
 }
 
 static void teardown(void) {
-  CU_OK(cu.cuMemFree_v2((CUdeviceptr)(uintptr_t)env.dev_new));
-  CU_OK(cu.cuMemFree_v2((CUdeviceptr)(uintptr_t)env.dev_buf));
+  device_free(env.dev_new);
+  device_free(env.dev_buf);
   free(env.old_bytes);
   free(env.new_bytes);
   free(env.buf);
