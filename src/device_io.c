@@ -8,7 +8,6 @@
 #include "bounce.h"
 #include "error.h"
 #include "settings.h"
-#include "zero_copy.h"
 
 #define MIN_CHUNK ((size_t)256 << 10)
 #define PAGE 4096
@@ -28,6 +27,7 @@ typedef struct lane {
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
   CUstream stream;
   CUevent copied[2];
+  CUevent zc_copied; /* a zero-copy read's copy; its waiter sleeps, as the copy is all it waits for */
   slot slot[2]; /* reads only; writes take buffers of their own */
   size_t chunk; /* the size of the slots' buffers */
   unsigned next; /* the slot reads fill next: the one whose copy was queued first */
@@ -44,21 +44,16 @@ static _Thread_local lane *busy; /* the lane whose slots may hold copies of unfi
 static pthread_key_t lanes_key; /* only for its destructor, which frees a thread's lanes */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
-static unsigned long long context_id(const kvik__cuda_api *cu, CUcontext ctx) {
-  unsigned long long id = 0;
-  if (cu->cuCtxGetId && cu->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) id = 0;
-  return id;
-}
-
 /* Destroy the lane's stream and events, unless its context is gone: then they went with it, and
  * its handle may now name another context. */
 static void destroy_lane(const kvik__cuda_api *cu, lane *l) {
-  if (context_id(cu, l->ctx) != l->ctx_id || cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
+  if (kvik__context_id(l->ctx) != l->ctx_id || cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
   if (l->stream) cu->cuStreamSynchronize(l->stream);
   for (int i = 0; i < 2; i++) {
     kvik__pinned_put(l->slot[i].buf, l->chunk);
     if (l->copied[i]) cu->cuEventDestroy(l->copied[i]);
   }
+  if (l->zc_copied) cu->cuEventDestroy(l->zc_copied);
   if (l->stream) cu->cuStreamDestroy(l->stream);
   CUcontext popped;
   cu->cuCtxPopCurrent(&popped);
@@ -80,6 +75,9 @@ static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
   int rc = kvik__cuda_check(cu->cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING), fn, "cuStreamCreate");
   for (int i = 0; i < 2 && rc == 0; i++)
     rc = kvik__cuda_check(cu->cuEventCreate(&l->copied[i], CU_EVENT_DISABLE_TIMING), fn, "cuEventCreate");
+  if (rc == 0)
+    rc = kvik__cuda_check(cu->cuEventCreate(&l->zc_copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), fn,
+                          "cuEventCreate");
   if (rc < 0) destroy_lane(cu, l);
   return rc;
 }
@@ -88,7 +86,7 @@ static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
  * handle, other ID) is forgotten: its stream and events died with that context. */
 static int lane_for(const char *fn, CUcontext ctx, lane **out) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
-  unsigned long long id = context_id(cu, ctx);
+  unsigned long long id = kvik__context_id(ctx);
   for (unsigned i = 0; i < lanes.count; i++) {
     if (lanes.lane[i].ctx != ctx) continue;
     if (lanes.lane[i].ctx_id == id) {
@@ -287,24 +285,31 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
   return 0;
 }
 
-/* The whole range in one copy from its registered mapping, waited for: the mapping must outlive
- * the copy. Returns 1 if the range could be mapped, with the outcome in r; else 0. */
-static int read_zero_copy(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, int fd, CUdeviceptr dev,
-                          size_t size, int64_t offset) {
-  kvik__mapped mapped;
-  if (!kvik__map_for_device(fd, offset, size, &mapped)) return 0;
-  int rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev, mapped.host, size, l->stream), r->fn, "cuMemcpyHtoDAsync");
-  CUresult synced = cu->cuStreamSynchronize(l->stream); /* also after a failure: nothing may read the mapping */
-  if (rc == 0) rc = kvik__cuda_check(synced, r->fn, "cuStreamSynchronize");
-  kvik__unmap_for_device(&mapped);
+/* The whole range copied from the file's registered mapping, waited for: the registration must
+ * not be dropped under the copy. Returns 1 if the range could be mapped, with the outcome
+ * in r; else 0. */
+static int read_zero_copy(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, const kvik__zc_read *zc,
+                          CUdeviceptr dev, size_t size, int64_t offset) {
+  const char *host;
+  if (!zc || !kvik__zc_begin(zc->file, l->ctx, offset, size, zc->request_size, &host)) return 0;
+  int rc = 0;
+  for (size_t pos = 0, n; pos < size && rc == 0; pos += n) {
+    n = kvik__zc_piece(offset + (int64_t)pos, size - pos);
+    rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev + pos, host + pos, n, l->stream), r->fn, "cuMemcpyHtoDAsync");
+  }
+  int marked = rc == 0 && cu->cuEventRecord(l->zc_copied, l->stream) == CUDA_SUCCESS;
+  /* Also after a failure: nothing may still copy from the mapping. */
+  CUresult synced = marked ? cu->cuEventSynchronize(l->zc_copied) : cu->cuStreamSynchronize(l->stream);
+  if (rc == 0) rc = kvik__cuda_check(synced, r->fn, marked ? "cuEventSynchronize" : "cuStreamSynchronize");
+  kvik__zc_done(zc->file);
   if (rc == 0) r->bytes = size;
   r->rc = rc;
   return 1;
 }
 
 void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                          size_t task_size, kvik__host_transfer transfer, void *source, int fd, int may_defer,
-                          kvik__device_read *r) {
+                          size_t task_size, kvik__host_transfer transfer, void *source, const kvik__zc_read *zc,
+                          int may_defer, kvik__device_read *r) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   *r = (kvik__device_read){r->finish, fn, 0, 0, 0, 0};
   int rc = kvik__context_push(fn, mem->ctx);
@@ -317,7 +322,7 @@ void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, si
   lane *l = NULL;
   rc = read_lane(fn, cu, mem, chunk_size(task_size), &l);
   CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)dev;
-  if (rc == 0 && !read_zero_copy(cu, l, r, fd, ptr, size, offset))
+  if (rc == 0 && !read_zero_copy(cu, l, r, zc, ptr, size, offset))
     rc = queue_chunks(cu, l, r, ptr, size, offset, transfer, source);
   if (rc < 0 && r->rc == 0) r->rc = rc;
   int defer = may_defer && r->rc == 0;

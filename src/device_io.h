@@ -9,6 +9,7 @@
 
 #include "memory.h"
 #include "posix_io.h"
+#include "zero_copy.h"
 
 /* Moves `size` bytes between host memory `host` and the source at `offset` (a file, a mapping);
  * the contract of kvik__posix_io(): 0 or a negative code, *done bytes moved, reads short only at
@@ -32,14 +33,13 @@ typedef struct kvik__device_read {
 } kvik__device_read;
 
 /* Read `size` bytes at `offset` of `source` into device memory `dev` (classified as `mem`), on
- * this thread's stream for the memory's context: straight from the page cache when `fd` (the
- * source's descriptor, or -1) allows it (zero_copy.h), else in chunks of bounce buffers sized
- * for tasks of `task_size` bytes. With `may_defer` (pool threads only) the last copies may
+ * this thread's stream for the memory's context: straight from the page cache where `zc` allows
+ * it (zero_copy.h), else in chunks of bounce buffers sized for tasks of `task_size` bytes. With `may_defer` (pool threads only) the last copies may
  * finish later; otherwise `read->finish` has been called when this returns. Set read->finish
  * first. */
 void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                          size_t task_size, kvik__host_transfer transfer, void *source, int fd, int may_defer,
-                          kvik__device_read *read);
+                          size_t task_size, kvik__host_transfer transfer, void *source, const kvik__zc_read *zc,
+                          int may_defer, kvik__device_read *read);
 
 /* Finish the reads this thread deferred, waiting for their copies. */
 void kvik__device_settle(void);

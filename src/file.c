@@ -33,6 +33,7 @@ struct kvik_file {
   int append;
   _Atomic int64_t append_end; /* where the next append lands */
   kvik__gds_file gds;
+  kvik__zc_file zc;
   char path[];
 };
 
@@ -102,7 +103,9 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   f->access = fs->flags & O_ACCMODE;
   f->append = fs->append;
   atomic_init(&f->append_end, size);
-  f->source = (kvik__source){{0, 0}, file_transfer, f, f->append ? &f->append_end : NULL, f->fd, &f->gds, f->path};
+  kvik__zc_init(&f->zc, f->fd);
+  f->source = (kvik__source){{0, 0},   file_transfer, f, f->append ? &f->append_end : NULL,
+                             f->access == O_WRONLY ? NULL : &f->zc, &f->gds, f->path};
   *file = f;
   return 0;
 }
@@ -113,6 +116,7 @@ int kvik_file_close(kvik_file *file) {
     return kvik__fail(-EBADF, "kvik_file_close(\"%s\"): already closed", file->path);
   int rc = 0;
   kvik__gds_close(&file->gds);
+  kvik__zc_close(&file->zc);
   int direct = atomic_load(&file->direct_fd);
   if (direct >= 0) close(direct);
   if (close(file->fd) != 0 && errno != EINTR) rc = kvik__fail_errno(errno, "kvik_file_close(\"%s\")", file->path);

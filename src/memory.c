@@ -75,6 +75,13 @@ void kvik__context_pop(void) {
   kvik__cuda_if_present()->cuCtxPopCurrent(&popped);
 }
 
+unsigned long long kvik__context_id(CUcontext ctx) {
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  unsigned long long id = 0;
+  if (cu->cuCtxGetId && cu->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) id = 0;
+  return id;
+}
+
 int kvik_memory_kind_of(const void *ptr) {
   kvik__memory mem;
   int rc = kvik__memory_classify("kvik_memory_kind_of", ptr, &mem);

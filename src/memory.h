@@ -25,6 +25,10 @@ static inline int kvik__memory_on_device(const kvik__memory *mem) {
 int kvik__context_push(const char *fn, CUcontext ctx);
 void kvik__context_pop(void);
 
+/* The ID that tells `ctx` from a later context with the same handle (cuCtxGetId); 0 where the
+ * driver has no IDs or the context is gone. */
+unsigned long long kvik__context_id(CUcontext ctx);
+
 /* The primary context of device `ordinal`, retained once for the life of the process. Returns
  * 0 or a negative code. */
 int kvik__primary_context(const char *fn, int ordinal, CUcontext *ctx);

@@ -403,7 +403,7 @@ static int open_remote(const char *url, const char *shown, const kvik_remote_opt
     free_remote(r);
     return rc;
   }
-  r->source = (kvik__source){{0, 0}, fetch, r, NULL, -1, NULL, r->display};
+  r->source = (kvik__source){{0, 0}, fetch, r, NULL, NULL, NULL, r->display};
   *out = r;
   return 0;
 }

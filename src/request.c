@@ -23,7 +23,7 @@ typedef struct io_task {
   size_t size;
   int64_t offset;
   size_t task_size;
-  int map_fd; /* the descriptor zero-copy reads may map, or -1 (see KVIK_SETTING_ZERO_COPY_READ) */
+  kvik__zc_read zc; /* the zero-copy path, if this task may take it (see KVIK_SETTING_ZERO_COPY_READ) */
   int via_cufile; /* cuFile moves this task's bytes (see plan()) */
   kvik__device_read read; /* the state of a read into device memory */
   kvik__gds_async async;  /* a transfer queued with cuFileReadAsync/WriteAsync */
@@ -48,7 +48,7 @@ static void run_io_task(kvik__task *base) {
   }
   if (kvik__memory_on_device(&t->mem) && t->op == KVIK__READ) {
     kvik__read_to_device(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
-                         t->source->self, t->map_fd, kvik__pool_in_worker(), &t->read);
+                         t->source->self, &t->zc, kvik__pool_in_worker(), &t->read);
     return;
   }
   size_t done = 0;
@@ -143,7 +143,7 @@ static int prepare(kvik__request *req, int single, int stream_ordered, kvik_futu
                         : (body_end - start < p.piece ? body_end - start : p.piece);
     tasks[i] = (io_task){{i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, future, req->fn, src, mem, req->op,
                          req->buf + start, n, req->offset + (int64_t)start, req->task_size,
-                         stream_ordered ? -1 : src->fd, p.via_cufile && in_body,
+                         {stream_ordered ? NULL : src->zc, req->size}, p.via_cufile && in_body,
                          {finish_device_read, req->fn, 0, 0, 0, 0}, {0, 0, 0, 0}};
     start += n;
   }

@@ -19,7 +19,7 @@ typedef struct kvik__source {
   kvik__host_transfer transfer; /* moves bytes between host memory and the source */
   void *self;                   /* the handle, passed to transfer */
   _Atomic int64_t *append_end;  /* where the next write lands, for append handles; else NULL */
-  int fd;                       /* a descriptor that can be mapped, for zero-copy reads; or -1 */
+  kvik__zc_file *zc;            /* for zero-copy reads into device memory, or NULL */
   kvik__gds_file *gds;          /* how cuFile serves the source, or NULL where it cannot */
   const char *name;             /* the path, for messages */
 } kvik__source;

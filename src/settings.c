@@ -17,6 +17,7 @@
 #include "error.h"
 #include "init.h"
 #include "pool.h"
+#include "zero_copy.h"
 
 typedef enum { KIND_TRISTATE, KIND_BOOL, KIND_COUNT, KIND_BYTES, KIND_STATUS_LIST } value_kind;
 
@@ -295,6 +296,7 @@ static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 static int set_checked(kvik_setting s, int64_t value) {
   pthread_mutex_lock(&set_lock);
   int rc = s == KVIK_SETTING_NUM_THREADS ? kvik__pool_resize((unsigned)value) : 0;
+  if (s == KVIK_SETTING_ZERO_COPY_READ) kvik__zc_retry();
   if (rc != -EDEADLK) {
     atomic_store(&values[s], value);
     atomic_store(&sources[s], KVIK_SOURCE_API);

@@ -1314,8 +1314,7 @@ CUresult cuMemFreeHost(void *ptr) {
 
 CUresult cuMemHostRegister_v2(void *ptr, size_t size, unsigned flags) {
   ENTER(cuMemHostRegister_v2);
-  (void)flags;
-  if (!ptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!ptr || size == 0 || (flags & ~15u)) return CUDA_ERROR_INVALID_VALUE; /* 1, 2, 4, 8: the real flags */
   CUcontext ctx;
   CUresult result = current_ctx(&ctx);
   if (result != CUDA_SUCCESS) return result;
@@ -1408,15 +1407,20 @@ static unsigned char *device_range(CUdeviceptr ptr, size_t size, record **held) 
 
 /* The host side of a copy must be memory the CPU can use. If it is pinned memory, hold a
  * reference so that cuMemFreeHost does not unmap it under a queued copy. Returns 0 if the range
- * is unusable: NULL, or (a bug the real driver would report too) device memory. */
+ * is unusable (bugs the real driver reports too): NULL, device memory, or a range that runs
+ * past the end of the pinned allocation or registration it starts in. */
 static int host_range(const void *ptr, size_t size, record **held) {
   if (!ptr || in_device_view((uintptr_t)ptr, size)) return 0;
   pthread_mutex_lock(&g_lock);
-  record *r = record_find((uintptr_t)ptr, KIND_PINNED);
-  if (r) atomic_fetch_add(&r->refs, 1);
-  *held = r;
+  record *r = record_find((uintptr_t)ptr, KIND_PINNED | KIND_REGISTERED);
+  /* A copy that starts in page-locked memory must end in the same allocation or registration,
+   * even where another one follows it (CUDA_ERROR_INVALID_VALUE on an H100, driver 580). */
+  int inside = !r || size <= r->size - ((uintptr_t)ptr - r->start);
+  if (r && r->kind != KIND_PINNED) r = NULL;
+  if (r && inside) atomic_fetch_add(&r->refs, 1);
+  *held = inside ? r : NULL;
   pthread_mutex_unlock(&g_lock);
-  return 1;
+  return inside;
 }
 
 /* The checks every asynchronous copy makes when it is queued, in the real driver's order:

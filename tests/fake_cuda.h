@@ -82,6 +82,9 @@ typedef void (*fake_cuda_reset_fn)(void);
 #ifndef CUDA_ERROR_CONTEXT_IS_DESTROYED
 #define CUDA_ERROR_CONTEXT_IS_DESTROYED 709
 #endif
+#ifndef CUDA_ERROR_NOT_SUPPORTED
+#define CUDA_ERROR_NOT_SUPPORTED 801
+#endif
 #ifndef CUDA_ERROR_UNKNOWN
 #define CUDA_ERROR_UNKNOWN 999
 #endif

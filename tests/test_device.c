@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "test.h"
@@ -970,16 +971,13 @@ static void test_mmap(void) {
 
 /* ---- Zero-copy reads from the page cache ----------------------------------------------------- */
 
-static long registrations(void) { return fake.calls ? fake.calls("cuMemHostRegister_v2") : 0; }
+#define ZC_GRANULE (64 * MiB) /* KVIK__ZC_GRANULE: the unit of registration */
+#define ZC_BIG_BYTES (2 * ZC_GRANULE + 3 * MiB + 777) /* three granules, the last one short */
+#define ZC_READERS 4
 
-/* Random reads with KVIK_SETTING_ZERO_COPY_READ at `mode`; returns the registrations they made
- * (0 on a real driver, where they cannot be counted). */
-static long reads_in_mode(kvik_file *f, area *a, int mode, int nreads) {
-  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode));
-  long before = registrations();
-  for (int i = 0; i < nreads; i++) random_read(f, a, i);
-  return registrations() - before;
-}
+/* cuMemHostRegister calls so far, and registrations live; 0 on a real driver (not counted). */
+static long registrations(void) { return fake.calls ? fake.calls("cuMemHostRegister_v2") : 0; }
+static long registered_live(void) { return fake.live ? fake.live("registered") : 0; }
 
 static int file_resident(const char *path) {
   size_t resident = 0, total = 0;
@@ -987,37 +985,250 @@ static int file_resident(const char *path) {
   return resident == total;
 }
 
-/* Every mode reads the same bytes; where the fake counts registrations, ON and AUTO on a
- * resident file map and register, OFF never does, and AUTO leaves a file out of the page cache
- * to the bounce buffers. A refused registration falls back to the bounce buffers. */
+static int file_range_resident(const char *path, size_t offset, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ASSERT(fd >= 0);
+  void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, (off_t)offset);
+  ASSERT(map != MAP_FAILED);
+  unsigned char *vec = malloc(size / PAGE);
+  ASSERT_EQ(mincore(map, size, vec), 0);
+  int resident = 1;
+  for (size_t i = 0; i < size / PAGE; i++) resident &= vec[i] & 1;
+  free(vec);
+  munmap(map, size);
+  close(fd);
+  return resident;
+}
+
+/* kvik_file_read of [offset, offset + size) into `dev`, checked against `content`, the file's
+ * `file_bytes` bytes; `tag` names the case in a failure. */
+static void zc_read_check(kvik_file *f, unsigned char *dev, const unsigned char *content, size_t file_bytes,
+                          int64_t offset, size_t size, const char *tag) {
+  ssize_t got = kvik_file_read(f, dev, size, offset);
+  size_t want = expected_count(file_bytes, offset, size);
+  if (got != (ssize_t)want)
+    FAIL_AT("%s: read of %zu bytes at %lld returned %zd (%s), expected %zu", tag, size, (long long)offset, got,
+            got < 0 ? kvik_err_name((int)got) : "count", want);
+  unsigned char *host = malloc(want ? want : 1);
+  CU_OK(cu.cuMemcpyDtoH_v2(host, dptr(dev), want));
+  long long diff = test_first_diff(host, content + offset, want);
+  free(host);
+  if (diff >= 0) FAIL_AT("%s: read of %zu bytes at %lld: byte %lld differs", tag, size, (long long)offset, diff);
+}
+
+/* Open `path` afresh (no registrations), read it with zero-copy at `mode`; returns the
+ * registrations made. Whole: one read of the whole file first, then random ones. */
+static long zc_reads(const char *path, const unsigned char *content, size_t file_bytes, int mode, int whole,
+                     size_t max_read, int nreads, unsigned char *dev) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode));
+  kvik_file *f = open_file(path, "r");
+  long before = registrations();
+  if (whole) zc_read_check(f, dev, content, file_bytes, 0, file_bytes, "whole file");
+  for (int i = 0; i < nreads; i++) {
+    size_t size = 1 + test_below(&g_rng, max_read);
+    int64_t offset = (int64_t)test_below(&g_rng, file_bytes + 1000);
+    zc_read_check(f, dev, content, file_bytes, offset, size, "random read");
+  }
+  long made = registrations() - before;
+  ASSERT(registered_live() <= made); /* the handle holds what it registered, failed calls aside */
+  kvik_file_free(f);
+  ASSERT_EQ(registered_live(), 0);
+  return made;
+}
+
+/* The chooser, against the fake's counts: ON registers the file's one granule once, whatever the
+ * reads; OFF never; AUTO a resident file when a read is large enough to pay for it, never for
+ * small reads alone, never a file out of the page cache. */
+static void zc_modes(unsigned char *dev) {
+  long on = zc_reads(g_ref_path, g_ref, FILE_BYTES, KVIK_ON, 0, MAX_READ, 12, dev);
+  long off = zc_reads(g_ref_path, g_ref, FILE_BYTES, KVIK_OFF, 1, MAX_READ, 12, dev);
+  int resident = file_resident(g_ref_path);
+  long autom = zc_reads(g_ref_path, g_ref, FILE_BYTES, KVIK_AUTO, 1, MAX_READ, 12, dev);
+  long small = zc_reads(g_ref_path, g_ref, FILE_BYTES, KVIK_AUTO, 0, MiB, 12, dev);
+  if (!fake.calls) return;
+  ASSERT_EQ(on, 1);
+  ASSERT_EQ(off, 0);
+  if (resident) ASSERT_EQ(autom, 1);
+  ASSERT_EQ(small, 0);
+  ASSERT_OK(kvik_page_cache_drop(g_ref_path));
+  size_t cached = 0;
+  ASSERT_OK(kvik_page_cache_info(g_ref_path, &cached, NULL));
+  /* One read in one task: its check comes before its reading brings the file back. */
+  int64_t task_size;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_TASK_SIZE, &task_size));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, (int64_t)FILE_BYTES));
+  if (cached == 0) ASSERT_EQ(zc_reads(g_ref_path, g_ref, FILE_BYTES, KVIK_AUTO, 1, MAX_READ, 0, dev), 0);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, task_size));
+}
+
+/* A refused registration sends that read to the bounce buffers and the next one tries again;
+ * "not supported" stops all tries until the setting is set again. */
+static void zc_refusals(unsigned char *dev) {
+  if (!fake.fail) return;
+  fake.reset();
+  fake.fail("cuMemHostRegister_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(zc_reads(g_ref_path, g_ref, FILE_BYTES, KVIK_ON, 0, MAX_READ, 2, dev), 2);
+  fake.fail("cuMemHostRegister_v2", 1, CUDA_ERROR_NOT_SUPPORTED);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON));
+  kvik_file *f = open_file(g_ref_path, "r");
+  long before = registrations();
+  for (int i = 0; i < 4; i++) zc_read_check(f, dev, g_ref, FILE_BYTES, (int64_t)i * MiB, 2 * MiB, "not supported");
+  ASSERT_EQ(registrations() - before, 1);
+  kvik_file_free(f);
+  ASSERT_EQ(zc_reads(g_ref_path, g_ref, FILE_BYTES, KVIK_ON, 0, MAX_READ, 2, dev), 1);
+}
+
+/* A file changed under a handle with registrations: rewritten (truncated and written again,
+ * same size), then truncated. Each read returns what pread(2) would: the registrations of the
+ * old file are dropped, never read from. */
+static void zc_changes(unsigned char *dev) {
+  char *path = test_path(g_dir, "zc-changing");
+  unsigned char *content = malloc(FILE_BYTES);
+  memcpy(content, g_ref, FILE_BYTES);
+  test_write_file(path, content, FILE_BYTES);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON));
+  kvik_file *f = open_file(path, "r");
+  zc_read_check(f, dev, content, FILE_BYTES, 0, FILE_BYTES, "before the change");
+  long before = registrations();
+  sleep_ms(10); /* a later mtime, also where time stamps are coarse */
+  test_fill(content, FILE_BYTES, test_rand(&g_rng));
+  test_write_file(path, content, FILE_BYTES);
+  zc_read_check(f, dev, content, FILE_BYTES, 12345, 20 * MiB, "after a rewrite");
+  if (fake.calls) ASSERT_EQ(registrations() - before, 1);
+  size_t shorter = FILE_BYTES / 3 + 77;
+  ASSERT_EQ(truncate(path, (off_t)shorter), 0);
+  zc_read_check(f, dev, content, shorter, 0, FILE_BYTES, "after a truncation");
+  zc_read_check(f, dev, content, shorter, (int64_t)shorter - 5000, 4096, "after a truncation");
+  kvik_file_free(f);
+  ASSERT_EQ(registered_live(), 0);
+  unlink(path);
+  free(path);
+  free(content);
+}
+
+typedef struct zc_writer {
+  int fd;
+  const unsigned char *a, *b; /* the two versions written in turn */
+  size_t bytes;
+  atomic_int stop;
+  pthread_t thread;
+} zc_writer;
+
+static void *zc_write_main(void *arg) {
+  zc_writer *w = arg;
+  for (int turn = 0; !atomic_load(&w->stop); turn++) {
+    const unsigned char *src = turn % 2 ? w->b : w->a;
+    size_t chunk = 256 * KiB;
+    for (size_t at = 0; at < w->bytes; at += chunk) {
+      size_t n = w->bytes - at < chunk ? w->bytes - at : chunk;
+      if (pwrite(w->fd, src + at, n, (off_t)at) != (ssize_t)n) FAIL_AT("pwrite: %s", strerror(errno));
+    }
+  }
+  return NULL;
+}
+
+/* Reads racing writes of the same bytes: every byte read is the old or the new one. */
+static void zc_concurrent_writes(unsigned char *dev) {
+  const size_t bytes = 24 * MiB;
+  char *path = test_path(g_dir, "zc-written");
+  unsigned char *b = malloc(bytes), *host = malloc(bytes);
+  test_fill(b, bytes, test_rand(&g_rng));
+  test_write_file(path, g_ref, bytes);
+  zc_writer w = {open(path, O_WRONLY | O_CLOEXEC), g_ref, b, bytes, 0, 0};
+  ASSERT(w.fd >= 0);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON));
+  kvik_file *f = open_file(path, "r");
+  ASSERT_EQ(pthread_create(&w.thread, NULL, zc_write_main, &w), 0);
+  for (int i = 0; i < 8; i++) {
+    size_t size = 1 + test_below(&g_rng, bytes), offset = test_below(&g_rng, bytes - size + 1);
+    ASSERT_EQ(kvik_file_read(f, dev, size, (int64_t)offset), (ssize_t)size);
+    CU_OK(cu.cuMemcpyDtoH_v2(host, dptr(dev), size));
+    for (size_t j = 0; j < size; j++)
+      if (host[j] != g_ref[offset + j] && host[j] != b[offset + j])
+        FAIL_AT("read of %zu bytes at %zu during writes: byte %zu is neither old nor new", size, offset, j);
+  }
+  atomic_store(&w.stop, 1);
+  ASSERT_EQ(pthread_join(w.thread, NULL), 0);
+  close(w.fd);
+  kvik_file_free(f);
+  unlink(path);
+  free(path);
+  free(b);
+  free(host);
+}
+
+typedef struct zc_reader {
+  kvik_file *file;
+  const unsigned char *content;
+  unsigned char *dev;
+  uint64_t rng;
+  pthread_t thread;
+} zc_reader;
+
+static void *zc_reader_main(void *arg) {
+  zc_reader *r = arg;
+  CU_OK(cu.cuCtxSetCurrent(g_primary));
+  for (int i = 0; i < 6; i++) {
+    size_t size = 1 + test_below(&r->rng, MAX_READ);
+    int64_t offset = (int64_t)test_below(&r->rng, ZC_BIG_BYTES + 1000);
+    zc_read_check(r->file, r->dev, r->content, ZC_BIG_BYTES, offset, size, "concurrent reader");
+  }
+  return NULL;
+}
+
+/* A file of three granules, partly in the page cache: AUTO registers only resident granules;
+ * then readers on several threads read across granule boundaries while registrations happen. */
+static void zc_granules(unsigned char *dev) {
+  char *path = test_path(g_dir, "zc-big");
+  unsigned char *content = malloc(ZC_BIG_BYTES);
+  test_fill(content, ZC_BIG_BYTES, test_rand(&g_rng));
+  test_write_file(path, content, ZC_BIG_BYTES);
+  ASSERT_OK(kvik_page_cache_drop(path));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
+  kvik_file *f = open_file(path, "r");
+  size_t cached = 0;
+  ASSERT_OK(kvik_page_cache_info(path, &cached, NULL));
+  long before = registrations();
+  zc_read_check(f, dev, content, ZC_BIG_BYTES, (int64_t)ZC_GRANULE, ZC_GRANULE, "second granule");
+  /* Its last tasks may find the granule brought in by the first ones, and register it. */
+  if (fake.calls && cached == 0) ASSERT(registrations() - before <= 1);
+  int now_resident = file_range_resident(path, ZC_GRANULE, ZC_GRANULE);
+  zc_read_check(f, dev, content, ZC_BIG_BYTES, (int64_t)ZC_GRANULE, ZC_GRANULE, "second granule, resident");
+  if (fake.calls && cached == 0 && now_resident) ASSERT_EQ(registrations() - before, 1);
+  zc_read_check(f, dev, content, ZC_BIG_BYTES, (int64_t)ZC_GRANULE - 333, 2 * MiB, "across granules");
+  zc_reader readers[ZC_READERS];
+  for (int i = 0; i < ZC_READERS; i++) {
+    readers[i] = (zc_reader){f, content, dev_alloc(MAX_READ), test_rand(&g_rng), 0};
+    ASSERT_EQ(pthread_create(&readers[i].thread, NULL, zc_reader_main, &readers[i]), 0);
+  }
+  for (int i = 0; i < ZC_READERS; i++) ASSERT_EQ(pthread_join(readers[i].thread, NULL), 0);
+  for (int i = 0; i < ZC_READERS; i++) dev_free(readers[i].dev);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON));
+  zc_read_check(f, dev, content, ZC_BIG_BYTES, 0, MAX_READ, "first granule");
+  zc_read_check(f, dev, content, ZC_BIG_BYTES, (int64_t)(ZC_BIG_BYTES - MAX_READ / 2), MAX_READ, "to the end");
+  kvik_file_free(f);
+  ASSERT_EQ(registered_live(), 0);
+  unlink(path);
+  free(path);
+  free(content);
+}
+
 static void test_zero_copy(void) {
   g_case = "zero-copy reads";
   int64_t mode_before;
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &mode_before));
-  kvik_file *f = open_file(g_ref_path, "r");
-  area a = area_new(BUF_DEVICE, AREA_BYTES);
-  int counted = fake.calls != NULL;
-  long on = reads_in_mode(f, &a, KVIK_ON, 12), off = reads_in_mode(f, &a, KVIK_OFF, 12);
-  int resident = file_resident(g_ref_path);
-  long autom = reads_in_mode(f, &a, KVIK_AUTO, 12);
-  if (counted) {
-    ASSERT(on > 0);
-    ASSERT_EQ(off, 0);
-    if (resident) ASSERT(autom > 0);
-    fake.reset();
-    fake.fail("cuMemHostRegister_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
-    read_into(f, &a, 0, 0, 8 * MiB, 0);
-    ASSERT_OK(kvik_page_cache_drop(g_ref_path));
-    size_t cached = 0;
-    ASSERT_OK(kvik_page_cache_info(g_ref_path, &cached, NULL));
-    /* One read only: it brings its range, and readahead more, back into the page cache. */
-    if (cached == 0) ASSERT_EQ(reads_in_mode(f, &a, KVIK_AUTO, 1), 0);
-  }
-  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode_before));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
-  area_free(&a);
-  kvik_file_free(f);
-  printf("ok: reads with zero-copy on, off and auto%s\n", counted ? ", registrations counted" : "");
+  unsigned char *dev = dev_alloc(ZC_GRANULE + 4 * MiB);
+  zc_modes(dev);
+  zc_refusals(dev);
+  zc_changes(dev);
+  zc_concurrent_writes(dev);
+  zc_granules(dev);
+  dev_free(dev);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode_before));
+  printf("ok: zero-copy reads on, off and auto%s; files rewritten, truncated and written during reads; %d "
+         "readers on a file of 3 granules\n",
+         fake.calls ? ", registrations counted" : "", ZC_READERS);
 }
 
 /* ---- 9. Fault injection (fake driver only) ---------------------------------------------------- */

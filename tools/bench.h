@@ -11,7 +11,7 @@
 
 #define CHUNK ((size_t)4 << 20) /* bytes per call of the hand-written loops: kvik's task size */
 #define MAX_COUNTS 32           /* thread counts --threads may list */
-#define MAX_METHODS 6
+#define MAX_METHODS 7
 
 struct options {
   const char *dir;
