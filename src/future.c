@@ -17,6 +17,7 @@ struct kvik_future {
   size_t tasks;
   _Atomic size_t tasks_left;
   _Atomic size_t bytes_done;
+  _Atomic size_t read_end; /* the first end of file a task of a read met; SIZE_MAX: none */
   size_t requested;
   kvik__owner *owner;
   /* Guarded by completion_lock. */
@@ -93,6 +94,7 @@ kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requeste
   future->tasks = ntasks;
   atomic_init(&future->tasks_left, ntasks);
   atomic_init(&future->bytes_done, 0);
+  atomic_init(&future->read_end, SIZE_MAX);
   future->requested = requested;
   future->owner = owner;
   lock();
@@ -153,10 +155,18 @@ void kvik__future_task_done(kvik_future *future, size_t bytes, int code) {
   }
   if (atomic_fetch_sub(&future->tasks_left, 1) != 1) return;
   lock();
+  size_t end = atomic_load(&future->read_end);
+  if (end < atomic_load(&future->bytes_done)) atomic_store(&future->bytes_done, end);
   if (future->first_error) note_progress(future);
   complete_locked(future, future->first_error ? future->first_error
                                               : (ssize_t)atomic_load(&future->bytes_done));
   unlock();
+}
+
+void kvik__future_read_ended(kvik_future *future, size_t end) {
+  size_t seen = atomic_load(&future->read_end);
+  while (end < seen && !atomic_compare_exchange_weak(&future->read_end, &seen, end)) {
+  }
 }
 
 /* Called with the lock held, once the future is done: the result, with its message moved to

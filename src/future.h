@@ -53,6 +53,12 @@ void kvik__future_await_release(kvik_future *future);
  * thread's detail message describes the failure). The last task completes the future. */
 void kvik__future_task_done(kvik_future *future, size_t bytes, int code);
 
+/* A task of a read met the end of the file `end` bytes into the request (call it before its
+ * kvik__future_task_done). The read's result is the first such end, even where later tasks read
+ * more: a file that shrank and grew again during the read leaves a hole there, and bytes past
+ * a hole are not a read's. */
+void kvik__future_read_ended(kvik_future *future, size_t end);
+
 /* Wait until at least `min_done` of the `n` futures are done or `timeout_ns` nanoseconds passed
  * (0: do not wait; negative: no limit), on the completion condition every completion
  * broadcasts. Returns how many of them are done. */

@@ -22,6 +22,7 @@ typedef struct io_task {
   char *buf;
   size_t size;
   int64_t offset;
+  size_t start; /* the task's first byte, counted from the request's */
   size_t task_size;
   kvik__zc_read zc; /* the zero-copy path, if this task may take it (see KVIK_SETTING_ZERO_COPY_READ) */
   int via_cufile; /* cuFile moves this task's bytes (see plan()) */
@@ -29,9 +30,13 @@ typedef struct io_task {
   kvik__gds_async async;  /* a transfer queued with cuFileReadAsync/WriteAsync */
 } io_task;
 
+static void task_done(io_task *t, size_t bytes, int rc) {
+  if (t->op == KVIK__READ && rc == 0 && bytes < t->size) kvik__future_read_ended(t->future, t->start + bytes);
+  kvik__future_task_done(t->future, bytes, rc);
+}
+
 static void finish_device_read(kvik__device_read *read, size_t bytes, int rc) {
-  io_task *task = (io_task *)(void *)((char *)read - offsetof(io_task, read)); /* container of `read` */
-  kvik__future_task_done(task->future, bytes, rc);
+  task_done((io_task *)(void *)((char *)read - offsetof(io_task, read)), bytes, rc); /* container of `read` */
 }
 
 /* Reads into device memory on pool threads may complete after the task returns (see
@@ -43,7 +48,7 @@ static void run_io_task(kvik__task *base) {
     size_t done = 0;
     kvik__device_settle(); /* its pinned buffers may be needed while this thread waits on cuFile */
     int rc = kvik__gds_transfer(t->source->gds, t->fn, t->op, &t->mem, t->buf, t->size, t->offset, &done);
-    kvik__future_task_done(t->future, done, rc);
+    task_done(t, done, rc);
     return;
   }
   if (kvik__memory_on_device(&t->mem) && t->op == KVIK__READ) {
@@ -60,7 +65,7 @@ static void run_io_task(kvik__task *base) {
     kvik__device_settle(); /* a host task may take long: finish the device reads before it */
     rc = t->source->transfer(t->source->self, t->op, t->buf, t->size, t->offset, &done);
   }
-  kvik__future_task_done(t->future, done, rc);
+  task_done(t, done, rc);
 }
 
 int kvik__request_check_args(const kvik__request *req) {
@@ -142,7 +147,7 @@ static int prepare(kvik__request *req, int single, int stream_ordered, kvik_futu
     size_t n = !in_body ? (start < p.head ? p.head : req->size - start)
                         : (body_end - start < p.piece ? body_end - start : p.piece);
     tasks[i] = (io_task){{i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, future, req->fn, src, mem, req->op,
-                         req->buf + start, n, req->offset + (int64_t)start, req->task_size,
+                         req->buf + start, n, req->offset + (int64_t)start, start, req->task_size,
                          {stream_ordered ? NULL : src->zc, req->size}, p.via_cufile && in_body,
                          {finish_device_read, req->fn, 0, 0, 0, 0}, {0, 0, 0, 0}};
     start += n;
