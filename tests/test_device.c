@@ -1157,6 +1157,71 @@ static void zc_concurrent_writes(unsigned char *dev) {
   free(host);
 }
 
+typedef struct zc_truncator {
+  const char *path;
+  const unsigned char *content;
+  atomic_int stop;
+  pthread_t thread;
+} zc_truncator;
+
+/* Cut the file to half, then give it its length and its bytes back, over and over. */
+static void *zc_truncate_main(void *arg) {
+  zc_truncator *t = arg;
+  int fd = open(t->path, O_WRONLY | O_CLOEXEC);
+  ASSERT(fd >= 0);
+  while (!atomic_load(&t->stop)) {
+    ASSERT_EQ(ftruncate(fd, (off_t)(FILE_BYTES / 2)), 0);
+    sleep_ms(1);
+    ASSERT_EQ(ftruncate(fd, (off_t)FILE_BYTES), 0);
+    size_t half = FILE_BYTES / 2;
+    ASSERT_EQ(pwrite(fd, t->content + half, FILE_BYTES - half, (off_t)half), (ssize_t)(FILE_BYTES - half));
+  }
+  close(fd);
+  return NULL;
+}
+
+/* Reads while the file is truncated and restored under them. The GPU copies registered pages,
+ * which a truncation takes out of the file but not out of memory, so no SIGBUS can reach the
+ * process: each read returns a count (short where it met the end of the shortened file), and
+ * each byte is the file's, or zero where the file was read between its extension and its
+ * rewrite. Only on a real driver: the fake's CPU copy out of a truncated mapping would fault. */
+static void zc_truncation_race(unsigned char *dev) {
+  if (fake.calls) {
+    printf("skipped: reads racing truncations (the fake driver copies with the CPU)\n");
+    return;
+  }
+  char *path = test_path(g_dir, "zc-truncated");
+  test_write_file(path, g_ref, FILE_BYTES);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON));
+  kvik_file *f = open_file(path, "r");
+  zc_read_check(f, dev, g_ref, FILE_BYTES, 0, FILE_BYTES, "before the truncations");
+  zc_truncator t = {path, g_ref, 0, 0};
+  ASSERT_EQ(pthread_create(&t.thread, NULL, zc_truncate_main, &t), 0);
+  unsigned char *host = malloc(FILE_BYTES);
+  int short_reads = 0;
+  for (int i = 0; i < 40; i++) {
+    size_t size = 1 + test_below(&g_rng, FILE_BYTES), offset = test_below(&g_rng, FILE_BYTES - size + 1);
+    ssize_t got = kvik_file_read(f, dev, size, (int64_t)offset);
+    if (got < 0 || (size_t)got > size)
+      FAIL_AT("read of %zu bytes at %zu during truncations returned %zd (%s)", size, offset, got,
+              got < 0 ? kvik_err_name((int)got) : "count");
+    short_reads += (size_t)got < size;
+    CU_OK(cu.cuMemcpyDtoH_v2(host, dptr(dev), (size_t)got));
+    for (size_t j = 0; j < (size_t)got; j++)
+      if (host[j] != g_ref[offset + j] && host[j] != 0)
+        FAIL_AT("read of %zu bytes at %zu during truncations: byte %zu is neither the file's nor zero", size, offset,
+                j);
+  }
+  atomic_store(&t.stop, 1);
+  ASSERT_EQ(pthread_join(t.thread, NULL), 0);
+  zc_read_check(f, dev, g_ref, FILE_BYTES, 0, FILE_BYTES, "after the truncations");
+  kvik_file_free(f);
+  unlink(path);
+  free(path);
+  free(host);
+  printf("ok: 40 reads racing truncations (%d short)\n", short_reads);
+}
+
 typedef struct zc_reader {
   kvik_file *file;
   const unsigned char *content;
@@ -1223,6 +1288,7 @@ static void test_zero_copy(void) {
   zc_refusals(dev);
   zc_changes(dev);
   zc_concurrent_writes(dev);
+  zc_truncation_race(dev);
   zc_granules(dev);
   dev_free(dev);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode_before));
