@@ -34,9 +34,9 @@ typedef struct kvik__device_read {
 
 /* Read `size` bytes at `offset` of `source` into device memory `dev` (classified as `mem`), on
  * this thread's stream for the memory's context: straight from the page cache where `zc` allows
- * it (zero_copy.h), else in chunks of bounce buffers sized for tasks of `task_size` bytes. With `may_defer` (pool threads only) the last copies may
- * finish later; otherwise `read->finish` has been called when this returns. Set read->finish
- * first. */
+ * it (zero_copy.h), else in chunks of bounce buffers sized for tasks of `task_size` bytes. With
+ * `may_defer` (pool threads only) the last copies may finish later; otherwise `read->finish` has
+ * been called when this returns. Set read->finish first. */
 void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
                           size_t task_size, kvik__host_transfer transfer, void *source, const kvik__zc_read *zc,
                           int may_defer, kvik__device_read *read);

@@ -104,8 +104,8 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   f->append = fs->append;
   atomic_init(&f->append_end, size);
   kvik__zc_init(&f->zc, f->fd);
-  f->source = (kvik__source){{0, 0},   file_transfer, f, f->append ? &f->append_end : NULL,
-                             f->access == O_WRONLY ? NULL : &f->zc, &f->gds, f->path};
+  kvik__zc_file *zc = f->access == O_WRONLY ? NULL : &f->zc; /* a mapping needs read access */
+  f->source = (kvik__source){{0, 0}, file_transfer, f, f->append ? &f->append_end : NULL, zc, &f->gds, f->path};
   *file = f;
   return 0;
 }
