@@ -6,11 +6,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvik.h"
@@ -122,6 +125,53 @@ static inline unsigned char *test_read_file(const char *path, size_t *n) {
   }
   close(fd);
   return buf;
+}
+
+/* A thread that cuts a file of `bytes` bytes (`content`) to half its length, pauses 1 ms, then
+ * gives it back its length and bytes, over and over until test_truncator_stop(): for reads that
+ * race truncations. Such a read may return, for each byte, the file's or zero (read between an
+ * extension and its rewrite): see test_first_foreign(). */
+typedef struct test_truncator {
+  const char *path;
+  const unsigned char *content;
+  size_t bytes;
+  atomic_int stop;
+  pthread_t thread;
+} test_truncator;
+
+static inline void *test_truncator_main(void *arg) {
+  test_truncator *t = arg;
+  int fd = open(t->path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) FAIL_AT("open(%s): %s", t->path, strerror(errno));
+  size_t half = t->bytes / 2;
+  const struct timespec pause = {0, 1000000};
+  while (!atomic_load(&t->stop)) {
+    if (ftruncate(fd, (off_t)half) != 0) FAIL_AT("ftruncate(%s): %s", t->path, strerror(errno));
+    nanosleep(&pause, NULL);
+    if (ftruncate(fd, (off_t)t->bytes) != 0) FAIL_AT("ftruncate(%s): %s", t->path, strerror(errno));
+    if (pwrite(fd, t->content + half, t->bytes - half, (off_t)half) != (ssize_t)(t->bytes - half))
+      FAIL_AT("pwrite(%s): %s", t->path, strerror(errno));
+  }
+  close(fd);
+  return NULL;
+}
+
+static inline void test_truncator_start(test_truncator *t, const char *path, const unsigned char *content,
+                                        size_t bytes) {
+  *t = (test_truncator){path, content, bytes, 0, 0};
+  if (pthread_create(&t->thread, NULL, test_truncator_main, t) != 0) FAIL_AT("pthread_create failed");
+}
+
+static inline void test_truncator_stop(test_truncator *t) {
+  atomic_store(&t->stop, 1);
+  pthread_join(t->thread, NULL);
+}
+
+/* Index of the first byte of `got` that is neither `ref`'s nor zero, or -1. */
+static inline long long test_first_foreign(const unsigned char *got, const unsigned char *ref, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (got[i] != ref[i] && got[i] != 0) return (long long)i;
+  return -1;
 }
 
 /* Index of the first differing byte, or -1. */

@@ -1161,29 +1161,6 @@ static void zc_concurrent_writes(unsigned char *dev) {
   free(host);
 }
 
-typedef struct zc_truncator {
-  const char *path;
-  const unsigned char *content;
-  atomic_int stop;
-  pthread_t thread;
-} zc_truncator;
-
-/* Cut the file to half, then give it its length and its bytes back, over and over. */
-static void *zc_truncate_main(void *arg) {
-  zc_truncator *t = arg;
-  int fd = open(t->path, O_WRONLY | O_CLOEXEC);
-  ASSERT(fd >= 0);
-  while (!atomic_load(&t->stop)) {
-    ASSERT_EQ(ftruncate(fd, (off_t)(FILE_BYTES / 2)), 0);
-    sleep_ms(1);
-    ASSERT_EQ(ftruncate(fd, (off_t)FILE_BYTES), 0);
-    size_t half = FILE_BYTES / 2;
-    ASSERT_EQ(pwrite(fd, t->content + half, FILE_BYTES - half, (off_t)half), (ssize_t)(FILE_BYTES - half));
-  }
-  close(fd);
-  return NULL;
-}
-
 /* Reads while the file is truncated and restored under them. The GPU copies registered pages,
  * which a truncation takes out of the file but not out of memory, so no SIGBUS can reach the
  * process: each read returns a count (short where it met the end of the shortened file), and
@@ -1199,8 +1176,8 @@ static void zc_truncation_race(unsigned char *dev) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON));
   kvik_file *f = open_file(path, "r");
   zc_read_check(f, dev, g_ref, FILE_BYTES, 0, FILE_BYTES, "before the truncations");
-  zc_truncator t = {path, g_ref, 0, 0};
-  ASSERT_EQ(pthread_create(&t.thread, NULL, zc_truncate_main, &t), 0);
+  test_truncator t;
+  test_truncator_start(&t, path, g_ref, FILE_BYTES);
   unsigned char *host = malloc(FILE_BYTES);
   int short_reads = 0;
   for (int i = 0; i < 40; i++) {
@@ -1211,13 +1188,12 @@ static void zc_truncation_race(unsigned char *dev) {
               got < 0 ? kvik_err_name((int)got) : "count");
     short_reads += (size_t)got < size;
     CU_OK(cu.cuMemcpyDtoH_v2(host, dptr(dev), (size_t)got));
-    for (size_t j = 0; j < (size_t)got; j++)
-      if (host[j] != g_ref[offset + j] && host[j] != 0)
-        FAIL_AT("read of %zu bytes at %zu during truncations: byte %zu is neither the file's nor zero", size, offset,
-                j);
+    long long foreign = test_first_foreign(host, g_ref + offset, (size_t)got);
+    if (foreign >= 0)
+      FAIL_AT("read of %zu bytes at %zu during truncations: byte %lld is neither the file's nor zero", size, offset,
+              foreign);
   }
-  atomic_store(&t.stop, 1);
-  ASSERT_EQ(pthread_join(t.thread, NULL), 0);
+  test_truncator_stop(&t);
   zc_read_check(f, dev, g_ref, FILE_BYTES, 0, FILE_BYTES, "after the truncations");
   kvik_file_free(f);
   unlink(path);

@@ -1,9 +1,6 @@
 /* Host IO round trips at random offsets and sizes, compared byte for byte with a POSIX
  * reference, over thread counts, task sizes, buffer alignments and direct IO on and off; and
  * reads racing truncations of their file. */
-#include <pthread.h>
-#include <stdatomic.h>
-
 #include "test.h"
 
 #define FILE_BYTES ((size_t)(3 << 20) + 12345)
@@ -113,28 +110,6 @@ static void run_config(const char *path, const unsigned char *ref, unsigned char
   free(wpath);
 }
 
-typedef struct truncator {
-  const char *path;
-  const unsigned char *ref;
-  atomic_int stop;
-  pthread_t thread;
-} truncator;
-
-/* Cut the file to half, then give it its length and its bytes back, over and over. */
-static void *truncate_main(void *arg) {
-  truncator *t = arg;
-  int fd = open(t->path, O_WRONLY | O_CLOEXEC);
-  ASSERT(fd >= 0);
-  size_t half = FILE_BYTES / 2;
-  while (!atomic_load(&t->stop)) {
-    ASSERT_EQ(ftruncate(fd, (off_t)half), 0);
-    ASSERT_EQ(ftruncate(fd, (off_t)FILE_BYTES), 0);
-    ASSERT_EQ(pwrite(fd, t->ref + half, FILE_BYTES - half, (off_t)half), (ssize_t)(FILE_BYTES - half));
-  }
-  close(fd);
-  return NULL;
-}
-
 /* Reads of many tasks while the file shrinks and grows under them: a task may meet the end of
  * file while a later one reads bytes written after it. The count a read returns covers only bytes
  * it read, each the file's or zero (read between an extension and its rewrite); never a hole. */
@@ -146,20 +121,19 @@ static void test_truncation_race(const unsigned char *ref, unsigned char *area) 
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
   kvik_file *f;
   ASSERT_OK(kvik_file_open(path, "r", 0, &f));
-  truncator t = {path, ref, 0, 0};
-  ASSERT_EQ(pthread_create(&t.thread, NULL, truncate_main, &t), 0);
+  test_truncator t;
+  test_truncator_start(&t, path, ref, FILE_BYTES);
   for (int i = 0; i < 300; i++) {
     size_t size = 1 + test_below(&rng, FILE_BYTES), offset = test_below(&rng, FILE_BYTES - size + 1);
     memset(area, 0xAB, size);
     ssize_t got = kvik_file_read(f, area, size, (int64_t)offset);
     if (got < 0 || (size_t)got > size) FAIL_AT("read of %zu bytes at %zu returned %zd", size, offset, got);
-    for (size_t j = 0; j < (size_t)got; j++)
-      if (area[j] != ref[offset + j] && area[j] != 0)
-        FAIL_AT("read of %zu bytes at %zu returned %zd: byte %zu is neither the file's nor zero", size, offset, got,
-                j);
+    long long foreign = test_first_foreign(area, ref + offset, (size_t)got);
+    if (foreign >= 0)
+      FAIL_AT("read of %zu bytes at %zu returned %zd: byte %lld is neither the file's nor zero", size, offset, got,
+              foreign);
   }
-  atomic_store(&t.stop, 1);
-  ASSERT_EQ(pthread_join(t.thread, NULL), 0);
+  test_truncator_stop(&t);
   kvik_file_free(f);
   unlink(path);
   free(path);
