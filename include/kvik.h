@@ -162,9 +162,12 @@ KVIK_API const char *kvik_last_error(void);
  * pages stay pinned in memory meanwhile. Writes to the file, by any path, reach those pages and
  * so the reads; a change of the file's size, mtime or ctime drops them all first (a truncate
  * and a rewrite of the same size in the same time-stamp tick as the registration would not be
- * noticed). A read racing a truncation never faults (the GPU copies pinned pages, the CPU never
- * touches the mapping): it returns the bytes the file had before, or after, or stops short where
- * the shortened file ended, as pread(2) would. A first read pays for the registration: the driver registers about 22 GB/s on one
+ * noticed). A read racing a truncation returns the bytes the file had before, or after, or stops
+ * short where the shortened file ended, as pread(2) would: kvik never touches the mapping with
+ * the CPU, and the GPU copies pinned pages. Yet once in about 70 runs of such a race on an H100
+ * (driver 580) the process got SIGBUS, from a place not yet found (the driver's registration of
+ * pages the truncation had just removed is the suspect): do not truncate a file that zero-copy
+ * reads may be reading. A first read pays for the registration: the driver registers about 22 GB/s on one
  * thread, no faster on several, and delays other threads' copies meanwhile, so with more than
  * two threads a single read of a file is slower this way than through the bounce buffers.
  * Off by default for that reason, and because registering waits for work the device is doing
