@@ -143,6 +143,7 @@ KVIK_API const char *kvik_last_error(void);
  *   KVIK_SETTING_HTTP_STATUS_CODES KVIKIO_HTTP_STATUS_CODES   429,500,502,503,504
  *   KVIK_SETTING_REMOTE_VERBOSE KVIKIO_REMOTE_VERBOSE         0 (off)
  *   KVIK_SETTING_REMOTE_CONNECTIONS KVIK_REMOTE_CONNECTIONS   64
+ *   KVIK_SETTING_IO_URING      KVIK_IO_URING                  KVIK_AUTO
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_.
  *
@@ -175,6 +176,18 @@ KVIK_API const char *kvik_last_error(void);
  * meanwhile. Stream-ordered reads never take this path, since their own stream is held while
  * they run. Setting it again makes kvik ask a driver that refused read-only registration again.
  *
+ * KVIK_SETTING_IO_URING: which host-memory operations of a batch (kvik_batch_submit) the
+ * kernel's io_uring serves, handed over from the submitting thread, instead of the thread pool.
+ * KVIK_OFF: none. KVIK_AUTO: those it serves better, namely operations smaller than
+ * KVIK_SETTING_GDS_THRESHOLD (which the pool would run one after another on the submitting
+ * thread) and those that go through O_DIRECT (KVIK_SETTING_AUTO_DIRECT_IO_READ/WRITE on, and
+ * buffer, offset and size multiples of 4096). KVIK_ON: every host-memory operation. Large
+ * operations through the page cache stay on the pool under AUTO: there the copy is the work,
+ * and the pool's threads share it out (measured in the README). Writes to append handles always
+ * go to the pool. Where io_uring is missing or refused (Linux before 5.11, a seccomp profile
+ * or kernel.io_uring_disabled that forbids it) the pool serves everything, with the same
+ * results; kvik_io_uring_available() says which.
+ *
  * The HTTP and remote settings are described with remote files, below.
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
@@ -198,6 +211,7 @@ typedef enum kvik_setting {
   KVIK_SETTING_HTTP_STATUS_CODES,
   KVIK_SETTING_REMOTE_VERBOSE,
   KVIK_SETTING_REMOTE_CONNECTIONS,
+  KVIK_SETTING_IO_URING,
   KVIK_SETTING_COUNT /* number of settings; not a setting */
 } kvik_setting;
 
@@ -205,7 +219,8 @@ typedef enum kvik_setting {
  * cuFile. AUTO: use cuFile where it can work, POSIX elsewhere. */
 typedef enum kvik_compat_mode { KVIK_COMPAT_OFF = 0, KVIK_COMPAT_ON = 1, KVIK_COMPAT_AUTO = 2 } kvik_compat_mode;
 
-/* Values of the other three-way settings (KVIK_SETTING_ZERO_COPY_READ); the same numbers. */
+/* Values of the other three-way settings (KVIK_SETTING_ZERO_COPY_READ, KVIK_SETTING_IO_URING);
+ * the same numbers. */
 typedef enum kvik_tristate { KVIK_OFF = 0, KVIK_ON = 1, KVIK_AUTO = 2 } kvik_tristate;
 
 /* Where a setting's current value came from. */
@@ -803,6 +818,12 @@ KVIK_API int kvik_batch_cancel(kvik_batch *batch);
 
 /* Cancel what is in flight, wait for it, and free the batch. NULL is ignored. */
 KVIK_API void kvik_batch_free(kvik_batch *batch);
+
+/* Whether io_uring can serve batches in this process (KVIK_SETTING_IO_URING), and in `why` (up
+ * to `len` bytes with the NUL; may be NULL) what was found: "io_uring available (Linux 6.18)", or
+ * what refused it and the kernel's release. Found once, by setting up a small ring, and kept.
+ * Returns 1 or 0. Thread-safe. */
+KVIK_API int kvik_io_uring_available(char *why, size_t len);
 
 /* ---- cuFile driver ----------------------------------------------------------------------- */
 

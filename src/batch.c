@@ -1,10 +1,12 @@
 /* Batch IO: many independent reads and writes submitted at once, their completions collected
  * through one queue. Operations into device memory on files that cuFile serves go to cuFile's
- * batch API; all others run on the thread pool as ordinary futures (kvik_file_pread/pwrite).
+ * batch API; host-memory operations go to the batch's io_uring where KVIK_SETTING_IO_URING says
+ * so; all others run on the thread pool as ordinary futures (kvik_file_pread/pwrite).
  *
  * Each operation holds a slot from its submission until its completion is collected: that is
- * what max_ops bounds. A slot in flight is either on the pool (its future in pool[]) or in
- * cuFile's batch (its index is cuFile's cookie); once done, its event waits in the done queue,
+ * what max_ops bounds. A slot in flight is on the pool (its future in pool[]), in cuFile's batch
+ * (its index is cuFile's cookie) or in the ring (its index is the ring's id for it); once done,
+ * its event waits in the done queue,
  * in the order of completion, until kvik_batch_wait() hands it out. The batch is used by one
  * thread at a time, so none of this needs a lock. */
 #define _GNU_SOURCE
@@ -23,14 +25,20 @@
 #include "gds.h"
 #include "init.h"
 #include "memory.h"
+#include "settings.h"
 #include "sys.h"
+#include "uring.h"
 
 #define MAX_OPS 65536
 
-/* While both kinds are in flight no single call can sleep on both: cuFile's completions are
- * only seen by asking cuFile. A wait then alternates a poll of cuFile with a wait of at most this
- * long on the futures, so a cuFile completion is noticed within about this much. */
+/* While several kinds are in flight no single call can sleep on all: cuFile's and the ring's
+ * completions are only seen by asking them. A wait then alternates polls with a wait of at most
+ * this long on one kind, so a completion of another is noticed within about this much. */
 #define MIXED_SLICE_NS ((int64_t)1000000)
+
+/* io_uring's read and write take 32-bit lengths, and Linux moves at most this much per call:
+ * larger operations go to the pool, which splits them anyway. */
+#define RING_MAX_OP ((size_t)0x7ffff000)
 
 /* The longest one cuFileBatchIOGetStatus call may wait. cuFile is never given a NULL timeout,
  * whose meaning its documentation leaves open; an unlimited wait is a loop of these. */
@@ -52,6 +60,8 @@ struct kvik_batch {
   unsigned *pool_ids, npool;                /* pool operations in flight ... */
   kvik_future **pool;                       /* ... and their futures, at the same index */
   unsigned ncufile;                         /* cuFile operations in flight */
+  kvik__uring *ring;                        /* set up on the first operation that goes there */
+  int ring_refused;                         /* setting it up failed: the pool serves all */
   /* cuFile's batch, set up on the first operation that goes there. */
   kvik__cufile_batch_handle handle;
   unsigned capacity;   /* the entries it was set up with */
@@ -64,6 +74,7 @@ struct kvik_batch {
 /* Where kvik_batch_submit() sends one operation. */
 typedef struct route {
   int cufile;
+  int host; /* host memory, not an append write: the ring may take it */
   kvik__cufile_handle handle;
   char *base; /* the start of the buffer's allocation */
 } route;
@@ -142,6 +153,59 @@ static void collect_pool(kvik_batch *b) {
     b->pool_ids[k] = b->pool_ids[b->npool];
     finish(b, id, result < 0 ? KVIK_BATCH_FAILED : KVIK_BATCH_COMPLETE, result);
   }
+}
+
+/* ---- io_uring ------------------------------------------------------------------------------ */
+
+static kvik_batch_status status_of(ssize_t result, int canceled) {
+  return canceled ? KVIK_BATCH_CANCELED : result < 0 ? KVIK_BATCH_FAILED : KVIK_BATCH_COMPLETE;
+}
+
+static void ring_done(void *self, unsigned id, ssize_t result, int canceled) {
+  finish(self, id, status_of(result, canceled), result);
+}
+
+static unsigned ring_in_flight(const kvik_batch *b) { return b->ring ? kvik__uring_in_flight(b->ring) : 0; }
+
+static int collect_ring(kvik_batch *b, unsigned min_nr, int64_t timeout_ns) {
+  return kvik__uring_reap(b->ring, min_nr, timeout_ns, ring_done, b);
+}
+
+/* Whether the ring serves this host-memory operation, which *fd and *direct then tell how. */
+static int ring_takes(kvik_batch *b, const kvik_batch_op *op, int *fd, int *direct) {
+  int64_t mode = kvik__setting(KVIK_SETTING_IO_URING);
+  if (mode == KVIK_OFF || b->ring_refused || op->size > RING_MAX_OP) return 0;
+  kvik__op kind = op->opcode == KVIK_BATCH_READ ? KVIK__READ : KVIK__WRITE;
+  *fd = kvik__file_ring_fd(op->file, kind, op->buf, op->size, op->file_offset, direct);
+  int small = op->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
+  if (mode == KVIK_AUTO && !small && !*direct) return 0;
+  if (!b->ring && kvik__uring_create("kvik_batch_submit", b->max_ops, &b->ring) < 0) b->ring_refused = 1;
+  return b->ring != NULL;
+}
+
+/* Queue the host operations the ring takes, and hand them to the kernel while their files are
+ * held: from then on the kernel holds the files itself. The others are left to the pool. */
+static void submit_ring(kvik_batch *b, const kvik_batch_op *ops, route *r, unsigned count) {
+  unsigned held = 0;
+  for (unsigned i = 0; i < count; i++) {
+    if (!r[i].host) continue;
+    r[i].host = 0;
+    if (kvik__file_hold(ops[i].file) < 0) continue; /* closed meanwhile: the pool reports it */
+    int fd, direct;
+    if (!ring_takes(b, &ops[i], &fd, &direct)) {
+      kvik__file_let_go(ops[i].file);
+      continue;
+    }
+    r[i].host = 1;
+    held++;
+    kvik__op kind = ops[i].opcode == KVIK_BATCH_READ ? KVIK__READ : KVIK__WRITE;
+    kvik__uring_op op = {ops[i].file, kind, fd, direct, ops[i].buf, ops[i].size, ops[i].file_offset};
+    kvik__uring_start(b->ring, take_slot(b, ops[i].cookie), &op);
+  }
+  if (held == 0) return;
+  kvik__uring_submit(b->ring);
+  for (unsigned i = 0; i < count; i++)
+    if (r[i].host) kvik__file_let_go(ops[i].file);
 }
 
 /* ---- cuFile -------------------------------------------------------------------------------- */
@@ -316,8 +380,10 @@ static int submit_cufile(kvik_batch *b, const char *fn, const kvik_batch_op *ops
 static int route_op(const char *who, const kvik_batch_op *op, int flags, CUcontext *ctx, route *r) {
   kvik__memory mem;
   int rc = kvik__memory_classify(who, op->buf, &mem);
-  if (rc < 0 || mem.kind != KVIK_MEMORY_DEVICE || op->size == 0) return rc;
-  if ((flags & O_APPEND) && op->opcode == KVIK_BATCH_WRITE) return 0;
+  if (rc < 0) return rc;
+  int append_write = (flags & O_APPEND) && op->opcode == KVIK_BATCH_WRITE;
+  r->host = (mem.kind == KVIK_MEMORY_HOST || mem.kind == KVIK_MEMORY_PINNED) && !append_write;
+  if (mem.kind != KVIK_MEMORY_DEVICE || op->size == 0 || append_write) return 0;
   r->handle = kvik__gds_handle(kvik__file_gds(op->file));
   const kvik__cufile_api *cf = kvik__cufile_if_open();
   if (!r->handle || !cf || !cf->cuFileBatchIOSetUp || !cf->cuFileBatchIOSubmit || !cf->cuFileBatchIOGetStatus ||
@@ -337,6 +403,7 @@ static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, CUconte
   char who[64];
   snprintf(who, sizeof who, "%s: operation %u", fn, i);
   r->cufile = 0;
+  r->host = 0;
   if (!op->file) return kvik__fail(-EINVAL, "%s: NULL file", who);
   const char *path = kvik__file_path(op->file);
   int is_write = (int)op->opcode == KVIK_BATCH_WRITE;
@@ -386,15 +453,17 @@ static int gather(kvik_batch *b, const char *fn, unsigned need, int64_t deadline
   for (;;) {
     collect_pool(b);
     int rc = b->ncufile ? collect_cufile(b, fn, 0, 0) : 0;
+    if (rc == 0 && ring_in_flight(b)) rc = collect_ring(b, 0, 0);
     if (rc < 0 || b->ndone >= need || left_until(deadline, -1) == 0) return rc;
-    unsigned want = need - b->ndone;
-    if (b->ncufile == 0) {
-      kvik__futures_wait_some(b->pool, b->npool, want, left_until(deadline, -1));
-    } else if (b->npool == 0) {
-      rc = collect_cufile(b, fn, want, left_until(deadline, CUFILE_WAIT_MAX_NS));
+    unsigned want = need - b->ndone, nring = ring_in_flight(b);
+    int kinds = (b->npool > 0) + (b->ncufile > 0) + (nring > 0);
+    int64_t slice = kinds > 1 ? MIXED_SLICE_NS : -1;
+    if (b->npool > 0) {
+      kvik__futures_wait_some(b->pool, b->npool, want < b->npool ? want : b->npool, left_until(deadline, slice));
+    } else if (nring > 0) {
+      rc = collect_ring(b, want < nring ? want : nring, left_until(deadline, slice));
     } else {
-      kvik__futures_wait_some(b->pool, b->npool, want < b->npool ? want : b->npool,
-                              left_until(deadline, MIXED_SLICE_NS));
+      rc = collect_cufile(b, fn, want, left_until(deadline, CUFILE_WAIT_MAX_NS));
     }
     if (rc < 0) return rc;
   }
@@ -421,6 +490,7 @@ static int cancel_cufile(kvik_batch *b, const char *fn) {
 /* ---- the API ------------------------------------------------------------------------------- */
 
 static void batch_release(kvik_batch *b) {
+  kvik__uring_free(b->ring);
   free(b->slots);
   free(b->free_ids);
   free(b->done_ids);
@@ -475,8 +545,9 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
   int rc = 0;
   for (unsigned i = 0; i < count && rc == 0; i++) rc = check_op(fn, i, &ops[i], &ctx, &routes[i]);
   if (rc == 0) rc = submit_cufile(batch, fn, ops, routes, count, ctx);
+  if (rc == 0) submit_ring(batch, ops, routes, count);
   for (unsigned i = 0; i < count && rc == 0; i++)
-    if (!routes[i].cufile) start_on_pool(batch, &ops[i]);
+    if (!routes[i].cufile && !routes[i].host) start_on_pool(batch, &ops[i]);
   free(routes);
   return restore_message(&m, rc);
 }
@@ -490,7 +561,7 @@ int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *ev
     return kvik__fail(-EINVAL, "%s: min_events %u above max_events %u", fn, min_events, max_events);
   saved_message m;
   save_message(&m);
-  unsigned outstanding = batch->ndone + batch->npool + batch->ncufile;
+  unsigned outstanding = batch->ndone + batch->npool + batch->ncufile + ring_in_flight(batch);
   int rc = gather(batch, fn, min_events < outstanding ? min_events : outstanding, deadline_after(timeout_ns));
   if (rc < 0) return rc;
   unsigned n = 0;
@@ -504,8 +575,11 @@ int kvik_batch_cancel(kvik_batch *batch) {
   saved_message m;
   save_message(&m);
   /* Operations on the pool cannot be stopped: their tasks may have moved bytes already, so they
-   * are waited for and report what they did rather than a cancellation that did not happen. */
+   * are waited for and report what they did rather than a cancellation that did not happen. The
+   * kernel cancels only ring operations that have not started. */
   int rc = batch->ncufile > 0 ? cancel_cufile(batch, fn) : 0;
+  if (ring_in_flight(batch)) kvik__uring_cancel(batch->ring);
+  while (ring_in_flight(batch) && collect_ring(batch, ring_in_flight(batch), -1) == 0) continue;
   kvik__futures_wait_some(batch->pool, batch->npool, batch->npool, -1);
   collect_pool(batch);
   return restore_message(&m, rc);

@@ -206,6 +206,35 @@ static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_
   return rc;
 }
 
+/* ---- what io_uring needs (uring.h) ------------------------------------------------------- */
+
+int kvik__file_hold(kvik_file *file) { return kvik__owner_acquire(&file->source.owner) < 0 ? -EBADF : 0; }
+
+void kvik__file_let_go(kvik_file *file) { let_go(file); }
+
+static int aligned(uintptr_t x) { return x % KVIK__DIRECT_ALIGNMENT == 0; }
+
+int kvik__file_ring_fd(kvik_file *file, kvik__op op, const void *buf, size_t size, int64_t offset, int *direct) {
+  *direct = 0;
+  if (!aligned((uintptr_t)buf) || !aligned(size) || !aligned((uintptr_t)offset) || size == 0) return file->fd;
+  int fd = direct_for(file, op);
+  struct stat st;
+  if (fd >= 0 && op == KVIK__READ)
+    if (fstat(file->fd, &st) != 0 || (uint64_t)offset + size > (uint64_t)(st.st_size & ~(off_t)(KVIK__DIRECT_ALIGNMENT - 1)))
+      fd = -1;
+  *direct = fd >= 0;
+  return fd >= 0 ? fd : file->fd;
+}
+
+int kvik__file_transfer(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset, size_t *done) {
+  *done = 0;
+  if (kvik__owner_acquire(&file->source.owner) < 0)
+    return kvik__fail(-EBADF, "kvik_batch(\"%s\"): file closed with operations in flight", file->path);
+  int rc = file_transfer(file, op, buf, size, offset, done);
+  let_go(file);
+  return rc;
+}
+
 /* The checks only a file needs; kvik__request checks the rest. `fn` is the public function. */
 static int check_access(const char *fn, kvik_file *file, kvik__op op) {
   if (!file) return kvik__fail(-EINVAL, "%s: NULL handle", fn);

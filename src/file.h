@@ -4,11 +4,29 @@
 
 #include "gds.h"
 #include "kvik.h"
+#include "posix_io.h"
 
 /* The file's GPUDirect Storage state (kvik__gds_handle() gives its cuFile handle, if any). */
 kvik__gds_file *kvik__file_gds(kvik_file *file);
 
 /* The path the file was opened with, for messages. */
 const char *kvik__file_path(const kvik_file *file);
+
+/* Keep the file from closing while the caller uses its descriptors, as a request does: 0, or
+ * -EBADF (no message) once it is closed. */
+int kvik__file_hold(kvik_file *file);
+void kvik__file_let_go(kvik_file *file);
+
+/* The descriptor through which io_uring may move the whole of `size` bytes between `buf` and the
+ * file at `offset`: the O_DIRECT one where the settings ask for direct IO of this kind, the file
+ * system has not refused it, buffer, offset and size are aligned, and (reads) the range ends
+ * within the file's last whole block (a direct read of the block holding the end of file would
+ * write past the end in `buf`); else the buffered one. *direct says which. The file is held. */
+int kvik__file_ring_fd(kvik_file *file, kvik__op op, const void *buf, size_t size, int64_t offset, int *direct);
+
+/* Move `size` bytes on this thread through the file's own path, as a task of kvik_file_pread or
+ * kvik_file_pwrite would: retries, O_DIRECT as the settings say, end of file. Returns 0 with
+ * *done, or a negative code with a message (-EBADF once the file is closed). */
+int kvik__file_transfer(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset, size_t *done);
 
 #endif

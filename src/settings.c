@@ -52,6 +52,7 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
     [KVIK_SETTING_REMOTE_VERBOSE] = {"remote_verbose", "KVIKIO_REMOTE_VERBOSE", NULL, KIND_BOOL, 0, 1},
     [KVIK_SETTING_REMOTE_CONNECTIONS] = {"remote_connections", "KVIK_REMOTE_CONNECTIONS", NULL, KIND_COUNT, 1,
                                          MAX_THREADS},
+    [KVIK_SETTING_IO_URING] = {"io_uring", "KVIK_IO_URING", NULL, KIND_TRISTATE, 0, 2},
 };
 
 static _Atomic int64_t values[KVIK_SETTING_COUNT];
@@ -87,6 +88,7 @@ static int64_t default_value(kvik_setting s) {
   case KVIK_SETTING_HTTP_TIMEOUT: return 60;
   /* Requests run on pool threads, which bound them anyway: this only caps a big pool. */
   case KVIK_SETTING_REMOTE_CONNECTIONS: return 64;
+  case KVIK_SETTING_IO_URING: return KVIK_AUTO;
   default: return 0;
   }
 }

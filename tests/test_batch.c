@@ -12,9 +12,11 @@
  * A run that sets KVIKIO_COMPAT_MODE is about device memory: it skips (77) without CUDA, and the
  * OFF run also without the fake cuFile or O_DIRECT in the working directory, where it works.
  * The random choices come from one seed, printed at the start; KVIK_TEST_SEED=N repeats a run. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -466,6 +468,199 @@ static void test_host(void) {
   test_failed_operation();
 }
 
+/* ---- io_uring ------------------------------------------------------------------------------- */
+
+static int ring_available; /* kvik_io_uring_available(): else the pool serves all, as checked */
+
+/* io_uring instances this process holds. */
+static int rings_open(void) {
+  DIR *d = opendir("/proc/self/fd");
+  ASSERT(d != NULL);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    char link[300], target[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+    ssize_t len = readlink(link, target, sizeof target - 1);
+    if (len > 0) target[len] = '\0';
+    n += len > 0 && strcmp(target, "anon_inode:[io_uring]") == 0;
+  }
+  closedir(d);
+  return n;
+}
+
+static void set_io_uring(int64_t mode) { ASSERT_OK(kvik_setting_set(KVIK_SETTING_IO_URING, mode)); }
+
+/* One read of `size` bytes at offset 0 through a new batch: whether it set up a ring. */
+static int read_sets_up_ring(kvik_file *f, unsigned char *buf, size_t size) {
+  int before = rings_open();
+  kvik_batch *b = batch_new(2);
+  kvik_batch_op op = {f, KVIK_BATCH_READ, buf, size, 0, cookie_of(0)};
+  ASSERT_OK(kvik_batch_submit(b, &op, 1));
+  int during = rings_open() - before;
+  kvik_batch_event ev;
+  collect(b, &ev, 1, 1);
+  expect_complete(&ev, 0, size);
+  ASSERT_SAME_BYTES(buf, ref, size);
+  kvik_batch_free(b);
+  ASSERT_EQ(rings_open(), before);
+  return during;
+}
+
+/* Which operations OFF, AUTO and ON give io_uring (GDS threshold 1 MiB, direct IO off). */
+static void test_ring_routing(void) {
+  kvik_file *f = open_file(ref_path, "r");
+  unsigned char *buf = malloc(2 * MiB);
+  const struct {
+    int64_t mode;
+    size_t size;
+    int ring;
+  } cases[] = {{KVIK_OFF, 4 * KiB, 0}, {KVIK_AUTO, 2 * MiB, 0}, {KVIK_AUTO, 4 * KiB, 1}, {KVIK_ON, 2 * MiB, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    set_io_uring(cases[i].mode);
+    if (read_sets_up_ring(f, buf, cases[i].size) != (cases[i].ring && ring_available))
+      FAIL_AT("mode %lld, %zu bytes: io_uring %s", (long long)cases[i].mode, cases[i].size,
+              cases[i].ring && ring_available ? "not used" : "used");
+  }
+  free(buf);
+  kvik_file_free(f);
+  printf("ok: io_uring takes what KVIK_SETTING_IO_URING says (%s)\n", ring_available ? "available" : "unavailable");
+}
+
+/* O_DIRECT through the ring: aligned reads at random block offsets, some reaching past the end
+ * of the file, which must leave the bytes past it untouched; AUTO takes them although large. */
+static void test_ring_direct(void) {
+  const char *tmpdir = getenv("TMPDIR");
+  char *saved = tmpdir ? strdup(tmpdir) : NULL;
+  setenv("TMPDIR", ".", 1); /* the build tree, where O_DIRECT works when /tmp lacks it */
+  char *ddir = test_mkdtemp();
+  if (saved) setenv("TMPDIR", saved, 1);
+  else unsetenv("TMPDIR");
+  free(saved);
+  if (kvik_direct_io_supported(ddir) != 1) {
+    printf("skip: O_DIRECT through io_uring (not supported in the working directory)\n");
+    test_rmdir(ddir);
+    return;
+  }
+  char *path = test_path(ddir, "direct");
+  test_write_file(path, ref, FILE_BYTES);
+  kvik_file *f = open_file(path, "r");
+  const size_t block = 4096, area = 20 * block;
+  unsigned char *buf, *expect = malloc(NOPS * area);
+  ASSERT_EQ(posix_memalign((void **)&buf, block, NOPS * area), 0);
+  memset(buf, 0xAB, NOPS * area);
+  memset(expect, 0xAB, NOPS * area);
+  kvik_batch_op ops[NOPS];
+  for (unsigned i = 0; i < NOPS; i++) {
+    size_t size = block * (1 + test_below(&rng, 16));
+    size_t offset = block * test_below(&rng, FILE_BYTES / block + 1);
+    if (i % 4 == 0) offset = (FILE_BYTES / block - test_below(&rng, 4)) * block; /* past the end */
+    ops[i] = (kvik_batch_op){f, KVIK_BATCH_READ, buf + i * area, size, (int64_t)offset, cookie_of(i)};
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 1));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
+  set_io_uring(KVIK_AUTO);
+  int before = rings_open();
+  kvik_batch *b = batch_new(NOPS);
+  ASSERT_OK(kvik_batch_submit(b, ops, NOPS));
+  ASSERT_EQ(rings_open() - before, ring_available);
+  kvik_batch_event ev[NOPS];
+  collect(b, ev, NOPS, 9);
+  for (unsigned i = 0; i < NOPS; i++) {
+    size_t want = expected_read(ops[i].file_offset, ops[i].size);
+    expect_complete(&ev[i], i, want);
+    memcpy(expect + i * area, ref + ops[i].file_offset, want);
+  }
+  long long diff = test_first_diff(buf, expect, NOPS * area);
+  if (diff >= 0) FAIL_AT("memory differs at byte %lld (operation %lld)", diff, diff / (long long)area);
+  kvik_batch_free(b);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
+  kvik_file_free(f);
+  free(buf);
+  free(expect);
+  free(path);
+  test_rmdir(ddir);
+  printf("ok: %u O_DIRECT reads through io_uring, some past the end of the file\n", NOPS);
+}
+
+/* Errors the kernel reports come back as the operation's code: a buffer that is not mapped, a
+ * device that is full. */
+static void test_ring_failures(void) {
+  set_io_uring(KVIK_ON);
+  kvik_file *f = open_file(ref_path, "r"), *full = open_file("/dev/full", "w");
+  void *nowhere = mmap(NULL, 4 * KiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT(nowhere != MAP_FAILED);
+  unsigned char data[1000] = {1};
+  kvik_batch_op ops[2] = {{f, KVIK_BATCH_READ, nowhere, 4 * KiB, 0, cookie_of(0)},
+                          {full, KVIK_BATCH_WRITE, data, sizeof data, 0, cookie_of(1)}};
+  kvik_batch *b = batch_new(2);
+  ASSERT_OK(kvik_batch_submit(b, ops, 2));
+  kvik_batch_event ev[2];
+  collect(b, ev, 2, 2);
+  const int codes[2] = {-EFAULT, -ENOSPC};
+  for (unsigned i = 0; i < 2; i++)
+    if (ev[i].status != KVIK_BATCH_FAILED || ev[i].result != codes[i])
+      FAIL_AT("operation %u: status %d, result %zd; expected %s", i, ev[i].status, ev[i].result,
+              kvik_err_name(codes[i]));
+  kvik_batch_free(b);
+  munmap(nowhere, 4 * KiB);
+  kvik_file_free(full);
+  kvik_file_free(f);
+  printf("ok: io_uring operations that fail report their code\n");
+}
+
+/* Cancel with reads in flight: each reports its bytes, or CANCELED having moved none (the buffer
+ * as it was). Then a batch freed with reads in flight. */
+static void test_ring_cancel(void) {
+  set_io_uring(KVIK_ON);
+  kvik_file *f = open_file(ref_path, "r");
+  unsigned char *buf = malloc(NOPS * 64 * KiB);
+  memset(buf, 0xAB, NOPS * 64 * KiB);
+  kvik_batch_op ops[NOPS];
+  for (unsigned i = 0; i < NOPS; i++)
+    ops[i] = (kvik_batch_op){f, KVIK_BATCH_READ, buf + i * 64 * KiB, 64 * KiB, (int64_t)(i * 64 * KiB), cookie_of(i)};
+  ASSERT_OK(kvik_page_cache_drop(ref_path));
+  kvik_batch *b = batch_new(NOPS);
+  ASSERT_OK(kvik_batch_submit(b, ops, NOPS));
+  ASSERT_OK(kvik_batch_cancel(b));
+  kvik_batch_event ev[NOPS];
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, NOPS, 0), NOPS); /* nothing left in flight */
+  unsigned canceled = 0, untouched[64 * KiB / sizeof(unsigned)];
+  memset(untouched, 0xAB, sizeof untouched);
+  for (unsigned k = 0; k < NOPS; k++) {
+    unsigned i = index_of(&ev[k], NOPS);
+    if (ev[k].status == KVIK_BATCH_CANCELED) {
+      ASSERT_EQ(ev[k].result, -ECANCELED);
+      ASSERT_SAME_BYTES(buf + i * 64 * KiB, untouched, 64 * KiB);
+      canceled++;
+    } else {
+      expect_complete(&ev[k], i, 64 * KiB);
+      ASSERT_SAME_BYTES(buf + i * 64 * KiB, ref + i * 64 * KiB, 64 * KiB);
+    }
+  }
+  ASSERT_OK(kvik_page_cache_drop(ref_path));
+  ASSERT_OK(kvik_batch_submit(b, ops, NOPS));
+  kvik_batch_free(b);
+  free(buf);
+  kvik_file_free(f);
+  printf("ok: cancel and free with io_uring reads in flight (%u of %u canceled)\n", canceled, NOPS);
+}
+
+static void test_ring(void) {
+  char why[256];
+  ring_available = kvik_io_uring_available(why, sizeof why);
+  printf("%s\n", why);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20));
+  test_ring_routing();
+  set_io_uring(KVIK_ON);
+  test_scattered_reads(0, NOPS, 300 * KiB);
+  test_writes(0, NOPS);
+  test_ring_failures();
+  test_ring_cancel();
+  test_ring_direct();
+  set_io_uring(KVIK_AUTO);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
+}
+
 /* ---- cuFile ---------------------------------------------------------------------------------- */
 
 static void set_io_delay_us(long us) {
@@ -708,6 +903,7 @@ int main(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 8));
 
   test_host();
+  if (!device_run) test_ring(); /* the plain run: io_uring serves host memory alone */
   if (!have_cuda) {
     printf("skip: device memory (no CUDA driver)\n");
   } else if (compat == KVIK_COMPAT_OFF) {

@@ -1,0 +1,340 @@
+/* io_uring through its system calls. liburing is not used: most of its API is inline functions,
+ * which a library loaded at run time cannot provide, and linking it would make a kernel or
+ * container without io_uring a build or load problem rather than a run-time answer.
+ *
+ * The ring does the common case, one system call for many operations; everything else an
+ * operation may need (the rest after a short count, an interrupted call, O_DIRECT refused) is
+ * done by the file's own path on the collecting thread, which already handles it. */
+#define _GNU_SOURCE
+#include "uring.h"
+
+#include <errno.h>
+#include <linux/io_uring.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "file.h"
+#include "init.h"
+#include "sys.h"
+
+/* Kernel ABI values newer than some distributions' headers. */
+#ifndef IORING_SETUP_SUBMIT_ALL
+#define IORING_SETUP_SUBMIT_ALL (1U << 7) /* Linux 5.18 */
+#endif
+#ifndef IORING_SETUP_COOP_TASKRUN
+#define IORING_SETUP_COOP_TASKRUN (1U << 8) /* Linux 5.19 */
+#endif
+#ifndef IORING_ASYNC_CANCEL_ANY
+#define IORING_ASYNC_CANCEL_ANY (1U << 2) /* Linux 5.19 */
+#endif
+
+/* The most entries in the submission queue: a batch larger than this is submitted in parts. */
+#define SQ_MAX 256U
+/* The user_data of the cancel request, which is no operation. */
+#define CANCEL_TAG UINT64_MAX
+
+typedef struct ring_op {
+  kvik__uring_op op;
+  int in_flight; /* from kvik__uring_start() until reported */
+  int ended;     /* done on this thread, `result` waits to be reported */
+  ssize_t result;
+} ring_op;
+
+struct kvik__uring {
+  int fd;
+  pid_t pid; /* of the process that set it up: a forked child must not touch it */
+  void *map;
+  size_t map_len;
+  struct io_uring_sqe *sqes;
+  size_t sqes_len;
+  _Atomic unsigned *sq_head, *sq_tail, *cq_head, *cq_tail;
+  unsigned sq_mask, sq_entries, cq_mask, *sq_array;
+  struct io_uring_cqe *cqes;
+  unsigned queued;    /* in the submission queue, not yet handed to the kernel */
+  unsigned in_flight; /* queued or handed over, not yet reported */
+  unsigned ended;     /* in flight, but done on this thread (ring_op.ended) */
+  int canceling;      /* a cancel request is out: -ECANCELED and -EINTR mean canceled */
+  unsigned max_ops;
+  ring_op ops[];
+};
+
+static unsigned round_up_pow2(unsigned n) {
+  unsigned p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+static int enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags, void *arg, size_t arg_len) {
+  long r = syscall(__NR_io_uring_enter, fd, to_submit, min_complete, flags, arg, arg_len);
+  return r < 0 ? -errno : (int)r;
+}
+
+/* ---- setting up ---------------------------------------------------------------------------- */
+
+/* io_uring_setup with the flags that make it cheaper where the kernel knows them. */
+static int setup_fd(unsigned entries, unsigned cq_entries, struct io_uring_params *p) {
+  const unsigned optional = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    memset(p, 0, sizeof *p);
+    p->flags = IORING_SETUP_CQSIZE | (attempt == 0 ? optional : 0);
+    p->cq_entries = cq_entries;
+    long fd = syscall(__NR_io_uring_setup, entries, p);
+    if (fd >= 0) return (int)fd;
+    if (errno != EINVAL) return -errno;
+  }
+  return -EINVAL;
+}
+
+static int map_rings(kvik__uring *r, const struct io_uring_params *p) {
+  size_t sq_len = p->sq_off.array + p->sq_entries * sizeof(unsigned);
+  size_t cq_len = p->cq_off.cqes + p->cq_entries * sizeof(struct io_uring_cqe);
+  r->map_len = sq_len > cq_len ? sq_len : cq_len; /* one mapping: IORING_FEAT_SINGLE_MMAP */
+  r->map = kvik__mmap(r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQ_RING);
+  if (r->map == MAP_FAILED) return -errno;
+  r->sqes_len = p->sq_entries * sizeof(struct io_uring_sqe);
+  r->sqes = kvik__mmap(r->sqes_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+  if (r->sqes == MAP_FAILED) {
+    int err = errno;
+    munmap(r->map, r->map_len);
+    return -err;
+  }
+  char *m = r->map;
+  r->sq_head = (_Atomic unsigned *)(m + p->sq_off.head);
+  r->sq_tail = (_Atomic unsigned *)(m + p->sq_off.tail);
+  r->sq_mask = *(unsigned *)(m + p->sq_off.ring_mask);
+  r->sq_entries = p->sq_entries;
+  r->sq_array = (unsigned *)(m + p->sq_off.array);
+  r->cq_head = (_Atomic unsigned *)(m + p->cq_off.head);
+  r->cq_tail = (_Atomic unsigned *)(m + p->cq_off.tail);
+  r->cq_mask = *(unsigned *)(m + p->cq_off.ring_mask);
+  r->cqes = (struct io_uring_cqe *)(m + p->cq_off.cqes);
+  return 0;
+}
+
+/* The features kvik needs: completions never dropped (5.5), and waits with a timeout (5.11). */
+static const unsigned needed_features = IORING_FEAT_SINGLE_MMAP | IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG;
+
+int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring **ring) {
+  *ring = NULL;
+  kvik__uring *r = kvik__calloc(1, sizeof *r + max_ops * sizeof r->ops[0]);
+  if (!r) return kvik__fail(-ENOMEM, "%s: out of memory for an io_uring of %u operations", fn, max_ops);
+  r->max_ops = max_ops;
+  r->pid = getpid();
+  struct io_uring_params p;
+  unsigned cq_entries = round_up_pow2(max_ops < 2 ? 2 : max_ops);
+  r->fd = setup_fd(cq_entries < SQ_MAX ? cq_entries : SQ_MAX, cq_entries, &p);
+  int rc = r->fd < 0 ? kvik__fail_errno(-r->fd, "%s: io_uring_setup", fn) : 0;
+  if (rc == 0 && (p.features & needed_features) != needed_features)
+    rc = kvik__fail(-EOPNOTSUPP, "%s: io_uring lacks features kvik needs (Linux 5.11 or later has them)", fn);
+  int err = rc == 0 ? map_rings(r, &p) : 0;
+  if (err < 0) rc = kvik__fail_errno(-err, "%s: mapping io_uring's queues", fn);
+  if (rc < 0) {
+    if (r->fd >= 0) close(r->fd);
+    free(r);
+    return rc;
+  }
+  *ring = r;
+  return 0;
+}
+
+static int forked(const kvik__uring *r) { return r->pid != getpid(); }
+
+void kvik__uring_free(kvik__uring *r) {
+  if (!r) return;
+  if (!forked(r)) {
+    kvik__uring_cancel(r);
+    while (r->in_flight > 0 && kvik__uring_reap(r, r->in_flight, -1, NULL, NULL) == 0) continue;
+    if (r->in_flight > 0) return; /* the kernel may still write into the queues: leak them */
+  }
+  munmap(r->sqes, r->sqes_len);
+  munmap(r->map, r->map_len);
+  close(r->fd);
+  free(r);
+}
+
+unsigned kvik__uring_in_flight(const kvik__uring *r) { return r->in_flight; }
+
+/* ---- submitting ---------------------------------------------------------------------------- */
+
+static struct io_uring_sqe *next_sqe(kvik__uring *r) {
+  unsigned tail = atomic_load_explicit(r->sq_tail, memory_order_relaxed);
+  unsigned index = tail & r->sq_mask;
+  struct io_uring_sqe *sqe = &r->sqes[index];
+  memset(sqe, 0, sizeof *sqe);
+  r->sq_array[index] = index;
+  atomic_store_explicit(r->sq_tail, tail + 1, memory_order_release);
+  r->queued++;
+  return sqe;
+}
+
+/* The byte count of an operation once the ring took it as far as it would: the rest, if any,
+ * goes through the file's own path, which also tells the end of the file from a short count. */
+static ssize_t finish_op(const kvik__uring_op *op, ssize_t res) {
+  if (res >= 0 && (size_t)res == op->size) return res;
+  if (res == 0 && op->op == KVIK__READ) return 0;
+  int again = res == -EINTR || res == -EAGAIN || (res == -EINVAL && op->direct);
+  if (res < 0 && !again) return res;
+  size_t moved = res > 0 ? (size_t)res : 0, rest = 0;
+  int rc = kvik__file_transfer(op->file, op->op, op->buf + moved, op->size - moved, op->offset + (int64_t)moved, &rest);
+  return rc < 0 ? rc : (ssize_t)(moved + rest);
+}
+
+/* What the kernel would not take is taken back and done on this thread, to be reported by the
+ * next reap. */
+static void take_back_queued(kvik__uring *r) {
+  unsigned head = atomic_load_explicit(r->sq_head, memory_order_acquire);
+  unsigned tail = atomic_load_explicit(r->sq_tail, memory_order_relaxed);
+  for (; head != tail; head++) {
+    uint64_t tag = r->sqes[r->sq_array[head & r->sq_mask]].user_data;
+    if (tag == CANCEL_TAG) continue;
+    ring_op *o = &r->ops[tag];
+    o->result = finish_op(&o->op, -EAGAIN);
+    o->ended = 1;
+    r->ended++;
+  }
+  atomic_store_explicit(r->sq_tail, atomic_load_explicit(r->sq_head, memory_order_acquire), memory_order_release);
+  r->queued = 0;
+}
+
+void kvik__uring_submit(kvik__uring *r) {
+  while (r->queued > 0) {
+    int n = enter(r->fd, r->queued, 0, 0, NULL, 0);
+    if (n == -EINTR) continue;
+    /* Short of resources until completions are taken: wait for one, if any can come. */
+    if ((n == -EAGAIN || n == -EBUSY) && r->in_flight > r->queued + r->ended) {
+      n = enter(r->fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+      if (n >= 0 || n == -EINTR) continue;
+    }
+    if (n <= 0) {
+      take_back_queued(r);
+      return;
+    }
+    r->queued -= (unsigned)n;
+  }
+}
+
+void kvik__uring_start(kvik__uring *r, unsigned id, const kvik__uring_op *op) {
+  if (r->queued == r->sq_entries) kvik__uring_submit(r);
+  r->ops[id] = (ring_op){*op, 1, 0, 0};
+  r->in_flight++;
+  struct io_uring_sqe *sqe = next_sqe(r);
+  sqe->opcode = op->op == KVIK__READ ? IORING_OP_READ : IORING_OP_WRITE;
+  sqe->fd = op->fd;
+  sqe->addr = (uint64_t)(uintptr_t)op->buf;
+  sqe->len = (unsigned)op->size;
+  sqe->off = (uint64_t)op->offset;
+  sqe->user_data = id;
+}
+
+void kvik__uring_cancel(kvik__uring *r) {
+  if (forked(r) || r->in_flight == r->ended) return;
+  if (r->queued == r->sq_entries) kvik__uring_submit(r);
+  struct io_uring_sqe *sqe = next_sqe(r);
+  sqe->opcode = IORING_OP_ASYNC_CANCEL;
+  sqe->fd = -1;
+  sqe->cancel_flags = IORING_ASYNC_CANCEL_ANY;
+  sqe->user_data = CANCEL_TAG;
+  r->canceling = 1;
+  kvik__uring_submit(r);
+}
+
+/* ---- reaping ------------------------------------------------------------------------------- */
+
+static kvik__fault_call fault_call(const kvik__uring_op *op) {
+  return op->op == KVIK__READ ? KVIK__FAULT_READ : KVIK__FAULT_WRITE;
+}
+
+static void report(kvik__uring *r, unsigned id, ssize_t result, int canceled, kvik__uring_done *done, void *ctx) {
+  r->ops[id].in_flight = 0;
+  r->in_flight--;
+  if (done) done(ctx, id, result, canceled);
+}
+
+static void report_ended(kvik__uring *r, kvik__uring_done *done, void *ctx) {
+  for (unsigned id = 0; id < r->max_ops && r->ended > 0; id++) {
+    ring_op *o = &r->ops[id];
+    if (!o->in_flight || !o->ended) continue;
+    o->ended = 0;
+    r->ended--;
+    report(r, id, o->result, 0, done, ctx);
+  }
+}
+
+/* Report what the completion queue holds. */
+static void drain(kvik__uring *r, kvik__uring_done *done, void *ctx) {
+  unsigned head = atomic_load_explicit(r->cq_head, memory_order_relaxed);
+  unsigned tail = atomic_load_explicit(r->cq_tail, memory_order_acquire);
+  for (; head != tail; head++) {
+    const struct io_uring_cqe *cqe = &r->cqes[head & r->cq_mask];
+    uint64_t tag = cqe->user_data;
+    ssize_t res = cqe->res;
+    /* Released before the report, which may move the rest of the bytes. */
+    atomic_store_explicit(r->cq_head, head + 1, memory_order_release);
+    if (tag >= r->max_ops || !r->ops[tag].in_flight) continue; /* the cancel request's own */
+    const kvik__uring_op *op = &r->ops[tag].op;
+    int canceled = r->canceling && (res == -ECANCELED || res == -EINTR);
+    ssize_t result = canceled ? -ECANCELED : !done ? res : finish_op(op, kvik__ring_result(fault_call(op), res));
+    report(r, (unsigned)tag, result, canceled, done, ctx);
+  }
+  if (r->in_flight == 0) r->canceling = 0;
+}
+
+static void abandon_all(kvik__uring *r, kvik__uring_done *done, void *ctx) {
+  for (unsigned id = 0; id < r->max_ops && r->in_flight > 0; id++)
+    if (r->ops[id].in_flight) report(r, id, KVIK_ECANCELED_BY_FORK, 0, done, ctx);
+}
+
+int kvik__uring_reap(kvik__uring *r, unsigned min_nr, int64_t timeout_ns, kvik__uring_done *done, void *ctx) {
+  if (forked(r)) {
+    abandon_all(r, done, ctx);
+    return 0;
+  }
+  kvik__uring_submit(r);
+  unsigned before = r->in_flight;
+  if (min_nr > before) min_nr = before;
+  report_ended(r, done, ctx);
+  drain(r, done, ctx);
+  unsigned reported = before - r->in_flight;
+  if (reported >= min_nr || timeout_ns == 0) return 0;
+  struct __kernel_timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
+  struct io_uring_getevents_arg arg = {0};
+  if (timeout_ns > 0) arg.ts = (uint64_t)(uintptr_t)&ts;
+  int n = enter(r->fd, 0, min_nr - reported, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof arg);
+  drain(r, done, ctx);
+  return n < 0 && n != -ETIME && n != -EINTR ? kvik__fail_errno(-n, "io_uring_enter (waiting for completions)") : 0;
+}
+
+/* ---- availability -------------------------------------------------------------------------- */
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int probe_result;
+static char probe_why[KVIK_MESSAGE_MAX];
+
+static void probe(void) {
+  kvik__uring *r;
+  struct utsname u;
+  const char *release = uname(&u) == 0 ? u.release : "unknown";
+  char saved[KVIK_MESSAGE_MAX];
+  snprintf(saved, sizeof saved, "%s", kvik_last_error());
+  if (kvik__uring_create("io_uring", 2, &r) == 0) {
+    kvik__uring_free(r);
+    probe_result = 1;
+    snprintf(probe_why, sizeof probe_why, "io_uring available (Linux %s)", release);
+  } else {
+    snprintf(probe_why, sizeof probe_why, "%s (Linux %s)", kvik_last_error(), release);
+  }
+  kvik__set_message(saved);
+}
+
+int kvik_io_uring_available(char *why, size_t len) {
+  pthread_once(&probe_once, probe);
+  if (why && len) snprintf(why, len, "%s", probe_why);
+  return probe_result;
+}
