@@ -171,6 +171,15 @@ static int collect_ring(kvik_batch *b, unsigned min_nr, int64_t timeout_ns) {
   return kvik__uring_reap(b->ring, min_nr, timeout_ns, ring_done, b);
 }
 
+/* In a child after fork() the ring is the parent's: its operations are reported canceled by the
+ * fork, and the child sets up a ring of its own when it needs one. */
+static void drop_forked_ring(kvik_batch *b) {
+  if (!b->ring || !kvik__uring_forked(b->ring)) return;
+  collect_ring(b, 0, 0);
+  kvik__uring_free(b->ring);
+  b->ring = NULL;
+}
+
 /* Whether the ring serves this host-memory operation, which *fd and *direct then tell how. */
 static int ring_takes(kvik_batch *b, const kvik_batch_op *op, int *fd, int *direct) {
   int64_t mode = kvik__setting(KVIK_SETTING_IO_URING);
@@ -187,6 +196,7 @@ static int ring_takes(kvik_batch *b, const kvik_batch_op *op, int *fd, int *dire
  * held: from then on the kernel holds the files itself. The others are left to the pool. */
 static void submit_ring(kvik_batch *b, const kvik_batch_op *ops, route *r, unsigned count) {
   unsigned held = 0;
+  drop_forked_ring(b);
   for (unsigned i = 0; i < count; i++) {
     if (!r[i].host) continue;
     r[i].host = 0;

@@ -144,11 +144,11 @@ int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring **ring) {
   return 0;
 }
 
-static int forked(const kvik__uring *r) { return r->pid != getpid(); }
+int kvik__uring_forked(const kvik__uring *r) { return r->pid != getpid(); }
 
 void kvik__uring_free(kvik__uring *r) {
   if (!r) return;
-  if (!forked(r)) {
+  if (!kvik__uring_forked(r)) {
     kvik__uring_cancel(r);
     while (r->in_flight > 0 && kvik__uring_reap(r, r->in_flight, -1, NULL, NULL) == 0) continue;
     if (r->in_flight > 0) return; /* the kernel may still write into the queues: leak them */
@@ -234,7 +234,7 @@ void kvik__uring_start(kvik__uring *r, unsigned id, const kvik__uring_op *op) {
 }
 
 void kvik__uring_cancel(kvik__uring *r) {
-  if (forked(r) || r->in_flight == r->ended) return;
+  if (kvik__uring_forked(r) || r->in_flight == r->ended) return;
   if (r->queued == r->sq_entries) kvik__uring_submit(r);
   struct io_uring_sqe *sqe = next_sqe(r);
   sqe->opcode = IORING_OP_ASYNC_CANCEL;
@@ -292,7 +292,7 @@ static void abandon_all(kvik__uring *r, kvik__uring_done *done, void *ctx) {
 }
 
 int kvik__uring_reap(kvik__uring *r, unsigned min_nr, int64_t timeout_ns, kvik__uring_done *done, void *ctx) {
-  if (forked(r)) {
+  if (kvik__uring_forked(r)) {
     abandon_all(r, done, ctx);
     return 0;
   }

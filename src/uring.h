@@ -35,6 +35,9 @@ int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring **ring);
  * child after fork() it only lets go of the child's copies: the ring is the parent's. */
 void kvik__uring_free(kvik__uring *ring);
 
+/* Whether this process is a child forked after the ring was set up: the ring is the parent's. */
+int kvik__uring_forked(const kvik__uring *ring);
+
 /* Operations in flight, reported or not. */
 unsigned kvik__uring_in_flight(const kvik__uring *ring);
 
