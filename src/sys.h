@@ -108,15 +108,16 @@ static inline ssize_t kvik__pwrite_at(const char *site, int fd, const void *buf,
 }
 #define kvik__pwrite(fd, buf, n, offset) kvik__pwrite_at(KVIK__SITE, fd, buf, n, offset)
 
-/* The result of an io_uring read or write (`call`: KVIK__FAULT_READ or KVIK__FAULT_WRITE) as the
- * library takes it: a fault turns it into -errno, or into a short count (the kernel moved all the
- * bytes all the same; the library moves the rest again). */
+/* The result of an io_uring read or write as the library takes it: a fault turns it into -errno,
+ * or into a short count (the kernel moved all the bytes all the same; the library moves the rest
+ * again). */
 static inline ssize_t kvik__ring_result_at(const char *site, kvik__fault_call call, ssize_t res) {
   int err = kvik__fault(call, site);
   if (err > 0) return -err;
   return err == KVIK__FAULT_SHORT && res > 0 ? (ssize_t)kvik__short_count((size_t)res) : res;
 }
-#define kvik__ring_result(call, res) kvik__ring_result_at(KVIK__SITE, call, res)
+#define kvik__ring_read_result(res) kvik__ring_result_at(KVIK__SITE, KVIK__FAULT_READ, res)
+#define kvik__ring_write_result(res) kvik__ring_result_at(KVIK__SITE, KVIK__FAULT_WRITE, res)
 
 static inline int kvik__fdatasync_at(const char *site, int fd) {
   int r, err;

@@ -247,8 +247,10 @@ void kvik__uring_cancel(kvik__uring *r) {
 
 /* ---- reaping ------------------------------------------------------------------------------- */
 
-static kvik__fault_call fault_call(const kvik__uring_op *op) {
-  return op->op == KVIK__READ ? KVIK__FAULT_READ : KVIK__FAULT_WRITE;
+/* The result the kernel gave, as the library takes it (sys.h: where tests inject faults). */
+static ssize_t ring_result(const kvik__uring_op *op, ssize_t res) {
+  if (op->op == KVIK__READ) return kvik__ring_read_result(res);
+  return kvik__ring_write_result(res);
 }
 
 static void report(kvik__uring *r, unsigned id, ssize_t result, int canceled, kvik__uring_done *done, void *ctx) {
@@ -280,7 +282,7 @@ static void drain(kvik__uring *r, kvik__uring_done *done, void *ctx) {
     if (tag >= r->max_ops || !r->ops[tag].in_flight) continue; /* the cancel request's own */
     const kvik__uring_op *op = &r->ops[tag].op;
     int canceled = r->canceling && (res == -ECANCELED || res == -EINTR);
-    ssize_t result = canceled ? -ECANCELED : !done ? res : finish_op(op, kvik__ring_result(fault_call(op), res));
+    ssize_t result = canceled ? -ECANCELED : !done ? res : finish_op(op, ring_result(op, res));
     report(r, (unsigned)tag, result, canceled, done, ctx);
   }
   if (r->in_flight == 0) r->canceling = 0;

@@ -69,6 +69,8 @@ static const struct {
     {"kvik__posix_memalign(", KVIK__FAULT_ALLOC},
     {"kvik__pthread_create(", KVIK__FAULT_THREAD},
     {"kvik__dlopen(", KVIK__FAULT_DLOPEN},
+    {"kvik__ring_read_result(", KVIK__FAULT_READ},
+    {"kvik__ring_write_result(", KVIK__FAULT_WRITE},
 };
 
 /* What each kind of call fails with, 0-terminated. dlopen() has no errno: ENOENT only names it. */
@@ -308,9 +310,11 @@ static int collect_batch(kvik_batch *b, unsigned count, unsigned char **targets,
   return rc;
 }
 
-/* Four reads of a quarter each: three into host memory, one into device memory through cuFile. */
+/* Four reads of a quarter each: three into host memory (through io_uring where the kernel has it),
+ * one into device memory through cuFile. */
 static int step_batch(void) {
   reset_file(env.new_bytes);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_IO_URING, KVIK_ON));
   kvik_file *posix, *gds;
   int rc = open_file("r", KVIK_COMPAT_ON, &posix);
   if (rc < 0) return rc;
@@ -336,6 +340,53 @@ static int step_batch(void) {
   }
   kvik_file_free(gds);
   kvik_file_free(posix);
+  return rc;
+}
+
+/* new_bytes over old_bytes in four writes through a batch's io_uring (where the kernel has it):
+ * each completed write lands whole, and a failed one leaves each of its bytes old or new. */
+static int step_batch_write(void) {
+  reset_file(env.old_bytes);
+  kvik_file *f;
+  int rc = open_file("r+", KVIK_COMPAT_ON, &f);
+  if (rc < 0) return rc;
+  kvik_batch *b;
+  rc = kvik_batch_create(4, &b);
+  if (rc < 0) {
+    kvik_file_free(f);
+    return failed(rc);
+  }
+  size_t len = FILE_BYTES / 4;
+  kvik_batch_op ops[4];
+  for (size_t part = 0; part < 4; part++)
+    ops[part] = (kvik_batch_op){f, KVIK_BATCH_WRITE, env.new_bytes + part * len, part == 3 ? FILE_BYTES - 3 * len : len,
+                                (int64_t)(part * len), (void *)(uintptr_t)part};
+  rc = kvik_batch_submit(b, ops, 4);
+  if (rc < 0) {
+    rc = failed(rc);
+    check_file("batch write that did not start", 0);
+  } else {
+    kvik_batch_event events[4];
+    for (unsigned got = 0; got < 4;) {
+      int n = kvik_batch_wait(b, 4 - got, events, 4 - got, -1);
+      if (n < 0) FAIL_AT("kvik_batch_wait: %s", kvik_last_error());
+      for (int i = 0; i < n; i++) {
+        const kvik_batch_op *op = &ops[(uintptr_t)events[i].cookie];
+        if (events[i].status == KVIK_BATCH_COMPLETE) {
+          ASSERT_EQ(events[i].result, op->size);
+        } else if (rc == 0) {
+          ASSERT_EQ(events[i].status, KVIK_BATCH_FAILED);
+          rc = (int)events[i].result;
+          snprintf(failed_message, sizeof failed_message, "batch write %zu failed", (size_t)(uintptr_t)events[i].cookie);
+        }
+      }
+      got += (unsigned)n;
+    }
+    check_file("batch write", rc < 0 ? -1 : (long long)FILE_BYTES);
+  }
+  kvik_batch_free(b);
+  kvik_file_free(f);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_IO_URING, KVIK_AUTO));
   return rc;
 }
 
@@ -432,6 +483,7 @@ static const struct {
     {"zero-copy read", step_zero_copy},
     {"read to device", step_read_to_device},
     {"batch", step_batch},
+    {"batch writes", step_batch_write},
     {"mmap", step_mmap},
     {"page cache", step_page_cache},
     {"pool resize", step_pool},
@@ -653,6 +705,7 @@ static const site_entry *reached(const site_entry *census, size_t n, const char 
 
 /* A site that only a feature this build lacks reaches. */
 static int needs_missing_feature(const char *source_site) {
+  if (!kvik_io_uring_available(NULL, 0) && strstr(source_site, "/uring.c:")) return 1;
   return !kvik_remote_supported(NULL, 0) && (strstr(source_site, "/remote.c:") || strstr(source_site, "/http.c:"));
 }
 
