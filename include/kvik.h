@@ -820,9 +820,9 @@ KVIK_API int kvik_batch_cancel(kvik_batch *batch);
 KVIK_API void kvik_batch_free(kvik_batch *batch);
 
 /* Whether io_uring can serve batches in this process (KVIK_SETTING_IO_URING), and in `why` (up
- * to `len` bytes with the NUL; may be NULL) what was found: "io_uring available (Linux 6.18)", or
- * what refused it and the kernel's release. Found once, by setting up a small ring, and kept.
- * Returns 1 or 0. Thread-safe. */
+ * to `len` bytes with the NUL; may be NULL) what was found: "available (Linux 6.18)", or "not
+ * available: " and what refused it, with the kernel's release. Found once, by setting up a
+ * small ring, and kept. Returns 1 or 0. Thread-safe. */
 KVIK_API int kvik_io_uring_available(char *why, size_t len);
 
 /* ---- cuFile driver ----------------------------------------------------------------------- */

@@ -325,12 +325,12 @@ static void probe(void) {
   const char *release = uname(&u) == 0 ? u.release : "unknown";
   char saved[KVIK_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", kvik_last_error());
-  if (kvik__uring_create("io_uring", 2, &r) == 0) {
+  if (kvik__uring_create("kvik_io_uring_available", 2, &r) == 0) {
     kvik__uring_free(r);
     probe_result = 1;
-    snprintf(probe_why, sizeof probe_why, "io_uring available (Linux %s)", release);
+    snprintf(probe_why, sizeof probe_why, "available (Linux %s)", release);
   } else {
-    snprintf(probe_why, sizeof probe_why, "%s (Linux %s)", kvik_last_error(), release);
+    snprintf(probe_why, sizeof probe_why, "not available: %s (Linux %s)", kvik_last_error(), release);
   }
   kvik__set_message(saved);
 }

@@ -30,6 +30,8 @@ static void test_defaults(void) {
   ASSERT_EQ(v, 0);
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_REMOTE_CONNECTIONS, &v));
   ASSERT_EQ(v, 64);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_IO_URING, &v));
+  ASSERT_EQ(v, KVIK_AUTO);
   char text[64];
   ASSERT_EQ(kvik_setting_format(KVIK_SETTING_HTTP_STATUS_CODES, text, sizeof text), 19);
   ASSERT(strcmp(text, "429,500,502,503,504") == 0);
@@ -40,7 +42,7 @@ static void test_names(void) {
   static const char *const names[] = {"compat_mode", "num_threads", "task_size", "gds_threshold",
                                       "bounce_buffer_size", "auto_direct_io_read", "auto_direct_io_write",
                                       "zero_copy_read", "http_max_attempts", "http_timeout",
-                                      "http_status_codes", "remote_verbose", "remote_connections"};
+                                      "http_status_codes", "remote_verbose", "remote_connections", "io_uring"};
   ASSERT_EQ(sizeof names / sizeof names[0], KVIK_SETTING_COUNT);
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
     ASSERT(strcmp(kvik_setting_name((kvik_setting)s), names[s]) == 0);
@@ -168,6 +170,9 @@ static const env_case env_cases[] = {
     {{"KVIKIO_REMOTE_VERBOSE=on"}, KVIK_SETTING_REMOTE_VERBOSE, 1, 1, NULL},
     {{"KVIK_REMOTE_CONNECTIONS=8"}, KVIK_SETTING_REMOTE_CONNECTIONS, 8, 1, NULL},
     {{"KVIK_REMOTE_CONNECTIONS=0"}, KVIK_SETTING_REMOTE_CONNECTIONS, 0, 0, "KVIK_REMOTE_CONNECTIONS='0'"},
+    {{"KVIK_IO_URING=off"}, KVIK_SETTING_IO_URING, KVIK_OFF, 1, NULL},
+    {{"KVIK_IO_URING=ON"}, KVIK_SETTING_IO_URING, KVIK_ON, 1, NULL},
+    {{"KVIK_IO_URING=always"}, KVIK_SETTING_IO_URING, 0, 0, "KVIK_IO_URING='always'"},
 };
 
 static void check_env_case_in_child(const env_case *c) {

@@ -332,6 +332,26 @@ static void directory_of(const char *path, int is_file, char *dir, size_t len) {
   else snprintf(dir, len, "%.*s", (int)(slash - path), path);
 }
 
+/* Which backend serves which host IO: the pool, and io_uring for the batch operations that
+ * KVIK_SETTING_IO_URING gives it where the kernel allows it. */
+static void print_host_io(void) {
+  int64_t threads = 0, mode = KVIK_AUTO, threshold = 0;
+  kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads);
+  kvik_setting_get(KVIK_SETTING_IO_URING, &mode);
+  kvik_setting_get(KVIK_SETTING_GDS_THRESHOLD, &threshold);
+  char why[512];
+  int ring = kvik_io_uring_available(why, sizeof why);
+  printf("\nhost IO:\n  thread pool: %lld threads: file reads and writes, and the batch operations io_uring does "
+         "not take\n  io_uring: %s\n",
+         (long long)threads, why);
+  if (!ring || mode == KVIK_OFF) printf("  batches: thread pool only%s\n", ring ? " (io_uring is off)" : "");
+  else if (mode == KVIK_ON) printf("  batches: io_uring for every host-memory operation\n");
+  else
+    printf("  batches: io_uring for host-memory operations below %lld bytes (gds_threshold) and O_DIRECT ones, the "
+           "thread pool for the others\n",
+           (long long)threshold);
+}
+
 static int cmd_info(int argc, char **argv) {
   const char *path = ".";
   for (int i = 1; i < argc; i++) {
@@ -357,6 +377,7 @@ static int cmd_info(int argc, char **argv) {
   int direct = kvik_direct_io_supported(dir);
   if (direct < 0) return cli_fail("info");
   printf("\nO_DIRECT in %s: %s\n", dir, direct ? "supported" : "not supported");
+  print_host_io();
   return is_file ? print_file_backend(path) : CLI_OK;
 }
 

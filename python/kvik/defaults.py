@@ -19,6 +19,9 @@ Each setting starts from its environment variable (KvikIO's names: ``KVIKIO_NTHR
 - ``"auto_direct_io_read"``, ``"auto_direct_io_write"``: bools, use O_DIRECT where it works.
 - ``"zero_copy_read"``: kvik's own, 0 OFF, 1 ON, 2 AUTO: reads into device memory copy straight
   out of the page cache (see kvik.h, KVIK_SETTING_ZERO_COPY_READ).
+- ``"io_uring"``: kvik's own, 0 OFF, 1 ON, 2 AUTO (the default): which host-memory operations of
+  a batch the kernel's io_uring serves instead of the thread pool (see kvik.h,
+  KVIK_SETTING_IO_URING).
 
 Remote files (kvik.RemoteFile) follow these; a failed request is tried again, after a pause that
 doubles each time from 0.1 s:
