@@ -427,8 +427,7 @@ static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, CUconte
     return kvik__fail(-EINVAL, "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset", who, path,
                       op->size, (long long)op->file_offset);
   if (kvik_file_closed(op->file)) return kvik__fail(-EBADF, "%s(\"%s\"): file is closed", who, path);
-  int flags = kvik_file_open_flags(op->file);
-  if (flags < 0) return kvik__fail(flags, "%s(\"%s\"): cannot read the open flags", who, path);
+  int flags = kvik__file_access(op->file);
   if ((flags & O_ACCMODE) == (is_write ? O_RDONLY : O_WRONLY))
     return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", who, path, is_write ? "writing" : "reading");
   return route_op(who, op, flags, ctx, r);

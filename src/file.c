@@ -208,6 +208,8 @@ static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_
 
 /* ---- what io_uring needs (uring.h) ------------------------------------------------------- */
 
+int kvik__file_access(const kvik_file *file) { return file->access | (file->append ? O_APPEND : 0); }
+
 int kvik__file_hold(kvik_file *file) { return kvik__owner_acquire(&file->source.owner) < 0 ? -EBADF : 0; }
 
 void kvik__file_let_go(kvik_file *file) { let_go(file); }

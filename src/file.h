@@ -12,6 +12,10 @@ kvik__gds_file *kvik__file_gds(kvik_file *file);
 /* The path the file was opened with, for messages. */
 const char *kvik__file_path(const kvik_file *file);
 
+/* The access mode the file was opened with (O_RDONLY, O_WRONLY or O_RDWR), with O_APPEND for an
+ * append handle; unlike kvik_file_open_flags(), without a system call. */
+int kvik__file_access(const kvik_file *file);
+
 /* Keep the file from closing while the caller uses its descriptors, as a request does: 0, or
  * -EBADF (no message) once it is closed. */
 int kvik__file_hold(kvik_file *file);
