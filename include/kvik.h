@@ -749,8 +749,11 @@ KVIK_API int kvik_stream_deregister(void *stream);
 /*
  * A batch submits many independent reads and writes at once and collects their completions
  * (cuFile's batch API). It works everywhere: operations on cuFile files into device memory go to
- * cuFileBatchIO*, all others (POSIX files, host memory, compat mode) run on the thread pool, and
- * completions of both kinds come back through the same calls.
+ * cuFileBatchIO*; host-memory operations go to the batch's own io_uring where
+ * KVIK_SETTING_IO_URING says so (small and O_DIRECT ones by default) and the kernel allows it;
+ * all others run on the thread pool; completions of every kind come back through the same calls.
+ * An io_uring operation the kernel leaves unfinished (a short count, an interrupted call, O_DIRECT
+ * refused) is finished by the thread that collects it, so results are those of the pool.
  *
  * Operations on the pool start as kvik_file_pread()/kvik_file_pwrite() start them: those below
  * KVIK_SETTING_GDS_THRESHOLD run within kvik_batch_submit(). cuFile's batch runs in the CUDA
@@ -811,9 +814,11 @@ KVIK_API int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_
 /* Cancel what has not completed, and wait until nothing is in flight. cuFile's operations are
  * canceled with cuFileBatchIOCancel: they report KVIK_BATCH_CANCELED, or their result where they
  * completed first. Operations on the thread pool cannot be stopped (some of their bytes may have
- * moved already): they are waited for and report their own result. The events are collected with
- * kvik_batch_wait() like others. Returns 0 or a negative code: that of a failed cuFile call (if
- * cuFile stops answering, its operations report KVIK_BATCH_FAILED with that code). */
+ * moved already): they are waited for and report their own result. io_uring operations the kernel
+ * has not started are canceled (Linux 5.19 and later), the others report their own result. The
+ * events are collected with kvik_batch_wait() like others. Returns 0 or a negative code: that of
+ * a failed cuFile call (if cuFile stops answering, its operations report KVIK_BATCH_FAILED with
+ * that code). */
 KVIK_API int kvik_batch_cancel(kvik_batch *batch);
 
 /* Cancel what is in flight, wait for it, and free the batch. NULL is ignored. */
