@@ -163,15 +163,18 @@ unsigned kvik__uring_in_flight(const kvik__uring *r) { return r->in_flight; }
 
 /* ---- submitting ---------------------------------------------------------------------------- */
 
+/* The next free entry of the submission queue, zeroed; push_sqe() queues it once filled. */
 static struct io_uring_sqe *next_sqe(kvik__uring *r) {
+  unsigned index = atomic_load_explicit(r->sq_tail, memory_order_relaxed) & r->sq_mask;
+  memset(&r->sqes[index], 0, sizeof r->sqes[index]);
+  return &r->sqes[index];
+}
+
+static void push_sqe(kvik__uring *r) {
   unsigned tail = atomic_load_explicit(r->sq_tail, memory_order_relaxed);
-  unsigned index = tail & r->sq_mask;
-  struct io_uring_sqe *sqe = &r->sqes[index];
-  memset(sqe, 0, sizeof *sqe);
-  r->sq_array[index] = index;
+  r->sq_array[tail & r->sq_mask] = tail & r->sq_mask;
   atomic_store_explicit(r->sq_tail, tail + 1, memory_order_release);
   r->queued++;
-  return sqe;
 }
 
 /* The byte count of an operation once the ring took it as far as it would: the rest, if any,
@@ -203,15 +206,12 @@ static void take_back_queued(kvik__uring *r) {
   r->queued = 0;
 }
 
+/* A kernel short of resources (EAGAIN, EBUSY) gets no second try: the operations it would not
+ * take are done on this thread, which is slower but bounded. */
 void kvik__uring_submit(kvik__uring *r) {
   while (r->queued > 0) {
     int n = enter(r->fd, r->queued, 0, 0, NULL, 0);
     if (n == -EINTR) continue;
-    /* Short of resources until completions are taken: wait for one, if any can come. */
-    if ((n == -EAGAIN || n == -EBUSY) && r->in_flight > r->queued + r->ended) {
-      n = enter(r->fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0);
-      if (n >= 0 || n == -EINTR) continue;
-    }
     if (n <= 0) {
       take_back_queued(r);
       return;
@@ -231,6 +231,7 @@ void kvik__uring_start(kvik__uring *r, unsigned id, const kvik__uring_op *op) {
   sqe->len = (unsigned)op->size;
   sqe->off = (uint64_t)op->offset;
   sqe->user_data = id;
+  push_sqe(r);
 }
 
 void kvik__uring_cancel(kvik__uring *r) {
@@ -241,6 +242,7 @@ void kvik__uring_cancel(kvik__uring *r) {
   sqe->fd = -1;
   sqe->cancel_flags = IORING_ASYNC_CANCEL_ANY;
   sqe->user_data = CANCEL_TAG;
+  push_sqe(r);
   r->canceling = 1;
   kvik__uring_submit(r);
 }
