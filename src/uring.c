@@ -92,6 +92,9 @@ static int setup_fd(unsigned entries, unsigned cq_entries, struct io_uring_param
   return -EINVAL;
 }
 
+/* A field of the shared queues, at the offset the kernel gave (aligned for its type). */
+static void *at(void *map, unsigned offset) { return (char *)map + offset; }
+
 static int map_rings(kvik__uring *r, const struct io_uring_params *p) {
   size_t sq_len = p->sq_off.array + p->sq_entries * sizeof(unsigned);
   size_t cq_len = p->cq_off.cqes + p->cq_entries * sizeof(struct io_uring_cqe);
@@ -105,16 +108,15 @@ static int map_rings(kvik__uring *r, const struct io_uring_params *p) {
     munmap(r->map, r->map_len);
     return -err;
   }
-  char *m = r->map;
-  r->sq_head = (_Atomic unsigned *)(m + p->sq_off.head);
-  r->sq_tail = (_Atomic unsigned *)(m + p->sq_off.tail);
-  r->sq_mask = *(unsigned *)(m + p->sq_off.ring_mask);
+  r->sq_head = at(r->map, p->sq_off.head);
+  r->sq_tail = at(r->map, p->sq_off.tail);
+  r->sq_mask = *(unsigned *)at(r->map, p->sq_off.ring_mask);
   r->sq_entries = p->sq_entries;
-  r->sq_array = (unsigned *)(m + p->sq_off.array);
-  r->cq_head = (_Atomic unsigned *)(m + p->cq_off.head);
-  r->cq_tail = (_Atomic unsigned *)(m + p->cq_off.tail);
-  r->cq_mask = *(unsigned *)(m + p->cq_off.ring_mask);
-  r->cqes = (struct io_uring_cqe *)(m + p->cq_off.cqes);
+  r->sq_array = at(r->map, p->sq_off.array);
+  r->cq_head = at(r->map, p->cq_off.head);
+  r->cq_tail = at(r->map, p->cq_off.tail);
+  r->cq_mask = *(unsigned *)at(r->map, p->cq_off.ring_mask);
+  r->cqes = at(r->map, p->cq_off.cqes);
   return 0;
 }
 
