@@ -219,11 +219,9 @@ static int aligned(uintptr_t x) { return x % KVIK__DIRECT_ALIGNMENT == 0; }
 int kvik__file_ring_fd(kvik_file *file, kvik__op op, const void *buf, size_t size, int64_t offset, int *direct) {
   *direct = 0;
   if (!aligned((uintptr_t)buf) || !aligned(size) || !aligned((uintptr_t)offset) || size == 0) return file->fd;
-  int fd = direct_for(file, op);
-  struct stat st;
-  if (fd >= 0 && op == KVIK__READ)
-    if (fstat(file->fd, &st) != 0 || (uint64_t)offset + size > (uint64_t)(st.st_size & ~(off_t)(KVIK__DIRECT_ALIGNMENT - 1)))
-      fd = -1;
+  kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
+  int fd = target.direct_fd;
+  if (fd >= 0 && op == KVIK__READ && kvik__direct_readable(&target, offset, size) < size) fd = -1;
   *direct = fd >= 0;
   return fd >= 0 ? fd : file->fd;
 }

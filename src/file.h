@@ -23,9 +23,8 @@ void kvik__file_let_go(kvik_file *file);
 
 /* The descriptor through which io_uring may move the whole of `size` bytes between `buf` and the
  * file at `offset`: the O_DIRECT one where the settings ask for direct IO of this kind, the file
- * system has not refused it, buffer, offset and size are aligned, and (reads) the range ends
- * within the file's last whole block (a direct read of the block holding the end of file would
- * write past the end in `buf`); else the buffered one. *direct says which. The file is held. */
+ * system has not refused it, buffer, offset and size are aligned, and (reads) the whole range
+ * is kvik__direct_readable(); else the buffered one. *direct says which. The file is held. */
 int kvik__file_ring_fd(kvik_file *file, kvik__op op, const void *buf, size_t size, int64_t offset, int *direct);
 
 /* Move `size` bytes on this thread through the file's own path, as a task of kvik_file_pread or

@@ -97,11 +97,7 @@ static int direct_bounced(kvik__op op, const kvik__posix_target *t, char *buf, s
   return rc;
 }
 
-/* The part of [offset, offset+size) that O_DIRECT may read. A direct read of the block that holds
- * the end of file fills the whole block in the caller's buffer, bytes past the end included, so
- * direct reads stop at the last whole block: the buffered tail leaves bytes past the end
- * untouched, as pread(2) does. */
-static size_t direct_readable(const kvik__posix_target *t, int64_t offset, size_t size) {
+size_t kvik__direct_readable(const kvik__posix_target *t, int64_t offset, size_t size) {
   struct stat st;
   if (fstat(t->fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
   int64_t end = st.st_size & ~(int64_t)(KVIK__DIRECT_ALIGNMENT - 1);
@@ -114,7 +110,7 @@ int kvik__posix_io(kvik__op op, const kvik__posix_target *t, char *buf, size_t s
   *done = 0;
   const size_t a = KVIK__DIRECT_ALIGNMENT;
   size_t head = (a - (size_t)offset % a) % a;
-  size_t direct_span = t->direct_fd < 0 ? 0 : op == KVIK__READ ? direct_readable(t, offset, size) : size;
+  size_t direct_span = t->direct_fd < 0 ? 0 : op == KVIK__READ ? kvik__direct_readable(t, offset, size) : size;
   if (direct_span >= head + a) {
     size_t middle = (direct_span - head) & ~(a - 1);
     int rc = transfer_all(op, t, t->fd, buf, head, offset, done);

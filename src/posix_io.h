@@ -30,6 +30,12 @@ typedef struct kvik__posix_target {
 int kvik__posix_io(kvik__op op, const kvik__posix_target *target, char *buf, size_t size, int64_t offset,
                    size_t *done, int *direct_refused);
 
+/* The part of [offset, offset+size) that O_DIRECT may read, from its start: a direct read of the
+ * block that holds the end of file fills the whole block in the caller's buffer, bytes past the
+ * end included, so direct reads stop at the last whole block (0 where target->fd is no regular
+ * file). */
+size_t kvik__direct_readable(const kvik__posix_target *target, int64_t offset, size_t size);
+
 /* open(2) of a file for positional IO, as kvik__open(). A FIFO has no positions, and opening
  * one waits for its other end, maybe for ever: the open does not wait, and fails with ESPIPE; a
  * directory fails with EISDIR. Returns the descriptor, or -1 with errno set. */
