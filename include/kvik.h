@@ -176,17 +176,20 @@ KVIK_API const char *kvik_last_error(void);
  * meanwhile. Stream-ordered reads never take this path, since their own stream is held while
  * they run. Setting it again makes kvik ask a driver that refused read-only registration again.
  *
- * KVIK_SETTING_IO_URING: which host-memory operations of a batch (kvik_batch_submit) the
- * kernel's io_uring serves, handed over from the submitting thread, instead of the thread pool.
- * KVIK_OFF: none. KVIK_AUTO: those it serves better, namely operations smaller than
- * KVIK_SETTING_GDS_THRESHOLD (which the pool would run one after another on the submitting
- * thread) and those that go through O_DIRECT (KVIK_SETTING_AUTO_DIRECT_IO_READ/WRITE on, and
- * buffer, offset and size multiples of 4096). KVIK_ON: every host-memory operation. Large
- * operations through the page cache stay on the pool under AUTO: there the copy is the work,
- * and the pool's threads share it out (measured in the README). Writes to append handles always
- * go to the pool. Where io_uring is missing or refused (Linux before 5.11, a seccomp profile
- * or kernel.io_uring_disabled that forbids it) the pool serves everything, with the same
- * results; kvik_io_uring_available() says which.
+ * KVIK_SETTING_IO_URING: which operations of a batch (kvik_batch_submit) the kernel's io_uring
+ * serves, handed over from the submitting thread, instead of the thread pool. KVIK_OFF: none.
+ * KVIK_AUTO: those it serves better, namely operations smaller than KVIK_SETTING_GDS_THRESHOLD
+ * (which the pool would run one after another on the submitting thread) and those that go
+ * through O_DIRECT (KVIK_SETTING_AUTO_DIRECT_IO_READ/WRITE on; offset and size multiples of
+ * 4096, and so the buffer for host memory). KVIK_ON: every operation. Large operations through
+ * the page cache stay on the pool under AUTO: there the copy is the work, and the pool's threads
+ * share it out (measured in the README). Device and managed memory that cuFile does not serve
+ * goes through a pinned staging arena of the batch (64 MiB, set up and registered with the ring
+ * on the batch's first such operation, about 1.5 ms on an H100 machine; operations of up to
+ * 16 MiB, of the CUDA context of the first; the others, and those that find the arena full, go
+ * to the pool). Writes to append handles always go to the pool. Where io_uring is missing or
+ * refused (Linux before 5.11, a seccomp profile or kernel.io_uring_disabled that forbids it) the
+ * pool serves everything, with the same results; kvik_io_uring_available() says which.
  *
  * The HTTP and remote settings are described with remote files, below.
  *
@@ -749,11 +752,15 @@ KVIK_API int kvik_stream_deregister(void *stream);
 /*
  * A batch submits many independent reads and writes at once and collects their completions
  * (cuFile's batch API). It works everywhere: operations on cuFile files into device memory go to
- * cuFileBatchIO*; host-memory operations go to the batch's own io_uring where
- * KVIK_SETTING_IO_URING says so (small and O_DIRECT ones by default) and the kernel allows it;
- * all others run on the thread pool; completions of every kind come back through the same calls.
- * An io_uring operation the kernel leaves unfinished (a short count, an interrupted call, O_DIRECT
- * refused) is finished by the thread that collects it, so results are those of the pool.
+ * cuFileBatchIO*; other operations go to the batch's own io_uring where KVIK_SETTING_IO_URING
+ * says so (small and O_DIRECT ones by default) and the kernel allows it, device memory staged
+ * through pinned memory; all others run on the thread pool; completions of every kind come back
+ * through the same calls. An io_uring operation the kernel leaves unfinished (a short count, an
+ * interrupted call, O_DIRECT refused) is finished by the thread that collects it, so results are
+ * those of the pool. A staged write's bytes are copied from the device within
+ * kvik_batch_submit(); a staged read's are copied to the device by the thread that collects it,
+ * within kvik_batch_wait(), before its completion is handed out. A failed copy fails that
+ * operation alone, with the CUDA error code.
  *
  * Operations on the pool start as kvik_file_pread()/kvik_file_pwrite() start them: those below
  * KVIK_SETTING_GDS_THRESHOLD run within kvik_batch_submit(). cuFile's batch runs in the CUDA

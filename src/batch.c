@@ -1,7 +1,8 @@
 /* Batch IO: many independent reads and writes submitted at once, their completions collected
  * through one queue. Operations into device memory on files that cuFile serves go to cuFile's
- * batch API; host-memory operations go to the batch's io_uring where KVIK_SETTING_IO_URING says
- * so; all others run on the thread pool as ordinary futures (kvik_file_pread/pwrite).
+ * batch API; other operations go to the batch's io_uring where KVIK_SETTING_IO_URING says so,
+ * device memory through a pinned staging arena (staging.h); all others run on the thread pool as
+ * ordinary futures (kvik_file_pread/pwrite).
  *
  * Each operation holds a slot from its submission until its completion is collected: that is
  * what max_ops bounds. A slot in flight is on the pool (its future in pool[]), in cuFile's batch
@@ -26,6 +27,7 @@
 #include "init.h"
 #include "memory.h"
 #include "settings.h"
+#include "staging.h"
 #include "sys.h"
 #include "uring.h"
 
@@ -47,8 +49,11 @@
 typedef struct slot {
   void *cookie;
   int in_cufile;          /* in flight in cuFile's batch, which may report it */
-  size_t size;            /* of a cuFile operation: to tell a short write */
+  size_t size;            /* of a cuFile operation (to tell a short write) or a staged one */
   int write;
+  char *dev;              /* a staged operation's device memory ... */
+  char *piece;            /* ... and its piece of the staging arena; NULL for others */
+  size_t copied;          /* a staged read's bytes, while their copy to the device runs */
   kvik_batch_event event; /* once done */
 } slot;
 
@@ -62,6 +67,9 @@ struct kvik_batch {
   unsigned ncufile;                         /* cuFile operations in flight */
   kvik__uring *ring;                        /* set up on the first operation that goes there */
   int ring_refused;                         /* setting it up failed: the pool serves all */
+  kvik__staging *staging;                   /* set up on the first device operation for the ring */
+  int staging_refused;                      /* setting it up failed: the pool serves device memory */
+  unsigned *copying_ids, ncopying;          /* staged reads whose copies to the device run */
   /* cuFile's batch, set up on the first operation that goes there. */
   kvik__cufile_batch_handle handle;
   unsigned capacity;   /* the entries it was set up with */
@@ -74,9 +82,17 @@ struct kvik_batch {
 /* Where kvik_batch_submit() sends one operation. */
 typedef struct route {
   int cufile;
-  int host; /* host memory, not an append write: the ring may take it */
+  int host;   /* host memory, not an append write: the ring may take it */
+  int device; /* device or managed memory, not an append write: the ring may take it, staged */
+  CUcontext ctx;
   kvik__cufile_handle handle;
   char *base; /* the start of the buffer's allocation */
+  /* Set while the ring's part is submitted: */
+  int held;   /* the file is held */
+  int ring;   /* the ring takes it, as uop says, in slot id */
+  int failed; /* it failed before the ring took it, and is done */
+  kvik__uring_op uop;
+  unsigned id;
 } route;
 
 /* ---- messages ------------------------------------------------------------------------------ */
@@ -157,65 +173,169 @@ static void collect_pool(kvik_batch *b) {
 
 /* ---- io_uring ------------------------------------------------------------------------------ */
 
+/* Staged reads are copied to the device where their completions are collected; a failed copy's
+ * message names this. */
+#define COLLECT_FN "kvik_batch_wait"
+
 static kvik_batch_status status_of(ssize_t result, int canceled) {
   return canceled ? KVIK_BATCH_CANCELED : result < 0 ? KVIK_BATCH_FAILED : KVIK_BATCH_COMPLETE;
 }
 
+static void unstage(kvik_batch *b, slot *s) {
+  if (!s->piece) return;
+  kvik__staging_put(b->staging, s->piece, s->size);
+  s->piece = NULL;
+}
+
+/* An operation the ring ended. A staged read that moved bytes is not done before they reach the
+ * device: its copy is queued here, and finish_copies() waits for all of them at once. */
 static void ring_done(void *self, unsigned id, ssize_t result, int canceled) {
-  finish(self, id, status_of(result, canceled), result);
+  kvik_batch *b = self;
+  slot *s = &b->slots[id];
+  if (s->piece && !s->write && result > 0) {
+    int rc = kvik__staging_copy(COLLECT_FN, b->staging, KVIK__READ, s->dev, s->piece, (size_t)result);
+    if (rc == 0) {
+      s->copied = (size_t)result;
+      b->copying_ids[b->ncopying++] = id;
+      return;
+    }
+    result = rc;
+  }
+  unstage(b, s);
+  finish(b, id, status_of(result, canceled), result);
+}
+
+static void finish_copies(kvik_batch *b) {
+  if (b->ncopying == 0) return;
+  int rc = kvik__staging_sync(COLLECT_FN, b->staging);
+  for (unsigned k = 0; k < b->ncopying; k++) {
+    unsigned id = b->copying_ids[k];
+    slot *s = &b->slots[id];
+    unstage(b, s);
+    finish(b, id, rc < 0 ? KVIK_BATCH_FAILED : KVIK_BATCH_COMPLETE, rc < 0 ? rc : (ssize_t)s->copied);
+  }
+  b->ncopying = 0;
 }
 
 static unsigned ring_in_flight(const kvik_batch *b) { return b->ring ? kvik__uring_in_flight(b->ring) : 0; }
 
 static int collect_ring(kvik_batch *b, unsigned min_nr, int64_t timeout_ns) {
-  return kvik__uring_reap(b->ring, min_nr, timeout_ns, ring_done, b);
+  int rc = kvik__uring_reap(b->ring, min_nr, timeout_ns, ring_done, b);
+  finish_copies(b);
+  return rc;
 }
 
-/* In a child after fork() the ring is the parent's: its operations are reported canceled by the
- * fork, and the child sets up a ring of its own when it needs one. */
+/* In a child after fork() the ring and the staging arena are the parent's: the ring's
+ * operations are reported canceled by the fork, and the child sets up its own when it needs
+ * them. */
 static void drop_forked_ring(kvik_batch *b) {
   if (!b->ring || !kvik__uring_forked(b->ring)) return;
   collect_ring(b, 0, 0);
   kvik__uring_free(b->ring);
+  kvik__staging_free(b->staging);
   b->ring = NULL;
+  b->staging = NULL;
 }
 
-/* Whether the ring serves this host-memory operation, which *fd and *direct then tell how. */
-static int ring_takes(kvik_batch *b, const kvik_batch_op *op, int *fd, int *direct) {
+/* The arena registered as the ring's fixed buffer, where both exist. Without the registration
+ * (RLIMIT_MEMLOCK too low, say) the ring still works, pinning pages per operation. */
+static void register_staging(kvik_batch *b) {
+  if (b->ring && b->staging) kvik__uring_register_buffer(b->ring, kvik__staging_base(b->staging), KVIK__STAGING_BYTES);
+}
+
+/* The ring, set up on first use; NULL where it cannot be. */
+static kvik__uring *ring_of(kvik_batch *b) {
+  if (b->ring || b->ring_refused) return b->ring;
+  if (kvik__uring_create("kvik_batch_submit", b->max_ops, &b->ring) < 0) b->ring_refused = 1;
+  register_staging(b);
+  return b->ring;
+}
+
+/* A piece of `size` bytes of the arena for device memory of `ctx`, which is set up on first use;
+ * NULL where there is no room, the arena serves another context, or it cannot be set up. */
+static char *stage(kvik_batch *b, CUcontext ctx, size_t size) {
+  if (!b->staging && !b->staging_refused) {
+    if (kvik__staging_create("kvik_batch_submit", ctx, &b->staging) < 0) b->staging_refused = 1;
+    register_staging(b);
+  }
+  if (!b->staging || kvik__staging_context(b->staging) != ctx) return NULL;
+  return kvik__staging_take(b->staging, size);
+}
+
+/* Whether the ring serves this operation, and how, in *uop: through the file's O_DIRECT
+ * descriptor where it may, and for device memory through a piece of the staging arena, which
+ * is then the operation's buffer. */
+static int ring_takes(kvik_batch *b, const kvik_batch_op *op, const route *r, kvik__uring_op *uop) {
   int64_t mode = kvik__setting(KVIK_SETTING_IO_URING);
-  if (mode == KVIK_OFF || b->ring_refused || op->size > RING_MAX_OP) return 0;
+  if (mode == KVIK_OFF || b->ring_refused || op->size > (r->device ? KVIK__STAGING_MAX_OP : RING_MAX_OP)) return 0;
   kvik__op kind = op->opcode == KVIK_BATCH_READ ? KVIK__READ : KVIK__WRITE;
-  *fd = kvik__file_ring_fd(op->file, kind, op->buf, op->size, op->file_offset, direct);
+  int direct, buf_aligned = r->device || kvik__direct_aligned((uintptr_t)op->buf);
+  int fd = kvik__file_ring_fd(op->file, kind, buf_aligned, op->size, op->file_offset, &direct);
   int small = op->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
-  if (mode == KVIK_AUTO && !small && !*direct) return 0;
-  if (!b->ring && kvik__uring_create("kvik_batch_submit", b->max_ops, &b->ring) < 0) b->ring_refused = 1;
-  return b->ring != NULL;
+  if ((mode == KVIK_AUTO && !small && !direct) || !ring_of(b)) return 0;
+  char *buf = r->device ? stage(b, r->ctx, op->size) : op->buf;
+  if (!buf) return 0;
+  *uop = (kvik__uring_op){op->file, kind, fd, direct, buf, op->size, op->file_offset};
+  return 1;
 }
 
-/* Queue the host operations the ring takes, and hand them to the kernel while their files are
- * held: from then on the kernel holds the files itself. The others are left to the pool. */
-static void submit_ring(kvik_batch *b, const kvik_batch_op *ops, route *r, unsigned count) {
-  unsigned held = 0;
-  drop_forked_ring(b);
+/* A staged operation's slot notes its device memory and piece; a write gets its bytes copied
+ * from the device, queued. Returns 0 or the copy's code. */
+static int stage_op(kvik_batch *b, const kvik_batch_op *op, const route *r) {
+  slot *s = &b->slots[r->id];
+  s->dev = op->buf;
+  s->piece = r->uop.buf;
+  s->size = op->size;
+  s->write = op->opcode == KVIK_BATCH_WRITE;
+  return s->write ? kvik__staging_copy("kvik_batch_submit", b->staging, KVIK__WRITE, s->dev, s->piece, op->size) : 0;
+}
+
+/* Fail a staged operation with `code` before the ring got it. */
+static void fail_staged(kvik_batch *b, route *r, int code) {
+  unstage(b, &b->slots[r->id]);
+  finish(b, r->id, KVIK_BATCH_FAILED, code);
+  r->ring = 0;
+  r->failed = 1;
+}
+
+/* Route to the ring the operations it takes, hold their files, and take their slots; queue the
+ * copies of staged writes from the device. Returns how many staged writes there are. */
+static unsigned plan_ring(kvik_batch *b, const kvik_batch_op *ops, route *r, unsigned count) {
+  unsigned staged_writes = 0;
   for (unsigned i = 0; i < count; i++) {
-    if (!r[i].host) continue;
-    r[i].host = 0;
+    if ((!r[i].host && !r[i].device) || r[i].cufile) continue;
     if (kvik__file_hold(ops[i].file) < 0) continue; /* closed meanwhile: the pool reports it */
-    int fd, direct;
-    if (!ring_takes(b, &ops[i], &fd, &direct)) {
-      kvik__file_let_go(ops[i].file);
+    r[i].held = 1;
+    if (!ring_takes(b, &ops[i], &r[i], &r[i].uop)) continue;
+    r[i].ring = 1;
+    r[i].id = take_slot(b, ops[i].cookie);
+    if (!r[i].device) continue;
+    int rc = stage_op(b, &ops[i], &r[i]);
+    staged_writes += b->slots[r[i].id].write;
+    if (rc < 0) fail_staged(b, &r[i], rc);
+  }
+  return staged_writes;
+}
+
+/* Hand the operations the ring takes to the kernel while their files are held: from then on the
+ * kernel holds the files itself. The others are left to the pool. */
+static void submit_ring(kvik_batch *b, const kvik_batch_op *ops, route *r, unsigned count) {
+  drop_forked_ring(b);
+  unsigned staged_writes = plan_ring(b, ops, r, count), started = 0;
+  /* The kernel may take an operation as soon as it is queued: the copies come first. */
+  int copy_rc = staged_writes > 0 ? kvik__staging_sync("kvik_batch_submit", b->staging) : 0;
+  for (unsigned i = 0; i < count; i++) {
+    if (!r[i].ring) continue;
+    if (copy_rc < 0 && r[i].device && r[i].uop.op == KVIK__WRITE) {
+      fail_staged(b, &r[i], copy_rc);
       continue;
     }
-    r[i].host = 1;
-    held++;
-    kvik__op kind = ops[i].opcode == KVIK_BATCH_READ ? KVIK__READ : KVIK__WRITE;
-    kvik__uring_op op = {ops[i].file, kind, fd, direct, ops[i].buf, ops[i].size, ops[i].file_offset};
-    kvik__uring_start(b->ring, take_slot(b, ops[i].cookie), &op);
+    kvik__uring_start(b->ring, r[i].id, &r[i].uop);
+    started++;
   }
-  if (held == 0) return;
-  kvik__uring_submit(b->ring);
+  if (started > 0) kvik__uring_submit(b->ring);
   for (unsigned i = 0; i < count; i++)
-    if (r[i].host) kvik__file_let_go(ops[i].file);
+    if (r[i].held) kvik__file_let_go(ops[i].file);
 }
 
 /* ---- cuFile -------------------------------------------------------------------------------- */
@@ -393,6 +513,8 @@ static int route_op(const char *who, const kvik_batch_op *op, int flags, CUconte
   if (rc < 0) return rc;
   int append_write = (flags & O_APPEND) && op->opcode == KVIK_BATCH_WRITE;
   r->host = (mem.kind == KVIK_MEMORY_HOST || mem.kind == KVIK_MEMORY_PINNED) && !append_write;
+  r->device = kvik__memory_on_device(&mem) && op->size > 0 && !append_write;
+  r->ctx = mem.ctx;
   if (mem.kind != KVIK_MEMORY_DEVICE || op->size == 0 || append_write) return 0;
   r->handle = kvik__gds_handle(kvik__file_gds(op->file));
   const kvik__cufile_api *cf = kvik__cufile_if_open();
@@ -412,8 +534,6 @@ static int route_op(const char *who, const kvik_batch_op *op, int flags, CUconte
 static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, CUcontext *ctx, route *r) {
   char who[64];
   snprintf(who, sizeof who, "%s: operation %u", fn, i);
-  r->cufile = 0;
-  r->host = 0;
   if (!op->file) return kvik__fail(-EINVAL, "%s: NULL file", who);
   const char *path = kvik__file_path(op->file);
   int is_write = (int)op->opcode == KVIK_BATCH_WRITE;
@@ -500,6 +620,8 @@ static int cancel_cufile(kvik_batch *b, const char *fn) {
 
 static void batch_release(kvik_batch *b) {
   kvik__uring_free(b->ring);
+  kvik__staging_free(b->staging);
+  free(b->copying_ids);
   free(b->slots);
   free(b->free_ids);
   free(b->done_ids);
@@ -526,7 +648,8 @@ int kvik_batch_create(unsigned max_ops, kvik_batch **batch) {
   b->done_ids = kvik__calloc(max_ops, sizeof *b->done_ids);
   b->pool_ids = kvik__calloc(max_ops, sizeof *b->pool_ids);
   b->pool = kvik__calloc(max_ops, sizeof *b->pool);
-  if (!b->slots || !b->free_ids || !b->done_ids || !b->pool_ids || !b->pool) {
+  b->copying_ids = kvik__calloc(max_ops, sizeof *b->copying_ids);
+  if (!b->slots || !b->free_ids || !b->done_ids || !b->pool_ids || !b->pool || !b->copying_ids) {
     batch_release(b);
     return kvik__fail(-ENOMEM, "%s(%u): out of memory", fn, max_ops);
   }
@@ -556,7 +679,7 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
   if (rc == 0) rc = submit_cufile(batch, fn, ops, routes, count, ctx);
   if (rc == 0) submit_ring(batch, ops, routes, count);
   for (unsigned i = 0; i < count && rc == 0; i++)
-    if (!routes[i].cufile && !routes[i].host) start_on_pool(batch, &ops[i]);
+    if (!routes[i].cufile && !routes[i].ring && !routes[i].failed) start_on_pool(batch, &ops[i]);
   free(routes);
   return restore_message(&m, rc);
 }

@@ -214,11 +214,10 @@ int kvik__file_hold(kvik_file *file) { return kvik__owner_acquire(&file->source.
 
 void kvik__file_let_go(kvik_file *file) { let_go(file); }
 
-static int aligned(uintptr_t x) { return x % KVIK__DIRECT_ALIGNMENT == 0; }
-
-int kvik__file_ring_fd(kvik_file *file, kvik__op op, const void *buf, size_t size, int64_t offset, int *direct) {
+int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t size, int64_t offset, int *direct) {
   *direct = 0;
-  if (!aligned((uintptr_t)buf) || !aligned(size) || !aligned((uintptr_t)offset) || size == 0) return file->fd;
+  if (!buf_aligned || !kvik__direct_aligned(size) || !kvik__direct_aligned((uintptr_t)offset) || size == 0)
+    return file->fd;
   kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
   int fd = target.direct_fd;
   if (fd >= 0 && op == KVIK__READ && kvik__direct_readable(&target, offset, size) < size) fd = -1;

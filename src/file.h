@@ -21,11 +21,12 @@ int kvik__file_access(const kvik_file *file);
 int kvik__file_hold(kvik_file *file);
 void kvik__file_let_go(kvik_file *file);
 
-/* The descriptor through which io_uring may move the whole of `size` bytes between `buf` and the
- * file at `offset`: the O_DIRECT one where the settings ask for direct IO of this kind, the file
- * system has not refused it, buffer, offset and size are aligned, and (reads) the whole range
- * is kvik__direct_readable(); else the buffered one. *direct says which. The file is held. */
-int kvik__file_ring_fd(kvik_file *file, kvik__op op, const void *buf, size_t size, int64_t offset, int *direct);
+/* The descriptor through which io_uring may move the whole of `size` bytes between a buffer and
+ * the file at `offset`: the O_DIRECT one where the settings ask for direct IO of this kind, the
+ * file system has not refused it, the buffer (`buf_aligned`, kvik__direct_aligned()), offset
+ * and size are aligned, and (reads) the whole range is kvik__direct_readable(); else the
+ * buffered one. *direct says which. The file is held. */
+int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t size, int64_t offset, int *direct);
 
 /* Move `size` bytes on this thread through the file's own path, as a task of kvik_file_pread or
  * kvik_file_pwrite would: retries, O_DIRECT as the settings say, end of file. Returns 0 with

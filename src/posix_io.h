@@ -13,6 +13,8 @@ typedef enum kvik__op { KVIK__READ, KVIK__WRITE } kvik__op;
 /* O_DIRECT needs buffer, offset and size aligned; a page satisfies every device we meet. */
 #define KVIK__DIRECT_ALIGNMENT 4096
 
+static inline int kvik__direct_aligned(uintptr_t x) { return x % KVIK__DIRECT_ALIGNMENT == 0; }
+
 typedef struct kvik__posix_target {
   int fd;           /* buffered descriptor */
   int direct_fd;    /* O_DIRECT descriptor on the same file, or -1 to use none */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -61,6 +62,8 @@ struct kvik__uring {
   unsigned in_flight; /* queued or handed over, not yet reported */
   unsigned ended;     /* in flight, but done on this thread (ring_op.ended) */
   int canceling;      /* a cancel request is out: -ECANCELED and -EINTR mean canceled */
+  char *fixed;        /* the registered buffer, or NULL */
+  size_t fixed_len;
   unsigned max_ops;
   ring_op ops[];
 };
@@ -148,6 +151,20 @@ int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring **ring) {
 
 int kvik__uring_forked(const kvik__uring *r) { return r->pid != getpid(); }
 
+int kvik__uring_register_buffer(kvik__uring *r, char *base, size_t len) {
+  struct iovec iov = {base, len};
+  if (syscall(__NR_io_uring_register, r->fd, IORING_REGISTER_BUFFERS, &iov, 1) < 0) return -errno;
+  r->fixed = base;
+  r->fixed_len = len;
+  return 0;
+}
+
+/* Whether the operation's buffer lies in the registered one (buf_index 0). */
+static int in_fixed(const kvik__uring *r, const kvik__uring_op *op) {
+  uintptr_t start = (uintptr_t)r->fixed, buf = (uintptr_t)op->buf;
+  return r->fixed && buf >= start && buf - start <= r->fixed_len && op->size <= r->fixed_len - (buf - start);
+}
+
 void kvik__uring_free(kvik__uring *r) {
   if (!r) return;
   if (!kvik__uring_forked(r)) {
@@ -227,7 +244,8 @@ void kvik__uring_start(kvik__uring *r, unsigned id, const kvik__uring_op *op) {
   r->ops[id] = (ring_op){*op, 1, 0, 0};
   r->in_flight++;
   struct io_uring_sqe *sqe = next_sqe(r);
-  sqe->opcode = op->op == KVIK__READ ? IORING_OP_READ : IORING_OP_WRITE;
+  if (in_fixed(r, op)) sqe->opcode = op->op == KVIK__READ ? IORING_OP_READ_FIXED : IORING_OP_WRITE_FIXED;
+  else sqe->opcode = op->op == KVIK__READ ? IORING_OP_READ : IORING_OP_WRITE;
   sqe->fd = op->fd;
   sqe->addr = (uint64_t)(uintptr_t)op->buf;
   sqe->len = (unsigned)op->size;

@@ -35,6 +35,11 @@ int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring **ring);
  * child after fork() it only lets go of the child's copies: the ring is the parent's. */
 void kvik__uring_free(kvik__uring *ring);
 
+/* Register [base, base + len) as the ring's fixed buffer: operations whose buffer lies inside it
+ * then use it as such, so the kernel does not pin its pages for each of them. Returns 0, or a
+ * negative errno without a message (RLIMIT_MEMLOCK too low, say): operations work as before. */
+int kvik__uring_register_buffer(kvik__uring *ring, char *base, size_t len);
+
 /* Whether this process is a child forked after the ring was set up: the ring is the parent's. */
 int kvik__uring_forked(const kvik__uring *ring);
 

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "fake_cuda.h"
 #include "fault_shim.h"
 #include "test_cuda.h"
 
@@ -51,7 +52,7 @@ static mem mem_new(int device, size_t size) {
     CU_OK(cu.cuMemAlloc_v2(&d, size));
     m.ptr = (unsigned char *)(uintptr_t)d;
   } else {
-    m.ptr = malloc(size);
+    ASSERT_EQ(posix_memalign((void **)&m.ptr, 4096, size), 0); /* as device memory is: O_DIRECT may take it */
   }
   return m;
 }
@@ -527,8 +528,9 @@ static void test_ring_routing(void) {
 }
 
 /* O_DIRECT through the ring: aligned reads at random block offsets, some reaching past the end
- * of the file, which must leave the bytes past it untouched; AUTO takes them although large. */
-static void test_ring_direct(void) {
+ * of the file, which must leave the bytes past it untouched; AUTO takes them although large.
+ * Device memory gets them through the staging arena, whose pieces are aligned. */
+static void test_ring_direct(int device) {
   const char *tmpdir = getenv("TMPDIR");
   char *saved = tmpdir ? strdup(tmpdir) : NULL;
   setenv("TMPDIR", ".", 1); /* the build tree, where O_DIRECT works when /tmp lacks it */
@@ -545,16 +547,17 @@ static void test_ring_direct(void) {
   test_write_file(path, ref, FILE_BYTES);
   kvik_file *f = open_file(path, "r");
   const size_t block = 4096, area = 20 * block;
-  unsigned char *buf, *expect = malloc(NOPS * area);
-  ASSERT_EQ(posix_memalign((void **)&buf, block, NOPS * area), 0);
-  memset(buf, 0xAB, NOPS * area);
+  unsigned char *got = malloc(NOPS * area), *expect = malloc(NOPS * area);
+  mem m = mem_new(device, NOPS * area);
+  ASSERT_EQ((uintptr_t)m.ptr % block, 0);
   memset(expect, 0xAB, NOPS * area);
+  mem_put(&m, 0, expect, NOPS * area);
   kvik_batch_op ops[NOPS];
   for (unsigned i = 0; i < NOPS; i++) {
     size_t size = block * (1 + test_below(&rng, 16));
     size_t offset = block * test_below(&rng, FILE_BYTES / block + 1);
     if (i % 4 == 0) offset = (FILE_BYTES / block - test_below(&rng, 4)) * block; /* past the end */
-    ops[i] = (kvik_batch_op){f, KVIK_BATCH_READ, buf + i * area, size, (int64_t)offset, cookie_of(i)};
+    ops[i] = (kvik_batch_op){f, KVIK_BATCH_READ, m.ptr + i * area, size, (int64_t)offset, cookie_of(i)};
   }
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 1));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
@@ -570,16 +573,19 @@ static void test_ring_direct(void) {
     expect_complete(&ev[i], i, want);
     memcpy(expect + i * area, ref + ops[i].file_offset, want);
   }
-  long long diff = test_first_diff(buf, expect, NOPS * area);
+  mem_get(&m, 0, got, NOPS * area);
+  long long diff = test_first_diff(got, expect, NOPS * area);
   if (diff >= 0) FAIL_AT("memory differs at byte %lld (operation %lld)", diff, diff / (long long)area);
   kvik_batch_free(b);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
   kvik_file_free(f);
-  free(buf);
+  mem_free(&m);
+  free(got);
   free(expect);
   free(path);
   test_rmdir(ddir);
-  printf("ok: %u O_DIRECT reads through io_uring, some past the end of the file\n", NOPS);
+  printf("ok: %u O_DIRECT reads into %s memory through io_uring, some past the end of the file\n", NOPS,
+         device ? "device" : "host");
 }
 
 /* Errors the kernel reports come back as the operation's code: a buffer that is not mapped, a
@@ -646,9 +652,6 @@ static void test_ring_cancel(void) {
 }
 
 static void test_ring(void) {
-  char why[256];
-  ring_available = kvik_io_uring_available(why, sizeof why);
-  printf("%s\n", why);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20));
   test_ring_routing();
   set_io_uring(KVIK_ON);
@@ -656,9 +659,132 @@ static void test_ring(void) {
   test_writes(0, NOPS);
   test_ring_failures();
   test_ring_cancel();
-  test_ring_direct();
+  test_ring_direct(0);
   set_io_uring(KVIK_AUTO);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
+}
+
+/* ---- io_uring with device memory ------------------------------------------------------------ */
+
+/* A small device read sets up a ring: the staging arena serves device memory. Host memory in the
+ * same batch is read into where it is, here on the stack, above the arena in the address space. */
+static void test_ring_device_routing(void) {
+  kvik_file *f = open_file(ref_path, "r");
+  mem m = mem_new(1, 4 * KiB);
+  unsigned char host[4 * KiB], got[4 * KiB];
+  int before = rings_open();
+  kvik_batch *b = batch_new(2);
+  kvik_batch_op ops[2] = {{f, KVIK_BATCH_READ, m.ptr, 4 * KiB, 0, cookie_of(0)},
+                          {f, KVIK_BATCH_READ, host, sizeof host, 4 * KiB, cookie_of(1)}};
+  ASSERT_OK(kvik_batch_submit(b, ops, 2));
+  ASSERT_EQ(rings_open() - before, ring_available);
+  kvik_batch_event ev[2];
+  collect(b, ev, 2, 2);
+  expect_complete(&ev[0], 0, 4 * KiB);
+  expect_complete(&ev[1], 1, sizeof host);
+  mem_get(&m, 0, got, sizeof got);
+  ASSERT_SAME_BYTES(got, ref, sizeof got);
+  ASSERT_SAME_BYTES(host, ref + 4 * KiB, sizeof host);
+  kvik_batch_free(b);
+  mem_free(&m);
+  kvik_file_free(f);
+}
+
+/* More staged bytes than the arena holds (64 MiB: five reads of 12 MiB fit), and one read larger
+ * than a piece may be: the pool takes what the arena cannot, with the same results. */
+static void test_ring_device_overflow(void) {
+  enum { N = 8 };
+  const size_t area = 20 * MiB;
+  kvik_file *f = open_file(ref_path, "r");
+  mem m = mem_new(1, N * area);
+  unsigned char *got = malloc(FILE_BYTES);
+  kvik_batch_op ops[N];
+  for (unsigned i = 0; i < N; i++)
+    ops[i] = (kvik_batch_op){f, KVIK_BATCH_READ, m.ptr + i * area, i == 0 ? area : 12 * MiB, (int64_t)(i * MiB),
+                             cookie_of(i)};
+  kvik_batch *b = batch_new(N);
+  ASSERT_OK(kvik_batch_submit(b, ops, N));
+  kvik_batch_event ev[N];
+  collect(b, ev, N, 3);
+  for (unsigned i = 0; i < N; i++) {
+    size_t want = expected_read(ops[i].file_offset, ops[i].size);
+    expect_complete(&ev[i], i, want);
+    mem_get(&m, i * area, got, want);
+    ASSERT_SAME_BYTES(got, ref + ops[i].file_offset, want);
+  }
+  kvik_batch_free(b);
+  free(got);
+  mem_free(&m);
+  kvik_file_free(f);
+  printf("ok: device reads beyond the staging arena's room run on the pool\n");
+}
+
+/* A copy between the arena and the device that fails fails its operation alone, with the
+ * driver's code; the fake CUDA driver fails it on request. */
+static void test_ring_device_copy_failures(void) {
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  fake_cuda_fail_fn fail = cuda ? (fake_cuda_fail_fn)dlsym(cuda, "fake_cuda_fail") : NULL;
+  if (!fail) {
+    printf("skip: failed staging copies (the CUDA driver is not the fake)\n");
+    if (cuda) dlclose(cuda);
+    return;
+  }
+  kvik_file *f = open_file(ref_path, "r+");
+  mem m = mem_new(1, 2 * 64 * KiB);
+  kvik_batch *b = batch_new(2);
+  const char *copies[2] = {"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2"};
+  const kvik_batch_opcode opcodes[2] = {KVIK_BATCH_READ, KVIK_BATCH_WRITE};
+  /* What the writes would write: the file's own bytes for the first, others for the second. */
+  unsigned char other[64 * KiB];
+  memset(other, 0x5A, sizeof other);
+  for (unsigned k = 0; k < 2; k++) {
+    fail(copies[k], 2, CUDA_ERROR_OUT_OF_MEMORY);
+    kvik_batch_op ops[2];
+    for (unsigned i = 0; i < 2; i++)
+      ops[i] = (kvik_batch_op){f, opcodes[k], m.ptr + i * 64 * KiB, 64 * KiB, (int64_t)(i * 64 * KiB), cookie_of(i)};
+    if (opcodes[k] == KVIK_BATCH_WRITE) {
+      mem_put(&m, 0, ref, 64 * KiB);
+      mem_put(&m, 64 * KiB, other, sizeof other);
+    }
+    ASSERT_OK(kvik_batch_submit(b, ops, 2));
+    kvik_batch_event ev[2];
+    collect(b, ev, 2, 2);
+    /* Reads are copied in the order they end, so either may be the one whose copy fails; the
+     * copies of writes are queued in the order of the operations. */
+    unsigned failed = opcodes[k] == KVIK_BATCH_WRITE || ev[0].status != KVIK_BATCH_FAILED;
+    expect_complete(&ev[!failed], !failed, 64 * KiB);
+    if (ev[failed].status != KVIK_BATCH_FAILED || ev[failed].result != KVIK_ECUDA_BASE - CUDA_ERROR_OUT_OF_MEMORY)
+      FAIL_AT("%s failed: status %d, result %zd", copies[k], ev[failed].status, ev[failed].result);
+  }
+  /* The file is as it was: the write whose copy failed wrote nothing, the other its own bytes. */
+  size_t len;
+  unsigned char *content = test_read_file(ref_path, &len);
+  ASSERT_EQ(len, FILE_BYTES);
+  ASSERT_SAME_BYTES(content, ref, len);
+  free(content);
+  kvik_batch_free(b);
+  mem_free(&m);
+  kvik_file_free(f);
+  dlclose(cuda);
+  printf("ok: a failed staging copy fails its operation alone\n");
+}
+
+/* Device memory through the ring's staging arena: everything host memory gets, checked the same
+ * way. */
+static void test_ring_device(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20));
+  set_io_uring(KVIK_AUTO);
+  test_ring_device_routing();
+  set_io_uring(KVIK_ON);
+  test_scattered_reads(1, NOPS, 300 * KiB);
+  test_writes(1, NOPS);
+  test_ring_device_overflow();
+  test_ring_device_copy_failures();
+  test_ring_direct(1);
+  set_io_uring(KVIK_AUTO);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
+  printf("ok: device memory through io_uring's staging arena (io_uring %s)\n",
+         ring_available ? "available" : "unavailable");
 }
 
 /* ---- cuFile ---------------------------------------------------------------------------------- */
@@ -902,6 +1028,9 @@ int main(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 8));
 
+  char why[256];
+  ring_available = kvik_io_uring_available(why, sizeof why);
+  printf("%s\n", why);
   test_host();
   if (!device_run) test_ring(); /* the plain run: io_uring serves host memory alone */
   if (!have_cuda) {
@@ -911,6 +1040,7 @@ int main(void) {
   } else {
     test_scattered_reads(1, NOPS, 300 * KiB);
     test_writes(1, NOPS);
+    test_ring_device();
   }
   /* Small operations run on the submitting thread (below the GDS threshold): the same results. */
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20));

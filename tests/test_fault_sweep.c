@@ -310,8 +310,9 @@ static int collect_batch(kvik_batch *b, unsigned count, unsigned char **targets,
   return rc;
 }
 
-/* Four reads of a quarter each: three into host memory (through io_uring where the kernel has it),
- * one into device memory through cuFile. */
+/* Four reads of a quarter each, through io_uring where the kernel has it: two into host memory,
+ * one into device memory through the ring's staging arena; and one into device memory through
+ * cuFile. */
 static int step_batch(void) {
   reset_file(env.new_bytes);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_IO_URING, KVIK_ON));
@@ -327,8 +328,9 @@ static int step_batch(void) {
   rc = kvik_batch_create(8, &b);
   if (rc < 0) rc = failed(rc);
   size_t len = FILE_BYTES / 4;
-  unsigned char *targets[4] = {env.buf, env.buf + len, env.buf + 2 * len, (unsigned char *)env.dev_buf};
-  const int on_device[4] = {0, 0, 0, 1};
+  unsigned char *targets[4] = {env.buf, env.buf + len, (unsigned char *)env.dev_buf + 2 * len,
+                               (unsigned char *)env.dev_buf + 3 * len};
+  const int on_device[4] = {0, 0, 1, 1};
   if (rc == 0) {
     kvik_batch_op ops[4];
     for (size_t part = 0; part < 4; part++)
@@ -343,8 +345,9 @@ static int step_batch(void) {
   return rc;
 }
 
-/* new_bytes over old_bytes in four writes through a batch's io_uring (where the kernel has it):
- * each completed write lands whole, and a failed one leaves each of its bytes old or new. */
+/* new_bytes over old_bytes in four writes through a batch's io_uring (where the kernel has it),
+ * the last from device memory through the staging arena: each completed write lands whole, and a
+ * failed one leaves each of its bytes old or new. */
 static int step_batch_write(void) {
   reset_file(env.old_bytes);
   kvik_file *f;
@@ -359,8 +362,8 @@ static int step_batch_write(void) {
   size_t len = FILE_BYTES / 4;
   kvik_batch_op ops[4];
   for (size_t part = 0; part < 4; part++)
-    ops[part] = (kvik_batch_op){f, KVIK_BATCH_WRITE, env.new_bytes + part * len, part == 3 ? FILE_BYTES - 3 * len : len,
-                                (int64_t)(part * len), (void *)(uintptr_t)part};
+    ops[part] = (kvik_batch_op){f, KVIK_BATCH_WRITE, (part == 3 ? (unsigned char *)env.dev_new : env.new_bytes) + part * len,
+                                part == 3 ? FILE_BYTES - 3 * len : len, (int64_t)(part * len), (void *)(uintptr_t)part};
   rc = kvik_batch_submit(b, ops, 4);
   if (rc < 0) {
     rc = failed(rc);
@@ -705,7 +708,8 @@ static const site_entry *reached(const site_entry *census, size_t n, const char 
 
 /* A site that only a feature this build lacks reaches. */
 static int needs_missing_feature(const char *source_site) {
-  if (!kvik_io_uring_available(NULL, 0) && strstr(source_site, "/uring.c:")) return 1;
+  if (!kvik_io_uring_available(NULL, 0) && (strstr(source_site, "/uring.c:") || strstr(source_site, "/staging.c:")))
+    return 1;
   return !kvik_remote_supported(NULL, 0) && (strstr(source_site, "/remote.c:") || strstr(source_site, "/http.c:"));
 }
 

@@ -333,7 +333,7 @@ static void directory_of(const char *path, int is_file, char *dir, size_t len) {
 }
 
 /* Which backend serves which host IO: the pool, and io_uring for the batch operations that
- * KVIK_SETTING_IO_URING gives it where the kernel allows it. */
+ * KVIK_SETTING_IO_URING gives it where the kernel allows it (device memory too, staged). */
 static void print_host_io(void) {
   int64_t threads = 0, mode = KVIK_AUTO, threshold = 0;
   kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads);
@@ -344,12 +344,14 @@ static void print_host_io(void) {
   printf("\nhost IO:\n  thread pool: %lld threads: file reads and writes, and the batch operations io_uring does "
          "not take\n  io_uring: %s\n",
          (long long)threads, why);
-  if (!ring || mode == KVIK_OFF) printf("  batches: thread pool only%s\n", ring ? " (io_uring is off)" : "");
-  else if (mode == KVIK_ON) printf("  batches: io_uring for every host-memory operation\n");
-  else
-    printf("  batches: io_uring for host-memory operations below %lld bytes (gds_threshold) and O_DIRECT ones, the "
-           "thread pool for the others\n",
-           (long long)threshold);
+  if (!ring || mode == KVIK_OFF) {
+    printf("  batches: thread pool only%s\n", ring ? " (io_uring is off)" : "");
+    return;
+  }
+  if (mode == KVIK_ON) printf("  batches: io_uring for every operation");
+  else printf("  batches: io_uring for operations below %lld bytes (gds_threshold) and O_DIRECT ones", (long long)threshold);
+  printf(" (device memory staged through a pinned arena, where cuFile does not serve it); the thread pool for the "
+         "others\n");
 }
 
 static int cmd_info(int argc, char **argv) {
