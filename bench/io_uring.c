@@ -6,6 +6,9 @@
  *     plain pread on 1 and on CPU-count threads, a kvik batch served by the thread pool
  *     (KVIK_SETTING_IO_URING off) and one served by io_uring (on), at several queue depths. Once
  *     from the page cache, once with O_DIRECT (from the device, --reads / 10 reads per row).
+ *     With --device, the same reads into GPU memory (the CUDA driver loaded with dlopen): the
+ *     pool's bounce buffers against io_uring through the batch's staging arena; and what the
+ *     first device operation of a new batch costs (setting up and registering the arena).
  *  2. A sequential read of the whole file into one host buffer, GB/s and CPU seconds per GB,
  *     best of --repeat: pread, kvik_file_read, kvik batches of 4 MiB operations through io_uring,
  *     and dd iflag=direct. Once cold (page cache dropped before each repeat), once from the page
@@ -15,9 +18,10 @@
  * getrusage around each measurement. Every read's byte count is checked; the file is removed at
  * the end.
  *
- * usage: bench_io_uring DIR [--size BYTES] [--reads N] [--repeat R]
+ * usage: bench_io_uring DIR [--size BYTES] [--reads N] [--repeat R] [--device]
  *        (defaults: 4G, 200000, 3; sizes take a K, M or G suffix) */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -69,6 +73,33 @@ static void *aligned_or_die(size_t size) {
     exit(1);
   }
   return p;
+}
+
+/* GPU memory for --device: the first call loads the driver and makes device 0's primary context
+ * current on this thread, which is the one that submits every batch. */
+static char *device_alloc_or_die(size_t size) {
+  static int (*mem_alloc)(unsigned long long *, size_t);
+  if (!mem_alloc) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    int (*init)(unsigned) = h ? (int (*)(unsigned))dlsym(h, "cuInit") : NULL;
+    int (*device_get)(int *, int) = h ? (int (*)(int *, int))dlsym(h, "cuDeviceGet") : NULL;
+    int (*retain)(void **, int) = h ? (int (*)(void **, int))dlsym(h, "cuDevicePrimaryCtxRetain") : NULL;
+    int (*set_current)(void *) = h ? (int (*)(void *))dlsym(h, "cuCtxSetCurrent") : NULL;
+    mem_alloc = h ? (int (*)(unsigned long long *, size_t))dlsym(h, "cuMemAlloc_v2") : NULL;
+    int device;
+    void *ctx;
+    if (!init || !device_get || !retain || !set_current || !mem_alloc || init(0) != 0 || device_get(&device, 0) != 0 ||
+        retain(&ctx, device) != 0 || set_current(ctx) != 0) {
+      fprintf(stderr, "bench_io_uring: --device needs a CUDA driver and a GPU\n");
+      exit(1);
+    }
+  }
+  unsigned long long ptr;
+  if (mem_alloc(&ptr, size) != 0) {
+    fprintf(stderr, "bench_io_uring: cuMemAlloc of %zu bytes failed\n", size);
+    exit(1);
+  }
+  return (char *)(uintptr_t)ptr; /* never freed: the process ends soon after */
 }
 
 /* ---- measuring ----------------------------------------------------------------------------- */
@@ -332,15 +363,15 @@ static void random_op(void *ctx, uint64_t index, unsigned slot, kvik_batch_op *o
   *op = (kvik_batch_op){c->file, KVIK_BATCH_READ, c->bufs + (size_t)slot * PAGE, PAGE, random_offset(&c->seed), NULL};
 }
 
-static struct cost batch_random(kvik_file *f, unsigned depth, uint64_t reads) {
+static struct cost batch_random(kvik_file *f, unsigned depth, uint64_t reads, int device) {
   struct pipeline p = pipeline_create(depth);
-  struct random_ctx c = {f, aligned_or_die(depth * PAGE), fresh_seed()};
+  struct random_ctx c = {f, device ? device_alloc_or_die(depth * PAGE) : aligned_or_die(depth * PAGE), fresh_seed()};
   pipeline_warm_up(&p, f, c.bufs);
   struct meter m = meter_start(RUSAGE_SELF);
   pipeline_run(&p, random_op, &c, reads);
   struct cost cost = meter_stop(m);
   pipeline_free(&p);
-  free(c.bufs);
+  if (!device) free(c.bufs);
   return cost;
 }
 
@@ -432,9 +463,10 @@ static void print_random(const char *title, struct row *rows, unsigned n, uint64
   }
 }
 
-/* Table 1 for one state of the file: `direct` says whether the reads use O_DIRECT. */
-static void table_random(const char *path, const char *title, int direct, const char *refused, int uring_ok,
-                         unsigned cpus, uint64_t reads) {
+/* Table 1 for one state of the file: `direct` says whether the reads use O_DIRECT, `device`
+ * whether they go to GPU memory (where pread has no row: it cannot read into it). */
+static void table_random(const char *path, const char *title, int direct, int device, const char *refused,
+                         int uring_ok, unsigned cpus, uint64_t reads) {
   struct row rows[16];
   unsigned n = random_rows(rows, cpus, direct);
   int fd = open(path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
@@ -444,6 +476,7 @@ static void table_random(const char *path, const char *title, int direct, const 
     struct row *r = &rows[i];
     if (refused) not_available(r, "O_DIRECT refused: ", refused);
     else if (is_uring(r) && !uring_ok) not_available(r, "io_uring unavailable", "");
+    else if (device && is_pread(r)) not_available(r, "pread cannot read into GPU memory", "");
     if (r->na[0]) continue;
     apply(r->m);
     r->amount = (double)reads;
@@ -452,13 +485,34 @@ static void table_random(const char *path, const char *title, int direct, const 
       r->cost = pread_random(fd, r->arg, reads, &done);
       r->amount = (double)done;
     } else {
-      r->cost = batch_random(f, r->arg, reads);
+      r->cost = batch_random(f, r->arg, reads, device);
     }
   }
   apply(defaults);
   kvik_file_free(f);
   if (fd >= 0) close(fd);
   print_random(title, rows, n, reads);
+}
+
+/* What a new batch's first device operation through io_uring costs, and a batch's end: the
+ * staging arena is taken (from kvik's pinned cache after the first time) and registered with the
+ * ring. Printed for a few batches in turn. */
+static void first_device_op(const char *path) {
+  kvik_file *f = open_kvik(path);
+  char *dev = device_alloc_or_die(PAGE);
+  apply((struct mode){KVIK_ON, defaults.threshold, 0});
+  printf("\nA new batch's first 4 KiB read into GPU memory through io_uring (create, submit, wait, free; ms):");
+  for (int i = 0; i < 4; i++) {
+    double t0 = now();
+    struct pipeline p = pipeline_create(32);
+    pipeline_warm_up(&p, f, dev);
+    double t1 = now();
+    pipeline_free(&p);
+    printf(" %.2f + %.2f", (t1 - t0) * 1e3, (now() - t1) * 1e3);
+  }
+  printf("\n");
+  apply(defaults);
+  kvik_file_free(f);
 }
 
 /* ---- table 2: the whole file, sequentially ------------------------------------------------- */
@@ -616,7 +670,7 @@ static int cold_possible(const char *path, char *why, size_t len) {
 struct options {
   const char *dir;
   uint64_t size, reads;
-  int repeat;
+  int repeat, device;
 };
 
 /* "4G", "256M", "4096": bytes, or 0 when the text is no size. */
@@ -637,17 +691,19 @@ static uint64_t parse_size(const char *text) {
 }
 
 static void usage(const char *prog) {
-  fprintf(stderr, "usage: %s DIR [--size BYTES] [--reads N] [--repeat R]   (defaults: 4G 200000 3)\n", prog);
+  fprintf(stderr, "usage: %s DIR [--size BYTES] [--reads N] [--repeat R] [--device]   (defaults: 4G 200000 3)\n",
+          prog);
   exit(2);
 }
 
 static struct options parse_args(int argc, char **argv) {
-  struct options o = {NULL, (uint64_t)4 << 30, 200000, 3};
+  struct options o = {NULL, (uint64_t)4 << 30, 200000, 3, 0};
   for (int i = 1; i < argc; i++) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--size") && value) o.size = parse_size(value), i++;
     else if (!strcmp(argv[i], "--reads") && value) o.reads = strtoull(value, NULL, 10), i++;
     else if (!strcmp(argv[i], "--repeat") && value) o.repeat = atoi(value), i++;
+    else if (!strcmp(argv[i], "--device")) o.device = 1;
     else if (argv[i][0] != '-' && !o.dir) o.dir = argv[i];
     else usage(argv[0]);
   }
@@ -677,8 +733,14 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   pread_whole(path, NULL, o.size); /* the page cache table reads a fully cached file */
-  table_random(path, "page cache", 0, NULL, uring_ok, cpus, o.reads);
-  table_random(path, "O_DIRECT (from the device)", 1, refused, uring_ok, cpus, o.reads / 10 ? o.reads / 10 : 1);
+  uint64_t direct_reads = o.reads / 10 ? o.reads / 10 : 1;
+  table_random(path, "page cache", 0, 0, NULL, uring_ok, cpus, o.reads);
+  table_random(path, "O_DIRECT (from the device)", 1, 0, refused, uring_ok, cpus, direct_reads);
+  if (o.device) {
+    table_random(path, "page cache into GPU memory", 0, 1, NULL, uring_ok, cpus, o.reads);
+    table_random(path, "O_DIRECT into GPU memory", 1, 1, refused, uring_ok, cpus, direct_reads);
+    if (uring_ok) first_device_op(path);
+  }
   fflush(stdout);
 
   char *buf = aligned_or_die(o.size);
