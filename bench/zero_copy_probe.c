@@ -3,17 +3,25 @@
  *  1. serial: register, copy, unregister, chunk after chunk, for several chunk sizes;
  *  2. pipelined: chunk k+1 registered while chunk k's copy runs: does registration overlap copies?
  *  3. parallel: N threads registering disjoint chunks at once: does registration scale?
+ *  4. populate, then register: is registration slow because it faults in the page tables of a fresh
+ *     mapping? (a) MADV_POPULATE_READ alone on 1-16 threads; (b) 64 MiB registrations on one thread
+ *     after populating on 8, next to (c) the same on an unpopulated mapping; (d) a pipeline: 4 threads
+ *     populate ahead while one registers and copies. Each on a fresh mapping: no page tables left over.
  * Uses the CUDA driver only (loaded with dlopen), no kvik.
  *
  * usage: bench_zero_copy_probe FILE   (the file should be in the page cache: read it once first) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +31,11 @@ typedef void *CUcontext;
 typedef void *CUstream;
 typedef unsigned long long CUdeviceptr;
 #define READ_ONLY 8 /* CU_MEMHOSTREGISTER_READ_ONLY */
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14+; older headers lack it */
+#endif
+#define GRANULE ((size_t)64 << 20) /* step 4 registers as the library does: 64 MiB granules */
 
 static struct {
   CUresult (*init)(unsigned);
@@ -149,6 +162,163 @@ static double parallel_register(char *map, size_t bytes, int n) {
   return seconds;
 }
 
+/* Step 4: how page tables get populated: madvise, or one volatile read per page where the kernel
+ * lacks MADV_POPULATE_READ. */
+static int touch_pages;
+
+static char *map_file(int fd, size_t bytes) {
+  char *p = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) perror("mmap"), exit(1);
+  return p;
+}
+
+/* Asked on a throwaway one-page mapping, so that no mapping that is measured starts populated. */
+static void choose_populate(int fd) {
+  char *p = map_file(fd, 4096);
+  if (madvise(p, 4096, MADV_POPULATE_READ) != 0) {
+    if (errno != EINVAL) perror("madvise(MADV_POPULATE_READ)"), exit(1);
+    touch_pages = 1;
+  }
+  munmap(p, 4096);
+  printf("4  populating with %s\n", touch_pages ? "volatile reads, one per 4096-byte page (madvise: EINVAL, "
+                                                  "no MADV_POPULATE_READ in this kernel)"
+                                                : "madvise(MADV_POPULATE_READ)");
+}
+
+/* Fills in the page-table entries of [p, p + len), pinning nothing. */
+static void populate(char *p, size_t len) {
+  if (touch_pages) {
+    const volatile char *q = p;
+    for (size_t off = 0; off < len; off += 4096) (void)q[off];
+  } else if (madvise(p, len, MADV_POPULATE_READ) != 0) {
+    perror("madvise(MADV_POPULATE_READ)"), exit(1);
+  }
+}
+
+static void *populate_range(void *arg) {
+  struct worker *w = arg;
+  populate(w->p, w->len);
+  return NULL;
+}
+
+/* N threads each populate 1/N of the mapping, contiguous parts, at once; returns the wall time. */
+static double parallel_populate(char *map, size_t bytes, int n) {
+  struct worker w[16];
+  double start = now();
+  for (int i = 0; i < n; i++) {
+    w[i] = (struct worker){map + bytes / (size_t)n * (size_t)i, bytes / (size_t)n, 0};
+    pthread_create(&w[i].thread, NULL, populate_range, &w[i]);
+  }
+  for (int i = 0; i < n; i++) pthread_join(w[i].thread, NULL);
+  return now() - start;
+}
+
+/* Each 64 MiB granule its own registration, one after another on this thread. */
+static double register_granules(char *map, size_t bytes) {
+  double start = now();
+  for (size_t off = 0; off < bytes; off += GRANULE) CHECK(cu.host_register(map + off, GRANULE, READ_ONLY));
+  return now() - start;
+}
+
+static double unregister_granules(char *map, size_t bytes) {
+  double start = now();
+  for (size_t off = 0; off < bytes; off += GRANULE) CHECK(cu.host_unregister(map + off));
+  return now() - start;
+}
+
+/* 4a: what populating alone costs, and whether it scales with threads (registration does not). */
+static void populate_only(int fd, size_t bytes) {
+  for (int n = 1; n <= 16; n *= 2) {
+    char *map = map_file(fd, bytes);
+    double seconds = parallel_populate(map, bytes, n);
+    munmap(map, bytes);
+    printf("4a populate %2d threads: %6.2f GB/s (%.1f ms)\n", n, (double)bytes / seconds / 1e9, seconds * 1e3);
+  }
+}
+
+/* 4b and 4c: registration of a fresh mapping populated first on 8 threads, or not at all. */
+static void register_fresh(int fd, size_t bytes, int populated) {
+  char *map = map_file(fd, bytes);
+  double pop = populated ? parallel_populate(map, bytes, 8) : 0;
+  double reg = register_granules(map, bytes);
+  double unreg = unregister_granules(map, bytes);
+  munmap(map, bytes);
+  printf("%s register 64 MiB granules, 1 thread, %-22s %6.2f GB/s (%.1f ms); unregister %.1f ms", populated ? "4b" : "4c",
+         populated ? "after populate:" : "unpopulated (baseline):", (double)bytes / reg / 1e9, reg * 1e3, unreg * 1e3);
+  if (populated) printf("; the populate before it, 8 threads: %.2f GB/s (%.1f ms)", (double)bytes / pop / 1e9, pop * 1e3);
+  printf("\n");
+}
+
+/* 4d: populate threads take granules in turn and flag each one done for the registering thread. */
+struct ahead {
+  char *map;
+  size_t granules;
+  atomic_size_t next;
+  atomic_int *ready;
+};
+
+static void *populate_ahead(void *arg) {
+  struct ahead *a = arg;
+  for (size_t k; (k = atomic_fetch_add(&a->next, 1)) < a->granules;) {
+    populate(a->map + k * GRANULE, GRANULE);
+    atomic_store_explicit(&a->ready[k], 1, memory_order_release);
+  }
+  return NULL;
+}
+
+static double cpu_seconds(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+/* 4d: can "populate ahead on 4 threads, register on one" reach the copy rate on a first read? The
+ * CPU time is the whole process's (the driver's threads too) from the populate threads' start to the
+ * last copy done. */
+static void pipeline(int fd, size_t bytes, CUdeviceptr dev, CUstream s) {
+  enum { POPULATORS = 4 };
+  struct ahead a = {map_file(fd, bytes), bytes / GRANULE, 0, malloc(bytes / GRANULE * sizeof(atomic_int))};
+  if (!a.ready) perror("malloc"), exit(1);
+  for (size_t k = 0; k < a.granules; k++) atomic_init(&a.ready[k], 0);
+  pthread_t threads[POPULATORS];
+  double cpu = cpu_seconds(), start = now(), first = 0, reg = 0, waited = 0;
+  for (int i = 0; i < POPULATORS; i++) pthread_create(&threads[i], NULL, populate_ahead, &a);
+  for (size_t k = 0; k < a.granules; k++) {
+    char *p = a.map + k * GRANULE;
+    double w0 = now();
+    while (!atomic_load_explicit(&a.ready[k], memory_order_acquire)) sched_yield();
+    double r0 = now();
+    if (k == 0) first = r0;
+    CHECK(cu.host_register(p, GRANULE, READ_ONLY));
+    double r1 = now();
+    CHECK(cu.copy_async(dev + k * GRANULE, p, GRANULE, s));
+    waited += r0 - w0, reg += r1 - r0;
+  }
+  double queued = now();
+  CHECK(cu.stream_sync(s));
+  double end = now();
+  for (int i = 0; i < POPULATORS; i++) pthread_join(threads[i], NULL);
+  cpu = cpu_seconds() - cpu;
+  double unreg = unregister_granules(a.map, bytes);
+  munmap(a.map, bytes);
+  free(a.ready);
+  double gb = (double)bytes / 1e9;
+  printf("4d pipeline, populate ahead on %d threads, register + copy on 1: %6.2f GB/s end to end (%.1f ms from the "
+         "first registration to the last copy done; %.2f GB/s, %.1f ms, from the start of populating)\n",
+         POPULATORS, gb / (end - first), (end - first) * 1e3, gb / (end - start), (end - start) * 1e3);
+  printf("4d   register %.1f ms, waiting for populate %.1f ms, waiting for the last copies %.1f ms, unregister %.1f ms; "
+         "CPU %.3f s per GB (user + system, whole process)\n",
+         reg * 1e3, waited * 1e3, (end - queued) * 1e3, unreg * 1e3, cpu / gb);
+}
+
+static void populate_then_register(int fd, size_t bytes, CUdeviceptr dev, CUstream s) {
+  choose_populate(fd);
+  populate_only(fd, bytes);
+  register_fresh(fd, bytes, 1);
+  register_fresh(fd, bytes, 0);
+  pipeline(fd, bytes, dev, s);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return fprintf(stderr, "usage: %s FILE\n", argv[0]), 2;
   int fd = open(argv[1], O_RDONLY);
@@ -175,5 +345,7 @@ int main(int argc, char **argv) {
     printf("register %zu GiB on %d thread(s) at once: %.1f ms, %.1f GB/s\n", bytes >> 30, n, seconds * 1e3,
            (double)bytes / seconds / 1e9);
   }
+  munmap(map, bytes); /* step 4 maps the file afresh for each measurement */
+  populate_then_register(fd, bytes, dev, s);
   return 0;
 }
