@@ -757,7 +757,8 @@ int main(int argc, char **argv) {
   memset(buf, 1, o.size); /* its pages exist before any measurement: page faults are not timed */
   char cold_why[WHY_LEN];
   if (!cold_possible(path, cold_why, sizeof cold_why)) printf("\ncold reads are not possible here: %s\n", cold_why);
-  else table_seq(path, "cold (page cache dropped before each measurement)", 1, refused, uring_ok, buf, o.size, o.repeat);
+  else
+    table_seq(path, "cold (page cache dropped before each measurement)", 1, refused, uring_ok, buf, o.size, o.repeat);
   table_seq(path, "page cache", 0, refused, uring_ok, buf, o.size, o.repeat);
   free(buf);
   return 0;

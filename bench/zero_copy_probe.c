@@ -243,9 +243,11 @@ static void register_fresh(int fd, size_t bytes, int populated) {
   double reg = register_granules(map, bytes);
   double unreg = unregister_granules(map, bytes);
   munmap(map, bytes);
-  printf("%s register 64 MiB granules, 1 thread, %-22s %6.2f GB/s (%.1f ms); unregister %.1f ms", populated ? "4b" : "4c",
+  printf("%s register 64 MiB granules, 1 thread, %-22s %6.2f GB/s (%.1f ms); unregister %.1f ms",
+         populated ? "4b" : "4c",
          populated ? "after populate:" : "unpopulated (baseline):", (double)bytes / reg / 1e9, reg * 1e3, unreg * 1e3);
-  if (populated) printf("; the populate before it, 8 threads: %.2f GB/s (%.1f ms)", (double)bytes / pop / 1e9, pop * 1e3);
+  if (populated)
+    printf("; the populate before it, 8 threads: %.2f GB/s (%.1f ms)", (double)bytes / pop / 1e9, pop * 1e3);
   printf("\n");
 }
 
@@ -306,7 +308,8 @@ static void pipeline(int fd, size_t bytes, CUdeviceptr dev, CUstream s) {
   printf("4d pipeline, populate ahead on %d threads, register + copy on 1: %6.2f GB/s end to end (%.1f ms from the "
          "first registration to the last copy done; %.2f GB/s, %.1f ms, from the start of populating)\n",
          POPULATORS, gb / (end - first), (end - first) * 1e3, gb / (end - start), (end - start) * 1e3);
-  printf("4d   register %.1f ms, waiting for populate %.1f ms, waiting for the last copies %.1f ms, unregister %.1f ms; "
+  printf("4d   register %.1f ms, waiting for populate %.1f ms, waiting for the last copies %.1f ms, "
+         "unregister %.1f ms; "
          "CPU %.3f s per GB (user + system, whole process)\n",
          reg * 1e3, waited * 1e3, (end - queued) * 1e3, unreg * 1e3, cpu / gb);
 }

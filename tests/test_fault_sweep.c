@@ -361,9 +361,11 @@ static int step_batch_write(void) {
   }
   size_t len = FILE_BYTES / 4;
   kvik_batch_op ops[4];
-  for (size_t part = 0; part < 4; part++)
-    ops[part] = (kvik_batch_op){f, KVIK_BATCH_WRITE, (part == 3 ? (unsigned char *)env.dev_new : env.new_bytes) + part * len,
-                                part == 3 ? FILE_BYTES - 3 * len : len, (int64_t)(part * len), (void *)(uintptr_t)part};
+  for (size_t part = 0; part < 4; part++) {
+    unsigned char *from = part == 3 ? (unsigned char *)env.dev_new : env.new_bytes;
+    ops[part] = (kvik_batch_op){f, KVIK_BATCH_WRITE, from + part * len, part == 3 ? FILE_BYTES - 3 * len : len,
+                                (int64_t)(part * len), (void *)(uintptr_t)part};
+  }
   rc = kvik_batch_submit(b, ops, 4);
   if (rc < 0) {
     rc = failed(rc);

@@ -349,7 +349,8 @@ static void print_host_io(void) {
     return;
   }
   if (mode == KVIK_ON) printf("  batches: io_uring for every operation");
-  else printf("  batches: io_uring for operations below %lld bytes (gds_threshold) and O_DIRECT ones", (long long)threshold);
+  else
+    printf("  batches: io_uring for operations below %lld bytes (gds_threshold) and O_DIRECT ones", (long long)threshold);
   printf(" (device memory staged through a pinned arena, where cuFile does not serve it); the thread pool for the "
          "others\n");
 }
