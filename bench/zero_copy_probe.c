@@ -7,6 +7,10 @@
  *     mapping? (a) MADV_POPULATE_READ alone on 1-16 threads; (b) 64 MiB registrations on one thread
  *     after populating on 8, next to (c) the same on an unpopulated mapping; (d) a pipeline: 4 threads
  *     populate ahead while one registers and copies. Each on a fresh mapping: no page tables left over.
+ *  5. a hybrid first read: 1, 2 or 4 threads read the second half through pinned buffers (pread,
+ *     then cuMemcpyHtoDAsync, as kvik's bounce path does), alone, then while one more thread reads
+ *     the first half by registering and copying it. Do registrations hold up the other copies, or
+ *     do the two add up?
  * Uses the CUDA driver only (loaded with dlopen), no kvik.
  *
  * usage: bench_zero_copy_probe FILE   (the file should be in the page cache: read it once first) */
@@ -48,6 +52,7 @@ static struct {
   CUresult (*copy_async)(CUdeviceptr, const void *, size_t, CUstream);
   CUresult (*stream_create)(CUstream *, unsigned);
   CUresult (*stream_sync)(CUstream);
+  CUresult (*host_alloc)(void **, size_t, unsigned);
 } cu;
 
 static CUcontext ctx;
@@ -80,6 +85,7 @@ static void load_driver(void) {
   *(void **)&cu.copy_async = dlsym(h, "cuMemcpyHtoDAsync_v2");
   *(void **)&cu.stream_create = dlsym(h, "cuStreamCreate");
   *(void **)&cu.stream_sync = dlsym(h, "cuStreamSynchronize");
+  *(void **)&cu.host_alloc = dlsym(h, "cuMemHostAlloc");
   int dev;
   CHECK(cu.init(0));
   CHECK(cu.device_get(&dev, 0));
@@ -322,6 +328,76 @@ static void populate_then_register(int fd, size_t bytes, CUdeviceptr dev, CUstre
   pipeline(fd, bytes, dev, s);
 }
 
+/* Step 5: threads that pread the second half of the file into pinned buffers of 8 MiB and copy
+ * each to the device, waiting for it, as kvik's bounce buffers do. */
+#define BOUNCE ((size_t)8 << 20)
+
+struct bouncer {
+  int fd;
+  off_t start;
+  size_t len;
+  CUdeviceptr dev;
+  pthread_t thread;
+  double seconds;
+};
+
+static void *bounce_range(void *arg) {
+  struct bouncer *b = arg;
+  CHECK(cu.set_current(ctx));
+  void *buf;
+  CUstream s;
+  CHECK(cu.host_alloc(&buf, BOUNCE, 0));
+  CHECK(cu.stream_create(&s, 1));
+  double start = now();
+  for (size_t off = 0; off < b->len; off += BOUNCE) {
+    if (pread(b->fd, buf, BOUNCE, b->start + (off_t)off) != (ssize_t)BOUNCE) perror("pread"), exit(1);
+    CHECK(cu.copy_async(b->dev + off, buf, BOUNCE, s));
+    CHECK(cu.stream_sync(s));
+  }
+  b->seconds = now() - start;
+  return NULL; /* the buffer and stream are left to the process's end */
+}
+
+/* The zero-copy half of a hybrid read: each 64 MiB granule registered, then its copy queued;
+ * returns the time until the last copy is done. */
+static double register_and_copy(char *map, size_t bytes, CUdeviceptr dev, CUstream s) {
+  double start = now();
+  for (size_t off = 0; off < bytes; off += GRANULE) {
+    CHECK(cu.host_register(map + off, GRANULE, READ_ONLY));
+    CHECK(cu.copy_async(dev + off, map + off, GRANULE, s));
+  }
+  CHECK(cu.stream_sync(s));
+  return now() - start;
+}
+
+/* `n` bouncers over the second half of the file, and with `with_register` this thread reads the
+ * first half meanwhile through registration (register_and_copy), as a hybrid first read would. */
+static void bounce_beside_registration(int fd, size_t bytes, CUdeviceptr dev, CUstream s, int n, int with_register) {
+  struct bouncer b[16];
+  size_t half = bytes / 2, share = half / (size_t)n / BOUNCE * BOUNCE;
+  char *map = map_file(fd, half);
+  double start = now(), reg = 0;
+  for (int i = 0; i < n; i++) {
+    b[i] = (struct bouncer){fd, (off_t)(half + share * (size_t)i), share, dev + half + share * (size_t)i, 0, 0};
+    pthread_create(&b[i].thread, NULL, bounce_range, &b[i]);
+  }
+  if (with_register) reg = register_and_copy(map, half, dev, s);
+  double slowest = 0;
+  for (int i = 0; i < n; i++) {
+    pthread_join(b[i].thread, NULL);
+    if (b[i].seconds > slowest) slowest = b[i].seconds;
+  }
+  double wall = now() - start;
+  if (with_register) unregister_granules(map, half);
+  munmap(map, half);
+  printf("5  %d bounce threads%s: bounce %6.2f GB/s", n, with_register ? " + 1 zero-copy" : ", alone      ",
+         (double)share * (size_t)n / slowest / 1e9);
+  if (with_register)
+    printf(", register + copy %6.2f GB/s; all to the device %6.2f GB/s (%.2f GB in %.1f ms)", (double)half / reg / 1e9,
+           (double)(half + share * (size_t)n) / wall / 1e9, (double)(half + share * (size_t)n) / 1e9, wall * 1e3);
+  printf("\n");
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return fprintf(stderr, "usage: %s FILE\n", argv[0]), 2;
   int fd = open(argv[1], O_RDONLY);
@@ -350,5 +426,9 @@ int main(int argc, char **argv) {
   }
   munmap(map, bytes); /* step 4 maps the file afresh for each measurement */
   populate_then_register(fd, bytes, dev, s);
+  for (int n = 1; n <= 4; n *= 2) {
+    bounce_beside_registration(fd, bytes, dev, s, n, 0);
+    bounce_beside_registration(fd, bytes, dev, s, n, 1);
+  }
   return 0;
 }
