@@ -154,16 +154,22 @@ static void *register_range(void *arg) {
   return NULL;
 }
 
-/* N threads each register 1/N of the range at once; then all is unregistered (not timed). */
-static double parallel_register(char *map, size_t bytes, int n) {
-  struct worker w[16];
+/* N threads (up to 16) each run `work` on 1/N of the range, contiguous parts, at once; returns
+ * the wall time. w[] says which part each had. */
+static double fan_out(char *map, size_t bytes, int n, void *(*work)(void *), struct worker *w) {
   double start = now();
   for (int i = 0; i < n; i++) {
     w[i] = (struct worker){map + bytes / (size_t)n * (size_t)i, bytes / (size_t)n, 0};
-    pthread_create(&w[i].thread, NULL, register_range, &w[i]);
+    pthread_create(&w[i].thread, NULL, work, &w[i]);
   }
   for (int i = 0; i < n; i++) pthread_join(w[i].thread, NULL);
-  double seconds = now() - start;
+  return now() - start;
+}
+
+/* N threads each register 1/N of the range at once; then all is unregistered (not timed). */
+static double parallel_register(char *map, size_t bytes, int n) {
+  struct worker w[16];
+  double seconds = fan_out(map, bytes, n, register_range, w);
   for (int i = 0; i < n; i++) CHECK(cu.host_unregister(w[i].p));
   return seconds;
 }
@@ -207,16 +213,10 @@ static void *populate_range(void *arg) {
   return NULL;
 }
 
-/* N threads each populate 1/N of the mapping, contiguous parts, at once; returns the wall time. */
+/* N threads each populate 1/N of the mapping at once; returns the wall time. */
 static double parallel_populate(char *map, size_t bytes, int n) {
   struct worker w[16];
-  double start = now();
-  for (int i = 0; i < n; i++) {
-    w[i] = (struct worker){map + bytes / (size_t)n * (size_t)i, bytes / (size_t)n, 0};
-    pthread_create(&w[i].thread, NULL, populate_range, &w[i]);
-  }
-  for (int i = 0; i < n; i++) pthread_join(w[i].thread, NULL);
-  return now() - start;
+  return fan_out(map, bytes, n, populate_range, w);
 }
 
 /* Each 64 MiB granule its own registration, one after another on this thread. */
