@@ -285,26 +285,40 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
   return 0;
 }
 
-/* The whole range copied from the file's registered mapping, waited for: the registration must
- * not be dropped under the copy. Returns 1 if the range could be mapped, with the outcome
- * in r; else 0. */
-static int read_zero_copy(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, const kvik__zc_read *zc,
-                          CUdeviceptr dev, size_t size, int64_t offset) {
+/* Copy what it can of the range straight from the file's registered mapping, granule by granule:
+ * registering a granule (or waiting for the thread that registers it) overlaps the copy of the
+ * one before, and the granule the request needs next is registered while the last copies run.
+ * The copies are waited for: the registrations must not be dropped under them. Returns how many
+ * bytes from the start of the range it took (and credited to r): the rest is for the bounce
+ * buffers. A failed copy takes the whole range, failing r. */
+static size_t read_zero_copy(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, const kvik__zc_read *zc,
+                             CUdeviceptr dev, size_t size, int64_t offset) {
   const char *host;
-  if (!zc || !kvik__zc_begin(zc->file, l->ctx, offset, size, zc->request_size, &host)) return 0;
+  if (!zc || !kvik__zc_begin(zc, offset, size, &host)) return 0;
   int rc = 0;
-  for (size_t pos = 0, n; pos < size && rc == 0; pos += n) {
-    n = kvik__zc_piece(offset + (int64_t)pos, size - pos);
+  size_t pos = 0;
+  while (pos < size && rc == 0) {
+    size_t n = kvik__zc_ready(zc, l->ctx, offset + (int64_t)pos, size - pos);
+    if (n == 0) break;
     rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev + pos, host + pos, n, l->stream), r->fn, "cuMemcpyHtoDAsync");
+    if (rc == 0) pos += n;
   }
+  if (pos == 0 && rc == 0) {
+    kvik__zc_done(zc->file);
+    return 0;
+  }
+  if (pos == size) kvik__zc_ahead(zc, l->ctx, offset + (int64_t)size);
   int marked = rc == 0 && cu->cuEventRecord(l->zc_copied, l->stream) == CUDA_SUCCESS;
   /* Also after a failure: nothing may still copy from the mapping. */
   CUresult synced = marked ? cu->cuEventSynchronize(l->zc_copied) : cu->cuStreamSynchronize(l->stream);
   if (rc == 0) rc = kvik__cuda_check(synced, r->fn, marked ? "cuEventSynchronize" : "cuStreamSynchronize");
   kvik__zc_done(zc->file);
-  if (rc == 0) r->bytes = size;
-  r->rc = rc;
-  return 1;
+  if (rc < 0) {
+    r->rc = rc;
+    return size;
+  }
+  r->bytes += pos;
+  return pos;
 }
 
 void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
@@ -322,8 +336,9 @@ void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, si
   lane *l = NULL;
   rc = read_lane(fn, cu, mem, chunk_size(task_size), &l);
   CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)dev;
-  if (rc == 0 && !read_zero_copy(cu, l, r, zc, ptr, size, offset))
-    rc = queue_chunks(cu, l, r, ptr, size, offset, transfer, source);
+  size_t copied = rc == 0 ? read_zero_copy(cu, l, r, zc, ptr, size, offset) : 0;
+  if (rc == 0 && copied < size)
+    rc = queue_chunks(cu, l, r, ptr + copied, size - copied, offset + (int64_t)copied, transfer, source);
   if (rc < 0 && r->rc == 0) r->rc = rc;
   int defer = may_defer && r->rc == 0;
   r->issued = 1;

@@ -148,7 +148,7 @@ static int prepare(kvik__request *req, int single, int stream_ordered, kvik_futu
                         : (body_end - start < p.piece ? body_end - start : p.piece);
     tasks[i] = (io_task){{i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, future, req->fn, src, mem, req->op,
                          req->buf + start, n, req->offset + (int64_t)start, start, req->task_size,
-                         {stream_ordered ? NULL : src->zc, req->size}, p.via_cufile && in_body,
+                         {stream_ordered ? NULL : src->zc, req->offset + (int64_t)req->size, req->size}, p.via_cufile && in_body,
                          {finish_device_read, req->fn, 0, 0, 0, 0}, {0, 0, 0, 0}};
     start += n;
   }

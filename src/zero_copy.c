@@ -29,6 +29,7 @@ void kvik__zc_retry(void) { atomic_store(&unsupported, 0); }
 void kvik__zc_init(kvik__zc_file *zc, int fd) {
   memset(zc, 0, sizeof *zc);
   pthread_mutex_init(&zc->lock, NULL);
+  pthread_cond_init(&zc->settled, NULL);
   zc->fd = fd;
 }
 
@@ -60,20 +61,21 @@ static void drop(kvik__zc_file *zc) {
   if (ours && cu && zc->ctx && kvik__context_id(zc->ctx) == zc->ctx_id &&
       cu->cuCtxPushCurrent(zc->ctx) == CUDA_SUCCESS) {
     for (size_t g = 0; g < zc->granules; g++)
-      if (zc->registered[g]) cu->cuMemHostUnregister(zc->map + g * KVIK__ZC_GRANULE);
+      if (zc->state[g] == KVIK__ZC_REGISTERED) cu->cuMemHostUnregister(zc->map + g * KVIK__ZC_GRANULE);
     CUcontext popped;
     cu->cuCtxPopCurrent(&popped);
   }
   if (ours && zc->map) munmap(zc->map, zc->map_len);
-  free(zc->registered);
+  free(zc->state);
   zc->map = NULL;
   zc->map_len = zc->granules = 0;
-  zc->registered = NULL;
+  zc->state = NULL;
   zc->ctx = NULL;
 }
 
 void kvik__zc_close(kvik__zc_file *zc) {
   drop(zc);
+  pthread_cond_destroy(&zc->settled);
   pthread_mutex_destroy(&zc->lock);
 }
 
@@ -81,17 +83,17 @@ static int map_file(kvik__zc_file *zc, const kvik__zc_identity *now) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   size_t len = ((size_t)now->size + page - 1) / page * page;
   size_t granules = (len + KVIK__ZC_GRANULE - 1) / KVIK__ZC_GRANULE;
-  unsigned char *registered = kvik__calloc(granules, 1);
-  void *map = registered ? kvik__mmap(len, PROT_READ, MAP_SHARED, zc->fd, 0) : MAP_FAILED;
+  unsigned char *state = kvik__calloc(granules, 1); /* all KVIK__ZC_NONE */
+  void *map = state ? kvik__mmap(len, PROT_READ, MAP_SHARED, zc->fd, 0) : MAP_FAILED;
   if (map == MAP_FAILED) {
-    free(registered);
+    free(state);
     return 0;
   }
   zc->seen = *now;
   zc->pid = getpid();
   zc->map = map;
   zc->map_len = len;
-  zc->registered = registered;
+  zc->state = state;
   zc->granules = granules;
   return 1;
 }
@@ -125,61 +127,76 @@ static int register_read_only(char *start, size_t len) {
   return result == CUDA_SUCCESS;
 }
 
-static size_t missing_bytes(const kvik__zc_file *zc, size_t g0, size_t g1) {
-  size_t bytes = 0;
-  for (size_t g = g0; g <= g1; g++)
-    if (!zc->registered[g]) bytes += granule_len(zc, g);
-  return bytes;
+/* Whether the read may register a granule of `len` bytes: KVIK_AUTO registers only for requests
+ * that read at least half of what they register. */
+static int may_register(const kvik__zc_read *zc, int64_t mode, size_t len) {
+  return !atomic_load(&unsupported) && (mode == KVIK_ON || (mode == KVIK_AUTO && zc->request_size >= len / 2));
 }
 
-/* Register granules g0..g1 that are not yet, outside the lock, so that reads of registered
- * granules go on meanwhile; the reader count keeps the state from being dropped. Returns
- * whether all are registered; called and returns with the lock held. */
-static int register_granules(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size_t g0, size_t g1) {
+/* Register granule g, outside the lock so that copies from registered granules go on meanwhile;
+ * the caller is a reader, so the state is not dropped under it. Returns whether g is registered;
+ * called and returns with the lock held. */
+static int register_granule(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size_t g) {
   if ((zc->ctx && zc->ctx != ctx) || atomic_flag_test_and_set(&registering)) return 0;
-  zc->readers++;
+  zc->state[g] = KVIK__ZC_PENDING;
   pthread_mutex_unlock(&zc->lock);
-  /* registered[] only changes under both the lock and `registering`, so this thread may read it. */
-  size_t g = g0;
-  for (; g <= g1; g++) {
-    char *start = zc->map + g * KVIK__ZC_GRANULE;
-    if (zc->registered[g]) continue;
-    if ((mode == KVIK_AUTO && !resident(start, granule_len(zc, g))) || !register_read_only(start, granule_len(zc, g)))
-      break;
-  }
+  char *start = zc->map + g * KVIK__ZC_GRANULE;
+  size_t len = granule_len(zc, g);
+  int ok = (mode != KVIK_AUTO || resident(start, len)) && register_read_only(start, len);
   pthread_mutex_lock(&zc->lock);
-  for (size_t done = g0; done < g; done++) zc->registered[done] = 1;
-  if (g > g0 && !zc->ctx) {
+  zc->state[g] = ok ? KVIK__ZC_REGISTERED : KVIK__ZC_NONE;
+  if (ok && !zc->ctx) {
     zc->ctx = ctx;
     zc->ctx_id = kvik__context_id(ctx);
   }
-  zc->readers--;
   atomic_flag_clear(&registering);
-  return g > g1;
+  pthread_cond_broadcast(&zc->settled);
+  return ok;
 }
 
-int kvik__zc_begin(kvik__zc_file *zc, CUcontext ctx, int64_t offset, size_t size, size_t request_size,
-                   const char **host) {
+int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const char **host) {
   int64_t mode = kvik__setting(KVIK_SETTING_ZERO_COPY_READ);
-  if (!zc || mode == KVIK_OFF || atomic_load(&unsupported) || size == 0) return 0;
+  kvik__zc_file *f = zc->file;
+  if (!f || mode == KVIK_OFF || atomic_load(&unsupported) || size == 0) return 0;
   /* Only a range inside the file: a page past its end would fault, and a read that reaches the
    * end needs the bounce path's short count anyway. */
   kvik__zc_identity now;
-  if (!identity_of(zc->fd, &now) || (uint64_t)offset + size > (uint64_t)now.size) return 0;
-  pthread_mutex_lock(&zc->lock);
-  int ok = usable(zc, &now);
+  if (!identity_of(f->fd, &now) || (uint64_t)offset + size > (uint64_t)now.size) return 0;
+  pthread_mutex_lock(&f->lock);
+  int ok = usable(f, &now);
   if (ok) {
-    size_t g0 = (size_t)offset / KVIK__ZC_GRANULE, g1 = ((size_t)offset + size - 1) / KVIK__ZC_GRANULE;
-    size_t missing = missing_bytes(zc, g0, g1);
-    ok = missing == 0 || ((mode == KVIK_ON || request_size >= missing / 2) &&
-                          register_granules(zc, ctx, mode, g0, g1));
+    f->readers++;
+    *host = f->map + offset;
   }
-  if (ok) {
-    zc->readers++;
-    *host = zc->map + offset;
-  }
-  pthread_mutex_unlock(&zc->lock);
+  pthread_mutex_unlock(&f->lock);
   return ok;
+}
+
+size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, size_t size) {
+  int64_t mode = kvik__setting(KVIK_SETTING_ZERO_COPY_READ);
+  kvik__zc_file *f = zc->file;
+  size_t g = (size_t)offset / KVIK__ZC_GRANULE;
+  pthread_mutex_lock(&f->lock);
+  int waited = 0;
+  for (; f->state[g] == KVIK__ZC_PENDING; waited = 1) pthread_cond_wait(&f->settled, &f->lock);
+  /* A granule its registering thread gave up on is not tried again by the threads that waited. */
+  int ok = f->state[g] == KVIK__ZC_REGISTERED ||
+           (!waited && may_register(zc, mode, granule_len(f, g)) && register_granule(f, ctx, mode, g));
+  pthread_mutex_unlock(&f->lock);
+  if (!ok) return 0;
+  size_t to_boundary = KVIK__ZC_GRANULE - (size_t)offset % KVIK__ZC_GRANULE;
+  return size < to_boundary ? size : to_boundary;
+}
+
+void kvik__zc_ahead(const kvik__zc_read *zc, CUcontext ctx, int64_t offset) {
+  int64_t mode = kvik__setting(KVIK_SETTING_ZERO_COPY_READ);
+  kvik__zc_file *f = zc->file;
+  size_t g = ((size_t)offset + KVIK__ZC_GRANULE - 1) / KVIK__ZC_GRANULE;
+  if ((uint64_t)g * KVIK__ZC_GRANULE >= (uint64_t)zc->request_end) return;
+  pthread_mutex_lock(&f->lock);
+  if (g < f->granules && f->state[g] == KVIK__ZC_NONE && may_register(zc, mode, granule_len(f, g)))
+    register_granule(f, ctx, mode, g);
+  pthread_mutex_unlock(&f->lock);
 }
 
 void kvik__zc_done(kvik__zc_file *zc) {

@@ -4,8 +4,10 @@
  * Registering costs about as much CPU per byte as the copy it saves, so a file's registrations
  * are kept until it is closed: a later read of the same range is a DMA transfer and nothing else.
  * The file is mapped once, whole, and registered in granules of KVIK__ZC_GRANULE bytes as reads
- * reach them. The driver serialises registrations, so one thread of the process registers at a
- * time; a read that would wait for it takes the bounce buffers instead.
+ * reach them, and one granule ahead of them within a request, so that registering the next
+ * granule overlaps copying the last. The driver serialises registrations, so one thread of the
+ * process registers at a time: a read of the granule it registers waits for it, a read of
+ * another granule that lacks a registration takes the bounce buffers.
  *
  * The pages of a registered granule stay pinned in the page cache. They are the file's pages, so
  * a write to the file through any path changes what the GPU copies, as it changes what pread(2)
@@ -36,25 +38,31 @@ typedef struct kvik__zc_identity {
   struct timespec mtime, ctime;
 } kvik__zc_identity;
 
+/* A granule of the mapping: registered, being registered by one thread (others wait for it), or
+ * neither. */
+enum { KVIK__ZC_NONE, KVIK__ZC_PENDING, KVIK__ZC_REGISTERED };
+
 /* A file's zero-copy state, inside its handle. All fields under `lock`. */
 typedef struct kvik__zc_file {
   pthread_mutex_t lock;
+  pthread_cond_t settled; /* a pending granule was registered, or given up */
   int fd;
   kvik__zc_identity seen; /* the file when it was mapped */
   pid_t pid;              /* the process that mapped it: a child has neither mapping nor registration */
   char *map;              /* the whole file, or NULL */
   size_t map_len;         /* whole pages */
-  unsigned char *registered; /* per granule: 1 once registered */
+  unsigned char *state;   /* per granule: KVIK__ZC_NONE, _PENDING or _REGISTERED */
   size_t granules;
   CUcontext ctx;             /* current at the registrations, needed to undo them */
   unsigned long long ctx_id; /* tells that context from a later one with the same handle */
-  unsigned readers;          /* copies from the mapping that may still run */
+  unsigned readers;          /* threads between kvik__zc_begin() and kvik__zc_done() */
 } kvik__zc_file;
 
 /* What a read into device memory passes down for the zero-copy path. */
 typedef struct kvik__zc_read {
-  kvik__zc_file *file; /* NULL: no zero-copy for this read */
-  size_t request_size; /* the whole request's bytes, of which the read is a task */
+  kvik__zc_file *file;  /* NULL: no zero-copy for this read */
+  int64_t request_end;  /* the end of the whole request, of which the read is a task */
+  size_t request_size;  /* the whole request's bytes */
 } kvik__zc_read;
 
 /* Set up (nothing is mapped yet) for the file open as `fd`. */
@@ -63,25 +71,27 @@ void kvik__zc_init(kvik__zc_file *zc, int fd);
 /* Unregister and unmap everything. Called once no read can use the state any more. */
 void kvik__zc_close(kvik__zc_file *zc);
 
-/* For a read of [offset, offset + size) into device memory, part of a request of `request_size`
- * bytes: 1 with *host pointing at the range's bytes in a registered mapping, from which the GPU
- * may copy until kvik__zc_done(); or 0, and the caller takes the bounce buffers. Whether it
- * may register granules the range lacks follows the setting (KVIK_AUTO: only pages in the page
- * cache) and the request's size (at least half of what it would register). `ctx` is current, and
- * a file's registrations are all made in one context (they serve every context). Sets no
- * message. */
-int kvik__zc_begin(kvik__zc_file *zc, CUcontext ctx, int64_t offset, size_t size, size_t request_size,
-                   const char **host);
+/* Whether the mapping can serve a read of [offset, offset + size) into device memory: 1 with
+ * *host pointing at the range's bytes in the mapping, which stays until kvik__zc_done(); or 0,
+ * and the caller takes the bounce buffers. Registers nothing; sets no message. */
+int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const char **host);
 
-/* How many of `size` bytes from `offset` one copy may take: up to the next granule. Each
- * granule is a registration of its own, and the driver refuses a copy that runs out of the
- * registration it starts in. */
-static inline size_t kvik__zc_piece(int64_t offset, size_t size) {
-  size_t to_boundary = KVIK__ZC_GRANULE - (size_t)offset % KVIK__ZC_GRANULE;
-  return size < to_boundary ? size : to_boundary;
-}
+/* How many of `size` bytes from `offset`, between kvik__zc_begin() and kvik__zc_done(), the GPU
+ * may copy from the mapping: those up to the end of offset's granule, once that granule is
+ * registered. Registers it if it is not and the setting and the request allow (KVIK_AUTO: only
+ * pages in the page cache, and only for a request of at least half a granule), or waits for the
+ * thread that registers it. 0 if it cannot: the rest of the read takes the bounce buffers.
+ * Each granule is a registration of its own, and the driver refuses a copy that runs out of the
+ * registration it starts in. `ctx` is current; a file's registrations are all made in one
+ * context (they serve every context). */
+size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, size_t size);
 
-/* The copy from the pointer kvik__zc_begin() gave is complete (or failed). */
+/* Register the granule that the request reaches next after `offset`, unless it is registered or
+ * another thread registers: called while the copies of the read that ends at `offset` run, so
+ * that registration runs ahead of the copies instead of between them. */
+void kvik__zc_ahead(const kvik__zc_read *zc, CUcontext ctx, int64_t offset);
+
+/* The copies from the pointer kvik__zc_begin() gave are complete (or failed). */
 void kvik__zc_done(kvik__zc_file *zc);
 
 /* The setting was set again: try the driver once more even if it refused read-only

@@ -1312,9 +1312,15 @@ CUresult cuMemFreeHost(void *ptr) {
   return record_free((uintptr_t)ptr, KIND_PINNED, CUDA_ERROR_INVALID_VALUE);
 }
 
+static atomic_long g_register_delay_us;
+
+void fake_cuda_slow_registration(long us) { atomic_store(&g_register_delay_us, us); }
+
 CUresult cuMemHostRegister_v2(void *ptr, size_t size, unsigned flags) {
   ENTER(cuMemHostRegister_v2);
   if (!ptr || size == 0 || (flags & ~15u)) return CUDA_ERROR_INVALID_VALUE; /* 1, 2, 4, 8: the real flags */
+  long delay_us = atomic_load(&g_register_delay_us);
+  if (delay_us > 0) usleep((useconds_t)delay_us);
   CUcontext ctx;
   CUresult result = current_ctx(&ctx);
   if (result != CUDA_SUCCESS) return result;

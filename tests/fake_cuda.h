@@ -51,10 +51,16 @@ long fake_cuda_live(const char *what);
 /* Disarm every armed failure and zero the call counters. Live counts are left as they are. */
 void fake_cuda_reset(void);
 
+/* Make every later cuMemHostRegister sleep `us` microseconds first (0, the default: no sleep), as
+ * a real driver takes milliseconds to register tens of MiB: other threads then run while one
+ * registers. */
+void fake_cuda_slow_registration(long us);
+
 typedef void (*fake_cuda_fail_fn)(const char *symbol, int nth, int error);
 typedef long (*fake_cuda_calls_fn)(const char *symbol);
 typedef long (*fake_cuda_live_fn)(const char *what);
 typedef void (*fake_cuda_reset_fn)(void);
+typedef void (*fake_cuda_slow_registration_fn)(long us);
 
 /* Driver API constants beyond those kvik itself uses (src/cuda.h), with the values of the real
  * cuda.h. Guarded so that src/cuda.h may define any of them later. */

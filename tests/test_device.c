@@ -96,6 +96,7 @@ static struct {
   fake_cuda_calls_fn calls;
   fake_cuda_live_fn live;
   fake_cuda_reset_fn reset;
+  fake_cuda_slow_registration_fn slow_registration;
 } fake;
 
 static const char *cu_error_name(CUresult r) {
@@ -123,6 +124,7 @@ static void resolve_driver(void *handle) {
   *(void **)&fake.calls = dlsym(handle, "fake_cuda_calls");
   *(void **)&fake.live = dlsym(handle, "fake_cuda_live");
   *(void **)&fake.reset = dlsym(handle, "fake_cuda_reset");
+  *(void **)&fake.slow_registration = dlsym(handle, "fake_cuda_slow_registration");
 }
 
 /* ---- Run state ---------------------------------------------------------------------------- */
@@ -1258,22 +1260,79 @@ static void zc_granules(unsigned char *dev) {
   free(content);
 }
 
+/* A first read of [offset, offset + size) of `path` on a fresh handle, checked; adds the
+ * registrations and host-to-device copies it made to the counts (on the fake only). */
+static void zc_first_read(const char *path, const unsigned char *content, int64_t offset, size_t size,
+                          unsigned char *dev, const char *tag, long *registered, long *copies) {
+  kvik_file *f = open_file(path, "r");
+  long registered_before = registrations(), copies_before = fake.calls ? fake.calls("cuMemcpyHtoDAsync_v2") : 0;
+  zc_read_check(f, dev, content, ZC_BIG_BYTES, offset, size, tag);
+  *registered = registrations() - registered_before;
+  *copies = fake.calls ? fake.calls("cuMemcpyHtoDAsync_v2") - copies_before : 0;
+  kvik_file_free(f);
+}
+
+/* A first read registers granule after granule, ahead of its copies but not past its request.
+ * With one pool thread every task of a whole-file read copies from the mapping, one copy each and
+ * none through the bounce buffers; so does one task over all granules, a copy per granule. While
+ * a thread registers a granule, the other tasks of that granule wait for it instead of taking
+ * the bounce buffers: with registration made slow, a read of one granule on 4 threads still
+ * copies every task from the mapping, and registers nothing beyond it. */
+static void zc_first_read_ahead(unsigned char *dev) {
+  char *path = test_path(g_dir, "zc-ahead");
+  unsigned char *content = malloc(ZC_BIG_BYTES);
+  test_fill(content, ZC_BIG_BYTES, test_rand(&g_rng));
+  test_write_file(path, content, ZC_BIG_BYTES);
+  int64_t threads, task_size;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads));
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_TASK_SIZE, &task_size));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON));
+  long registered, copies;
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
+  zc_first_read(path, content, 0, ZC_BIG_BYTES, dev, "one thread", &registered, &copies);
+  if (fake.calls) {
+    ASSERT_EQ(registered, 3);
+    ASSERT_EQ(copies, (long)((ZC_BIG_BYTES + (size_t)task_size - 1) / (size_t)task_size));
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, (int64_t)ZC_BIG_BYTES));
+  zc_first_read(path, content, 0, ZC_BIG_BYTES, dev, "one task", &registered, &copies);
+  if (fake.calls) {
+    ASSERT_EQ(registered, 3);
+    ASSERT_EQ(copies, 3);
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, task_size));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  if (fake.slow_registration) fake.slow_registration(20000);
+  zc_first_read(path, content, 0, ZC_GRANULE, dev, "4 threads, slow registration", &registered, &copies);
+  if (fake.slow_registration) fake.slow_registration(0);
+  if (fake.calls) {
+    ASSERT_EQ(registered, 1);
+    ASSERT_EQ(copies, (long)(ZC_GRANULE / (size_t)task_size));
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, threads));
+  ASSERT_EQ(registered_live(), 0);
+  unlink(path);
+  free(path);
+  free(content);
+}
+
 static void test_zero_copy(void) {
   g_case = "zero-copy reads";
   int64_t mode_before;
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &mode_before));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
-  unsigned char *dev = dev_alloc(ZC_GRANULE + 4 * MiB);
+  unsigned char *dev = dev_alloc(ZC_BIG_BYTES);
   zc_modes(dev);
   zc_refusals(dev);
   zc_changes(dev);
   zc_concurrent_writes(dev);
   zc_truncation_race(dev);
   zc_granules(dev);
+  zc_first_read_ahead(dev);
   dev_free(dev);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode_before));
   printf("ok: zero-copy reads on, off and auto%s; files rewritten, truncated and written during reads; %d "
-         "readers on a file of 3 granules\n",
+         "readers on a file of 3 granules; first reads registering ahead\n",
          fake.calls ? ", registrations counted" : "", ZC_READERS);
 }
 
