@@ -20,6 +20,18 @@ typedef struct slot {
   size_t bytes;             /* that copy's size */
 } slot;
 
+/* Zero-copy reads a lane may leave unfinished: with 4 MiB tasks, two granules' worth, so that a
+ * thread queues the copies of one granule while the next one registers. */
+#define ZC_DEFERRED 32
+
+/* A zero-copy read's copies, queued and not yet waited for: their bytes are credited to `owner`,
+ * and `file`'s mapping held, until then. */
+typedef struct zc_copy {
+  kvik__device_read *owner;
+  size_t bytes;
+  kvik__zc_file *file;
+} zc_copy;
+
 /* A thread's stream in one context, with two bounce buffers and an event each that marks the
  * buffer's last copy. Each thread has its own, so threads never wait on each other's copies. */
 typedef struct lane {
@@ -27,7 +39,9 @@ typedef struct lane {
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
   CUstream stream;
   CUevent copied[2];
-  CUevent zc_copied; /* a zero-copy read's copy; its waiter sleeps, as the copy is all it waits for */
+  CUevent zc_copied; /* the last zero-copy copy; its waiter sleeps, as the copies are all it waits for */
+  zc_copy zc[ZC_DEFERRED];
+  unsigned zc_count;
   slot slot[2]; /* reads only; writes take buffers of their own */
   size_t chunk; /* the size of the slots' buffers */
   unsigned next; /* the slot reads fill next: the one whose copy was queued first */
@@ -211,10 +225,27 @@ static void reap(const kvik__cuda_api *cu, lane *l, unsigned s) {
   finish_if_done(r);
 }
 
+/* Wait for the lane's zero-copy copies, credit their reads, and finish those that are done. */
+static void reap_zero_copies(const kvik__cuda_api *cu, lane *l) {
+  if (l->zc_count == 0) return;
+  CUresult result = cu->cuEventSynchronize(l->zc_copied);
+  for (unsigned i = 0; i < l->zc_count; i++) {
+    zc_copy *c = &l->zc[i];
+    kvik__zc_done(c->file);
+    kvik__device_read *r = c->owner;
+    if (result == CUDA_SUCCESS) r->bytes += c->bytes;
+    else if (r->rc == 0) r->rc = kvik__cuda_check(result, r->fn, "cuEventSynchronize");
+    r->in_flight--;
+    finish_if_done(r);
+  }
+  l->zc_count = 0;
+}
+
 /* Finish every read with copies on the lane, the older copy first. With `release`, also wait for
  * whatever else the stream holds (a copy queued by a call that then failed) and give the buffers
  * back. Called with the lane's context current. */
 static void settle_lane(const kvik__cuda_api *cu, lane *l, int release) {
+  reap_zero_copies(cu, l);
   reap(cu, l, l->next);
   reap(cu, l, l->next ^ 1);
   if (!release) return;
@@ -288,13 +319,14 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
 /* Copy what it can of the range straight from the file's registered mapping, granule by granule:
  * registering a granule (or waiting for the thread that registers it) overlaps the copy of the
  * one before, and the granule the request needs next is registered while the last copies run.
- * The copies are waited for: the registrations must not be dropped under them. Returns how many
- * bytes from the start of the range it took (and credited to r): the rest is for the bounce
- * buffers. A failed copy takes the whole range, failing r. */
+ * The copies are left running, like the bounce buffers' (reap_zero_copies finishes them), and
+ * the mapping held until they end. Returns how many bytes from the start of the range it took:
+ * the rest is for the bounce buffers. A failed copy takes the whole range, failing r. */
 static size_t read_zero_copy(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, const kvik__zc_read *zc,
                              CUdeviceptr dev, size_t size, int64_t offset) {
   const char *host;
   if (!zc || !kvik__zc_begin(zc, offset, size, &host)) return 0;
+  if (l->zc_count == ZC_DEFERRED) reap_zero_copies(cu, l);
   int rc = 0;
   size_t pos = 0;
   while (pos < size && rc == 0) {
@@ -303,21 +335,19 @@ static size_t read_zero_copy(const kvik__cuda_api *cu, lane *l, kvik__device_rea
     rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev + pos, host + pos, n, l->stream), r->fn, "cuMemcpyHtoDAsync");
     if (rc == 0) pos += n;
   }
-  if (pos == 0 && rc == 0) {
+  if (rc == 0 && pos > 0)
+    rc = kvik__cuda_check(cu->cuEventRecord(l->zc_copied, l->stream), r->fn, "cuEventRecord");
+  if (rc < 0) {
+    cu->cuStreamSynchronize(l->stream); /* nothing may still copy from the mapping */
+    r->rc = rc;
+  }
+  if (rc < 0 || pos == 0) {
     kvik__zc_done(zc->file);
-    return 0;
+    return rc < 0 ? size : 0;
   }
   if (pos == size) kvik__zc_ahead(zc, l->ctx, offset + (int64_t)size);
-  int marked = rc == 0 && cu->cuEventRecord(l->zc_copied, l->stream) == CUDA_SUCCESS;
-  /* Also after a failure: nothing may still copy from the mapping. */
-  CUresult synced = marked ? cu->cuEventSynchronize(l->zc_copied) : cu->cuStreamSynchronize(l->stream);
-  if (rc == 0) rc = kvik__cuda_check(synced, r->fn, marked ? "cuEventSynchronize" : "cuStreamSynchronize");
-  kvik__zc_done(zc->file);
-  if (rc < 0) {
-    r->rc = rc;
-    return size;
-  }
-  r->bytes += pos;
+  l->zc[l->zc_count++] = (zc_copy){r, pos, zc->file};
+  r->in_flight++;
   return pos;
 }
 

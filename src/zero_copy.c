@@ -139,6 +139,7 @@ static int may_register(const kvik__zc_read *zc, int64_t mode, size_t len) {
 static int register_granule(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size_t g) {
   if ((zc->ctx && zc->ctx != ctx) || atomic_flag_test_and_set(&registering)) return 0;
   zc->state[g] = KVIK__ZC_PENDING;
+  zc->registering = 1;
   pthread_mutex_unlock(&zc->lock);
   char *start = zc->map + g * KVIK__ZC_GRANULE;
   size_t len = granule_len(zc, g);
@@ -149,6 +150,7 @@ static int register_granule(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size
     zc->ctx = ctx;
     zc->ctx_id = kvik__context_id(ctx);
   }
+  zc->registering = 0;
   atomic_flag_clear(&registering);
   pthread_cond_broadcast(&zc->settled);
   return ok;
@@ -177,11 +179,18 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
   kvik__zc_file *f = zc->file;
   size_t g = (size_t)offset / KVIK__ZC_GRANULE;
   pthread_mutex_lock(&f->lock);
-  int waited = 0;
-  for (; f->state[g] == KVIK__ZC_PENDING; waited = 1) pthread_cond_wait(&f->settled, &f->lock);
+  int may = may_register(zc, mode, granule_len(f, g));
+  /* Another granule of this file registering will be done soon, and then this one can be:
+   * waiting costs no CPU, where the bounce buffers would cost a core per few GB/s and slow the
+   * registration down. */
+  int saw_pending = 0;
+  while (f->state[g] == KVIK__ZC_PENDING || (may && f->state[g] == KVIK__ZC_NONE && f->registering)) {
+    saw_pending |= f->state[g] == KVIK__ZC_PENDING;
+    pthread_cond_wait(&f->settled, &f->lock);
+  }
   /* A granule its registering thread gave up on is not tried again by the threads that waited. */
   int ok = f->state[g] == KVIK__ZC_REGISTERED ||
-           (!waited && may_register(zc, mode, granule_len(f, g)) && register_granule(f, ctx, mode, g));
+           (!saw_pending && may && register_granule(f, ctx, mode, g));
   pthread_mutex_unlock(&f->lock);
   if (!ok) return 0;
   size_t to_boundary = KVIK__ZC_GRANULE - (size_t)offset % KVIK__ZC_GRANULE;

@@ -6,8 +6,9 @@
  * The file is mapped once, whole, and registered in granules of KVIK__ZC_GRANULE bytes as reads
  * reach them, and one granule ahead of them within a request, so that registering the next
  * granule overlaps copying the last. The driver serialises registrations, so one thread of the
- * process registers at a time: a read of the granule it registers waits for it, a read of
- * another granule that lacks a registration takes the bounce buffers.
+ * process registers at a time: a read that needs a granule of the file it registers waits for it
+ * (and then registers its own), a read that needs one while another file registers takes the
+ * bounce buffers.
  *
  * The pages of a registered granule stay pinned in the page cache. They are the file's pages, so
  * a write to the file through any path changes what the GPU copies, as it changes what pread(2)
@@ -52,6 +53,7 @@ typedef struct kvik__zc_file {
   char *map;              /* the whole file, or NULL */
   size_t map_len;         /* whole pages */
   unsigned char *state;   /* per granule: KVIK__ZC_NONE, _PENDING or _REGISTERED */
+  int registering;        /* a thread registers a granule of this file */
   size_t granules;
   CUcontext ctx;             /* current at the registrations, needed to undo them */
   unsigned long long ctx_id; /* tells that context from a later one with the same handle */
@@ -79,8 +81,9 @@ int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const c
 /* How many of `size` bytes from `offset`, between kvik__zc_begin() and kvik__zc_done(), the GPU
  * may copy from the mapping: those up to the end of offset's granule, once that granule is
  * registered. Registers it if it is not and the setting and the request allow (KVIK_AUTO: only
- * pages in the page cache, and only for a request of at least half a granule), or waits for the
- * thread that registers it. 0 if it cannot: the rest of the read takes the bounce buffers.
+ * pages in the page cache, and only for a request of at least half a granule), after waiting
+ * for a thread that registers a granule of the file. 0 if it cannot: the rest of the read takes
+ * the bounce buffers.
  * Each granule is a registration of its own, and the driver refuses a copy that runs out of the
  * registration it starts in. `ctx` is current; a file's registrations are all made in one
  * context (they serve every context). */
