@@ -1,0 +1,173 @@
+/* First zero-copy reads into GPU memory: what each part of open, read, close costs.
+ *
+ * For each thread count, in rounds that take turns: a fresh kvik handle on FILE, one
+ * kvik_file_read of the whole file into device memory with KVIK_ZERO_COPY_READ=auto (so every
+ * granule is registered during the read), then kvik_file_free, which unregisters. Prints the read's
+ * GB/s and CPU seconds per GB (user + system, whole process, from getrusage), the close's time,
+ * and open + read + close together; then the median of the rounds. A 4 KiB sample at each 64 MiB
+ * boundary is compared with pread(2). The file should be in the page cache (read it once first).
+ *
+ * usage: bench_zero_copy_first FILE [THREADS,...] [ROUNDS]   (defaults: 1,4,8,16 and 3) */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvik.h"
+
+#define MAX_COUNTS 16
+#define MAX_ROUNDS 32
+#define SAMPLE 4096
+#define SAMPLE_STRIDE ((size_t)64 << 20)
+
+typedef int (*cu_init_fn)(unsigned);
+typedef int (*cu_retain_fn)(void **, int);
+typedef int (*cu_set_current_fn)(void *);
+typedef int (*cu_alloc_fn)(unsigned long long *, size_t);
+typedef int (*cu_dtoh_fn)(void *, unsigned long long, size_t);
+
+static cu_dtoh_fn cu_dtoh;
+
+typedef struct result {
+  double read_s, read_cpu, close_s, total_s, total_cpu;
+} result;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double cpu_seconds(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+/* Device memory of `size` bytes in device 0's primary context, made current. */
+static void *device_buffer(size_t size) {
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!cuda) return NULL;
+  cu_init_fn init = (cu_init_fn)dlsym(cuda, "cuInit");
+  cu_retain_fn retain = (cu_retain_fn)dlsym(cuda, "cuDevicePrimaryCtxRetain");
+  cu_set_current_fn set_current = (cu_set_current_fn)dlsym(cuda, "cuCtxSetCurrent");
+  cu_alloc_fn alloc = (cu_alloc_fn)dlsym(cuda, "cuMemAlloc_v2");
+  cu_dtoh = (cu_dtoh_fn)dlsym(cuda, "cuMemcpyDtoH_v2");
+  void *ctx;
+  unsigned long long ptr = 0;
+  if (!init || !retain || !set_current || !alloc || !cu_dtoh || init(0) != 0 || retain(&ctx, 0) != 0 ||
+      set_current(ctx) != 0 || alloc(&ptr, size) != 0)
+    return NULL;
+  return (void *)(uintptr_t)ptr;
+}
+
+/* The samples of the device copy equal the file's bytes. */
+static int samples_match(int fd, const void *dev, size_t size) {
+  unsigned char want[SAMPLE], got[SAMPLE];
+  for (size_t at = 0; at < size; at += SAMPLE_STRIDE) {
+    size_t n = size - at < SAMPLE ? size - at : SAMPLE;
+    if (pread(fd, want, n, (off_t)at) != (ssize_t)n || cu_dtoh(got, (uintptr_t)dev + at, n) != 0 ||
+        memcmp(want, got, n) != 0)
+      return 0;
+  }
+  return 1;
+}
+
+static int first_read(const char *path, void *dev, size_t size, result *r) {
+  double cpu0 = cpu_seconds(), t0 = now();
+  kvik_file *f;
+  int rc = kvik_file_open(path, "r", 0, &f);
+  if (rc < 0) return rc;
+  double t1 = now();
+  ssize_t got = kvik_file_read(f, dev, size, 0);
+  double t2 = now(), cpu2 = cpu_seconds();
+  kvik_file_free(f);
+  double t3 = now(), cpu3 = cpu_seconds();
+  if (got < 0) return (int)got;
+  if ((size_t)got != size) return -EIO;
+  *r = (result){t2 - t1, cpu2 - cpu0, t3 - t2, t3 - t0, cpu3 - cpu0};
+  return 0;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, by_value);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void print_row(const char *label, int threads, double gb, const result *r) {
+  printf("%-7s %7d %8.2f %12.3f %9.1f %14.2f %12.3f\n", label, threads, gb / r->read_s, r->read_cpu / gb,
+         r->close_s * 1e3, gb / r->total_s, r->total_cpu / gb);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s FILE [THREADS,...] [ROUNDS]\n", argv[0]);
+    return 2;
+  }
+  const char *path = argv[1];
+  int counts[MAX_COUNTS], ncounts = 0;
+  const char *list = argc > 2 ? argv[2] : "1,4,8,16";
+  for (char *end; *list && ncounts < MAX_COUNTS; list = *end ? end + 1 : end)
+    counts[ncounts++] = (int)strtol(list, &end, 10);
+  int rounds = argc > 3 ? atoi(argv[3]) : 3;
+  if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 3;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size == 0) {
+    fprintf(stderr, "%s: cannot open %s, or it is empty\n", argv[0], path);
+    return 1;
+  }
+  size_t size = (size_t)st.st_size;
+  double gb = (double)size / 1e9;
+  void *dev = device_buffer(size);
+  if (!dev) {
+    fprintf(stderr, "%s: no CUDA device, or no room for %zu bytes on it\n", argv[0], size);
+    return 1;
+  }
+  if (kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO) < 0) return 1;
+  result results[MAX_COUNTS][MAX_ROUNDS];
+  printf("first zero-copy reads of %s (%.2f GB) into device memory\n", path, gb);
+  printf("%-7s %7s %8s %12s %9s %14s %12s\n", "round", "threads", "GB/s", "CPU s/GB", "close ms",
+         "with open+close", "CPU s/GB");
+  for (int round = 0; round < rounds; round++) {
+    for (int c = 0; c < ncounts; c++) {
+      result *r = &results[c][round];
+      int rc = kvik_setting_set(KVIK_SETTING_NUM_THREADS, counts[c]);
+      if (rc == 0) rc = first_read(path, dev, size, r);
+      if (rc < 0 || !samples_match(fd, dev, size)) {
+        fprintf(stderr, "%s: read on %d threads failed: %s\n", argv[0], counts[c],
+                rc < 0 ? kvik_strerror(rc) : "bytes differ");
+        return 1;
+      }
+      char label[16];
+      snprintf(label, sizeof label, "%d", round + 1);
+      print_row(label, counts[c], gb, r);
+    }
+  }
+  for (int c = 0; c < ncounts; c++) {
+    double field[5][MAX_ROUNDS];
+    for (int round = 0; round < rounds; round++) {
+      const result *r = &results[c][round];
+      double values[5] = {r->read_s, r->read_cpu, r->close_s, r->total_s, r->total_cpu};
+      for (int k = 0; k < 5; k++) field[k][round] = values[k];
+    }
+    result m = {median(field[0], rounds), median(field[1], rounds), median(field[2], rounds),
+                median(field[3], rounds), median(field[4], rounds)};
+    print_row("median", counts[c], gb, &m);
+  }
+  close(fd);
+  return 0;
+}
