@@ -159,7 +159,7 @@ static int register_granule(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size
 int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const char **host) {
   int64_t mode = kvik__setting(KVIK_SETTING_ZERO_COPY_READ);
   kvik__zc_file *f = zc->file;
-  if (!f || mode == KVIK_OFF || atomic_load(&unsupported) || size == 0) return 0;
+  if (!f || mode == KVIK_OFF || atomic_load(&unsupported) || size < KVIK__ZC_MIN_COPY) return 0;
   /* Only a range inside the file: a page past its end would fault, and a read that reaches the
    * end needs the bounce path's short count anyway. */
   kvik__zc_identity now;
@@ -178,6 +178,9 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
   int64_t mode = kvik__setting(KVIK_SETTING_ZERO_COPY_READ);
   kvik__zc_file *f = zc->file;
   size_t g = (size_t)offset / KVIK__ZC_GRANULE;
+  size_t to_boundary = KVIK__ZC_GRANULE - (size_t)offset % KVIK__ZC_GRANULE;
+  size_t piece = size < to_boundary ? size : to_boundary;
+  if (piece < KVIK__ZC_MIN_COPY) return 0;
   pthread_mutex_lock(&f->lock);
   int may = may_register(zc, mode, granule_len(f, g));
   /* Another granule of this file registering will be done soon, and then this one can be:
@@ -192,9 +195,7 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
   int ok = f->state[g] == KVIK__ZC_REGISTERED ||
            (!saw_pending && may && register_granule(f, ctx, mode, g));
   pthread_mutex_unlock(&f->lock);
-  if (!ok) return 0;
-  size_t to_boundary = KVIK__ZC_GRANULE - (size_t)offset % KVIK__ZC_GRANULE;
-  return size < to_boundary ? size : to_boundary;
+  return ok ? piece : 0;
 }
 
 void kvik__zc_ahead(const kvik__zc_read *zc, CUcontext ctx, int64_t offset) {

@@ -32,6 +32,13 @@
  * do not register much more than they read. */
 #define KVIK__ZC_GRANULE ((size_t)64 << 20)
 
+/* The smallest copy taken from the mapping. The driver reads small copies' sources with the CPU
+ * (up to 16 KiB on driver 580, by DMA from 32 KiB: bench_zero_copy_truncation_probe), and a CPU
+ * read of a page that a truncation took out of the file raises SIGBUS, where the copy engine
+ * reads the registration's pinned page. Smaller pieces take the bounce buffers, which pread(2)
+ * the file and so see its end. */
+#define KVIK__ZC_MIN_COPY ((size_t)256 << 10)
+
 typedef struct kvik__zc_identity {
   dev_t dev;
   ino_t ino;
@@ -80,7 +87,7 @@ int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const c
 
 /* How many of `size` bytes from `offset`, between kvik__zc_begin() and kvik__zc_done(), the GPU
  * may copy from the mapping: those up to the end of offset's granule, once that granule is
- * registered. Registers it if it is not and the setting and the request allow (KVIK_AUTO: only
+ * registered, if they are at least KVIK__ZC_MIN_COPY. Registers it if it is not and the setting and the request allow (KVIK_AUTO: only
  * pages in the page cache, and only for a request of at least half a granule), after waiting
  * for a thread that registers a granule of the file. 0 if it cannot: the rest of the read takes
  * the bounce buffers.
