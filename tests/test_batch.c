@@ -62,9 +62,15 @@ static void mem_free(mem *m) {
   else free(m->ptr);
 }
 
+/* cuMemcpyHtoD from pageable memory may return before its DMA ends, and kvik's streams do not
+ * wait for the legacy default stream: the test does. */
 static void mem_put(const mem *m, size_t at, const void *src, size_t n) {
-  if (m->device) CU_OK(cu.cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)(m->ptr + at), src, n));
-  else memcpy(m->ptr + at, src, n);
+  if (!m->device) {
+    memcpy(m->ptr + at, src, n);
+    return;
+  }
+  CU_OK(cu.cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)(m->ptr + at), src, n));
+  CU_OK(cu.cuStreamSynchronize(NULL));
 }
 
 static void mem_get(const mem *m, size_t at, void *dst, size_t n) {
