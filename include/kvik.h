@@ -165,16 +165,15 @@ KVIK_API const char *kvik_last_error(void);
  * and a rewrite of the same size in the same time-stamp tick as the registration would not be
  * noticed). A read racing a truncation returns the bytes the file had before, or after, or stops
  * short where the shortened file ended, as pread(2) would: kvik never touches the mapping with
- * the CPU, and the GPU copies pinned pages. Yet once in about 70 runs of such a race on an H100
- * (driver 580) the process got SIGBUS, from a place not yet found (the driver's registration of
- * pages the truncation had just removed is the suspect): do not truncate a file that zero-copy
- * reads may be reading. A first read pays for the registration, which the driver does one
- * at a time, at 22-54 GB/s depending on the machine. A read registers one granule ahead of its
+ * the CPU, and the GPU copies pinned pages. The driver itself reads the source of a small copy
+ * with the CPU (up to 16 KiB on driver 580), which a truncated page answers with SIGBUS, so
+ * pieces under 256 KiB take the bounce buffers. A first read pays for the registration, which
+ * the driver does one at a time, at 22-60 GB/s depending on the machine. A read registers one granule ahead of its
  * copies and waits (without CPU) for the granules its file registers rather than copying them
- * through bounce buffers, so a first read runs near the driver's rate: on an H100 that
- * registered at 39.5 GB/s, 29-36 GB/s from 4 threads for 0.03-0.04 CPU s/GB, and 19-22 GB/s from
- * one, where the bounce buffers give 25-28 GB/s from 4 threads and 50 GB/s only from 16, for
- * 0.3 s/GB. Closing the handle unregisters: 70-90 ms per 8 GiB there.
+ * through bounce buffers, so a first read runs near the driver's rate: on an H200 machine that
+ * registered at 57.6 GB/s, 39 GB/s from 4 threads for 0.028 CPU s/GB and 28 GB/s from one,
+ * where the bounce buffers give 33 GB/s from 4 threads and 50 GB/s only from 16, for 0.3 s/GB.
+ * Closing the handle unregisters: about 65 ms per 8 GiB there.
  * Off by default, since a single read from many threads is faster through the bounce buffers,
  * and because registering waits for work the device is doing
  * (measured on an H100 with driver 580), so a read then also waits for kernels that run
