@@ -146,10 +146,10 @@ static int prepare(kvik__request *req, int single, int stream_ordered, kvik_futu
     int in_body = start >= p.head && start < body_end;
     size_t n = !in_body ? (start < p.head ? p.head : req->size - start)
                         : (body_end - start < p.piece ? body_end - start : p.piece);
+    kvik__zc_read zc = {stream_ordered ? NULL : src->zc, req->offset + (int64_t)req->size, req->size};
     tasks[i] = (io_task){{i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, future, req->fn, src, mem, req->op,
-                         req->buf + start, n, req->offset + (int64_t)start, start, req->task_size,
-                         {stream_ordered ? NULL : src->zc, req->offset + (int64_t)req->size, req->size}, p.via_cufile && in_body,
-                         {finish_device_read, req->fn, 0, 0, 0, 0}, {0, 0, 0, 0}};
+                         req->buf + start, n, req->offset + (int64_t)start, start, req->task_size, zc,
+                         p.via_cufile && in_body, {finish_device_read, req->fn, 0, 0, 0, 0}, {0, 0, 0, 0}};
     start += n;
   }
   *out = future;

@@ -64,7 +64,7 @@ typedef struct kvik__zc_file {
   size_t granules;
   CUcontext ctx;             /* current at the registrations, needed to undo them */
   unsigned long long ctx_id; /* tells that context from a later one with the same handle */
-  unsigned readers;          /* threads between kvik__zc_begin() and kvik__zc_done() */
+  unsigned readers;          /* reads between kvik__zc_begin() and kvik__zc_done(): copies may run */
 } kvik__zc_file;
 
 /* What a read into device memory passes down for the zero-copy path. */
@@ -86,14 +86,13 @@ void kvik__zc_close(kvik__zc_file *zc);
 int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const char **host);
 
 /* How many of `size` bytes from `offset`, between kvik__zc_begin() and kvik__zc_done(), the GPU
- * may copy from the mapping: those up to the end of offset's granule, once that granule is
- * registered, if they are at least KVIK__ZC_MIN_COPY. Registers it if it is not and the setting and the request allow (KVIK_AUTO: only
- * pages in the page cache, and only for a request of at least half a granule), after waiting
- * for a thread that registers a granule of the file. 0 if it cannot: the rest of the read takes
- * the bounce buffers.
- * Each granule is a registration of its own, and the driver refuses a copy that runs out of the
- * registration it starts in. `ctx` is current; a file's registrations are all made in one
- * context (they serve every context). */
+ * may copy from the mapping: those up to the end of offset's granule, if they are at least
+ * KVIK__ZC_MIN_COPY, once that granule is registered. Registers it if it is not and the setting
+ * and the request allow (KVIK_AUTO: only pages in the page cache, and only for a request of at
+ * least half a granule), after waiting for a thread that registers a granule of the file. 0 if
+ * it cannot: the rest of the read takes the bounce buffers. Each granule is a registration of
+ * its own, and the driver refuses a copy that runs out of the registration it starts in. `ctx`
+ * is current; a file's registrations are all made in one context (they serve every context). */
 size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, size_t size);
 
 /* Register the granule that the request reaches next after `offset`, unless it is registered or
