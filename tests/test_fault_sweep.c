@@ -251,8 +251,10 @@ static int step_device(void) { return write_then_read(KVIK_COMPAT_ON, 1, 1); }
 
 static int step_cufile(void) { return write_then_read(KVIK_COMPAT_OFF, 1, 0); }
 
+/* Tasks of the whole file: zero-copy reads take no piece under KVIK__ZC_MIN_COPY (256 KiB). */
 static int step_zero_copy(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, (int64_t)FILE_BYTES));
   reset_file(env.new_bytes);
   kvik_file *f;
   int rc = open_file("r", KVIK_COMPAT_ON, &f);
@@ -260,6 +262,7 @@ static int step_zero_copy(void) {
     rc = read_sync(f, env.dev_buf, 1);
     kvik_file_free(f);
   }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, TASK));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF));
   return rc;
 }
