@@ -36,9 +36,9 @@ typedef int (*cu_dtoh_fn)(void *, unsigned long long, size_t);
 
 static cu_dtoh_fn cu_dtoh;
 
-typedef struct result {
-  double read_s, read_cpu, close_s, total_s, total_cpu;
-} result;
+/* What one first read measured: seconds, and CPU seconds of the whole process. */
+enum { READ_S, READ_CPU, CLOSE_S, TOTAL_S, TOTAL_CPU, FIELDS };
+typedef double result[FIELDS];
 
 static double now(void) {
   struct timespec t;
@@ -93,7 +93,11 @@ static int first_read(const char *path, void *dev, size_t size, result *r) {
   double t3 = now(), cpu3 = cpu_seconds();
   if (got < 0) return (int)got;
   if ((size_t)got != size) return -EIO;
-  *r = (result){t2 - t1, cpu2 - cpu0, t3 - t2, t3 - t0, cpu3 - cpu0};
+  (*r)[READ_S] = t2 - t1;
+  (*r)[READ_CPU] = cpu2 - cpu0;
+  (*r)[CLOSE_S] = t3 - t2;
+  (*r)[TOTAL_S] = t3 - t0;
+  (*r)[TOTAL_CPU] = cpu3 - cpu0;
   return 0;
 }
 
@@ -107,9 +111,9 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static void print_row(const char *label, int threads, double gb, const result *r) {
-  printf("%-7s %7d %8.2f %12.3f %9.1f %14.2f %12.3f\n", label, threads, gb / r->read_s, r->read_cpu / gb,
-         r->close_s * 1e3, gb / r->total_s, r->total_cpu / gb);
+static void print_row(const char *label, int threads, double gb, const result r) {
+  printf("%-7s %7d %8.2f %12.3f %9.1f %14.2f %12.3f\n", label, threads, gb / r[READ_S], r[READ_CPU] / gb,
+         r[CLOSE_S] * 1e3, gb / r[TOTAL_S], r[TOTAL_CPU] / gb);
 }
 
 int main(int argc, char **argv) {
@@ -144,9 +148,8 @@ int main(int argc, char **argv) {
          "with open+close", "CPU s/GB");
   for (int round = 0; round < rounds; round++) {
     for (int c = 0; c < ncounts; c++) {
-      result *r = &results[c][round];
       int rc = kvik_setting_set(KVIK_SETTING_NUM_THREADS, counts[c]);
-      if (rc == 0) rc = first_read(path, dev, size, r);
+      if (rc == 0) rc = first_read(path, dev, size, &results[c][round]);
       if (rc < 0 || !samples_match(fd, dev, size)) {
         fprintf(stderr, "%s: read on %d threads failed: %s\n", argv[0], counts[c],
                 rc < 0 ? kvik_strerror(rc) : "bytes differ");
@@ -154,19 +157,17 @@ int main(int argc, char **argv) {
       }
       char label[16];
       snprintf(label, sizeof label, "%d", round + 1);
-      print_row(label, counts[c], gb, r);
+      print_row(label, counts[c], gb, results[c][round]);
     }
   }
   for (int c = 0; c < ncounts; c++) {
-    double field[5][MAX_ROUNDS];
-    for (int round = 0; round < rounds; round++) {
-      const result *r = &results[c][round];
-      double values[5] = {r->read_s, r->read_cpu, r->close_s, r->total_s, r->total_cpu};
-      for (int k = 0; k < 5; k++) field[k][round] = values[k];
+    result m;
+    for (int k = 0; k < FIELDS; k++) {
+      double v[MAX_ROUNDS];
+      for (int round = 0; round < rounds; round++) v[round] = results[c][round][k];
+      m[k] = median(v, rounds);
     }
-    result m = {median(field[0], rounds), median(field[1], rounds), median(field[2], rounds),
-                median(field[3], rounds), median(field[4], rounds)};
-    print_row("median", counts[c], gb, &m);
+    print_row("median", counts[c], gb, m);
   }
   close(fd);
   return 0;

@@ -985,9 +985,11 @@ static void test_mmap(void) {
 #define ZC_READERS 4
 #define ZC_RACING_READS 400 /* one in ten large, the others at most 64 KiB */
 
-/* cuMemHostRegister calls so far, and registrations live; 0 on a real driver (not counted). */
+/* cuMemHostRegister calls so far, registrations live, and asynchronous copies to the device so far;
+ * 0 on a real driver (not counted). */
 static long registrations(void) { return fake.calls ? fake.calls("cuMemHostRegister_v2") : 0; }
 static long registered_live(void) { return fake.live ? fake.live("registered") : 0; }
+static long h2d_copies(void) { return fake.calls ? fake.calls("cuMemcpyHtoDAsync_v2") : 0; }
 
 static int file_resident(const char *path) {
   size_t resident = 0, total = 0;
@@ -1276,10 +1278,10 @@ static void zc_granules(unsigned char *dev) {
 static void zc_first_read(const char *path, const unsigned char *content, int64_t offset, size_t size,
                           unsigned char *dev, const char *tag, long *registered, long *copies) {
   kvik_file *f = open_file(path, "r");
-  long registered_before = registrations(), copies_before = fake.calls ? fake.calls("cuMemcpyHtoDAsync_v2") : 0;
+  long registered_before = registrations(), copies_before = h2d_copies();
   zc_read_check(f, dev, content, ZC_BIG_BYTES, offset, size, tag);
   *registered = registrations() - registered_before;
-  *copies = fake.calls ? fake.calls("cuMemcpyHtoDAsync_v2") - copies_before : 0;
+  *copies = h2d_copies() - copies_before;
   kvik_file_free(f);
 }
 
