@@ -363,6 +363,11 @@ KVIK_API int64_t kvik_file_size(const kvik_file *file);
  * system calls are retried. Errors: -EBADF (closed, or not opened for reading), -EINVAL
  * (NULL buffer with size > 0, negative offset, offset + size overflowing), any errno of
  * pread(2). Thread-safe.
+ *
+ * Into device memory, kvik copies on CUDA streams of its own, which wait for no other stream (the
+ * default stream neither): work queued earlier that writes `buf`, a cudaMemset say, must be
+ * finished (cudaStreamSynchronize) before the read, or it may overwrite what was read.
+ * kvik_file_read_async() orders a read after the work of a stream.
  */
 KVIK_API ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset);
 
