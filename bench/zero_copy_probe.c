@@ -11,9 +11,13 @@
  *     then cuMemcpyHtoDAsync, as kvik's bounce path does), alone, then while one more thread reads
  *     the first half by registering and copying it. Do registrations hold up the other copies, or
  *     do the two add up?
+ *  6. copy calls beside a registration: one thread queues 4 MiB copies from registered memory
+ *     while another registers granules. Does a copy call wait for the other thread's registration?
+ *     If it does, a pipeline must queue a granule's copies before it registers the next one.
  * Uses the CUDA driver only (loaded with dlopen), no kvik.
  *
- * usage: bench_zero_copy_probe FILE   (the file should be in the page cache: read it once first) */
+ * usage: bench_zero_copy_probe FILE [STEP]   (the file should be in the page cache: read it once
+ * first; STEP 1-6 runs that step alone, steps 1-3 being one) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -398,8 +402,54 @@ static void bounce_beside_registration(int fd, size_t bytes, CUdeviceptr dev, CU
   printf("\n");
 }
 
+/* Step 6: 4 MiB copies from a registered range, each call timed, on this thread; meanwhile, with
+ * `beside`, another thread registers 64 MiB granules of another range. */
+#define COPY ((size_t)4 << 20)
+
+static void *register_all(void *arg) {
+  struct worker *w = arg;
+  CHECK(cu.set_current(ctx));
+  for (size_t off = 0; off < w->len; off += GRANULE) CHECK(cu.host_register(w->p + off, GRANULE, READ_ONLY));
+  return NULL;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void copy_calls(char *map, size_t bytes, CUdeviceptr dev, CUstream s, int beside) {
+  enum { CALLS = 1024, DEPTH = 16 };
+  static double call[CALLS];
+  size_t half = bytes / 2;
+  CHECK(cu.host_register(map, half, READ_ONLY));
+  struct worker w = {map + half, half, 0};
+  double start = now();
+  if (beside) pthread_create(&w.thread, NULL, register_all, &w);
+  for (int i = 0; i < CALLS; i++) {
+    size_t off = (size_t)i * COPY % half;
+    double a = now();
+    CHECK(cu.copy_async(dev + off, map + off, COPY, s));
+    call[i] = now() - a;
+    if (i % DEPTH == DEPTH - 1) CHECK(cu.stream_sync(s)); /* at most DEPTH copies queued */
+  }
+  CHECK(cu.stream_sync(s));
+  double copies = now() - start;
+  if (beside) pthread_join(w.thread, NULL);
+  double wall = now() - start;
+  qsort(call, CALLS, sizeof call[0], by_value);
+  printf("6  copy calls%s: median %7.1f us, 99th %7.1f us, max %7.1f us; copies %6.2f GB/s",
+         beside ? " beside a registering thread" : ", alone                     ", call[CALLS / 2] * 1e6,
+         call[CALLS * 99 / 100] * 1e6, call[CALLS - 1] * 1e6, (double)CALLS * COPY / copies / 1e9);
+  if (beside) printf("; registered %.2f GB in %.1f ms", (double)half / 1e9, wall * 1e3);
+  printf("\n");
+  CHECK(cu.host_unregister(map));
+  if (beside) unregister_granules(map + half, half);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2) return fprintf(stderr, "usage: %s FILE\n", argv[0]), 2;
+  if (argc < 2 || argc > 3) return fprintf(stderr, "usage: %s FILE [STEP]\n", argv[0]), 2;
+  int step = argc == 3 ? atoi(argv[2]) : 0;
   int fd = open(argv[1], O_RDONLY);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) return perror(argv[1]), 1;
@@ -414,19 +464,25 @@ int main(int argc, char **argv) {
   CHECK(cu.stream_create(&s, 1));
   printf("%s: %zu GiB mapped\n", argv[1], bytes >> 30);
   serial(map, bytes, (size_t)1 << 30, dev, s); /* warm-up: page tables of the mapping */
-  const size_t chunks[] = {(size_t)16 << 20, (size_t)64 << 20, (size_t)256 << 20, (size_t)1 << 30};
-  for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
-    print("serial", chunks[i], bytes, serial(map, bytes, chunks[i], dev, s));
-    print("pipelined (register during copy)", chunks[i], bytes, pipelined(map, bytes, chunks[i], dev, s));
+  if (step <= 3) {
+    const size_t chunks[] = {(size_t)16 << 20, (size_t)64 << 20, (size_t)256 << 20, (size_t)1 << 30};
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+      print("serial", chunks[i], bytes, serial(map, bytes, chunks[i], dev, s));
+      print("pipelined (register during copy)", chunks[i], bytes, pipelined(map, bytes, chunks[i], dev, s));
+    }
+    for (int n = 1; n <= 8; n *= 2) {
+      double seconds = parallel_register(map, bytes, n);
+      printf("register %zu GiB on %d thread(s) at once: %.1f ms, %.1f GB/s\n", bytes >> 30, n, seconds * 1e3,
+             (double)bytes / seconds / 1e9);
+    }
   }
-  for (int n = 1; n <= 8; n *= 2) {
-    double seconds = parallel_register(map, bytes, n);
-    printf("register %zu GiB on %d thread(s) at once: %.1f ms, %.1f GB/s\n", bytes >> 30, n, seconds * 1e3,
-           (double)bytes / seconds / 1e9);
+  if (step == 0 || step == 6) {
+    copy_calls(map, bytes, dev, s, 0);
+    copy_calls(map, bytes, dev, s, 1);
   }
   munmap(map, bytes); /* step 4 maps the file afresh for each measurement */
-  populate_then_register(fd, bytes, dev, s);
-  for (int n = 1; n <= 4; n *= 2) {
+  if (step == 0 || step == 4) populate_then_register(fd, bytes, dev, s);
+  for (int n = 1; n <= 4 && (step == 0 || step == 5); n *= 2) {
     bounce_beside_registration(fd, bytes, dev, s, n, 0);
     bounce_beside_registration(fd, bytes, dev, s, n, 1);
   }
