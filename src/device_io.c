@@ -20,28 +20,14 @@ typedef struct slot {
   size_t bytes;             /* that copy's size */
 } slot;
 
-/* Zero-copy reads a lane may leave unfinished: with 4 MiB tasks, two granules' worth, so that a
- * thread queues the copies of one granule while the next one registers. */
-#define ZC_DEFERRED 32
-
-/* A zero-copy read's copies, queued and not yet waited for: their bytes are credited to `owner`,
- * and `file`'s mapping held, until then. */
-typedef struct zc_copy {
-  kvik__device_read *owner;
-  size_t bytes;
-  kvik__zc_file *file;
-} zc_copy;
-
 /* A thread's stream in one context, with two bounce buffers and an event each that marks the
  * buffer's last copy. Each thread has its own, so threads never wait on each other's copies. */
-typedef struct lane {
+typedef struct kvik__lane {
   CUcontext ctx;
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
   CUstream stream;
   CUevent copied[2];
-  CUevent zc_copied; /* the last zero-copy copy; its waiter sleeps, as the copies are all it waits for */
-  zc_copy zc[ZC_DEFERRED];
-  unsigned zc_count;
+  CUevent mapped_copied; /* the last copy from a mapping; its waiter sleeps, as the copies are all it waits for */
   slot slot[2]; /* reads only; writes take buffers of their own */
   size_t chunk; /* the size of the slots' buffers */
   unsigned next; /* the slot reads fill next: the one whose copy was queued first */
@@ -67,7 +53,7 @@ static void destroy_lane(const kvik__cuda_api *cu, lane *l) {
     kvik__pinned_put(l->slot[i].buf, l->chunk);
     if (l->copied[i]) cu->cuEventDestroy(l->copied[i]);
   }
-  if (l->zc_copied) cu->cuEventDestroy(l->zc_copied);
+  if (l->mapped_copied) cu->cuEventDestroy(l->mapped_copied);
   if (l->stream) cu->cuStreamDestroy(l->stream);
   CUcontext popped;
   cu->cuCtxPopCurrent(&popped);
@@ -90,7 +76,7 @@ static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
   for (int i = 0; i < 2 && rc == 0; i++)
     rc = kvik__cuda_check(cu->cuEventCreate(&l->copied[i], CU_EVENT_DISABLE_TIMING), fn, "cuEventCreate");
   if (rc == 0)
-    rc = kvik__cuda_check(cu->cuEventCreate(&l->zc_copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), fn,
+    rc = kvik__cuda_check(cu->cuEventCreate(&l->mapped_copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), fn,
                           "cuEventCreate");
   if (rc < 0) destroy_lane(cu, l);
   return rc;
@@ -225,27 +211,10 @@ static void reap(const kvik__cuda_api *cu, lane *l, unsigned s) {
   finish_if_done(r);
 }
 
-/* Wait for the lane's zero-copy copies, credit their reads, and finish those that are done. */
-static void reap_zero_copies(const kvik__cuda_api *cu, lane *l) {
-  if (l->zc_count == 0) return;
-  CUresult result = cu->cuEventSynchronize(l->zc_copied);
-  for (unsigned i = 0; i < l->zc_count; i++) {
-    zc_copy *c = &l->zc[i];
-    kvik__zc_done(c->file);
-    kvik__device_read *r = c->owner;
-    if (result == CUDA_SUCCESS) r->bytes += c->bytes;
-    else if (r->rc == 0) r->rc = kvik__cuda_check(result, r->fn, "cuEventSynchronize");
-    r->in_flight--;
-    finish_if_done(r);
-  }
-  l->zc_count = 0;
-}
-
 /* Finish every read with copies on the lane, the older copy first. With `release`, also wait for
  * whatever else the stream holds (a copy queued by a call that then failed) and give the buffers
  * back. Called with the lane's context current. */
 static void settle_lane(const kvik__cuda_api *cu, lane *l, int release) {
-  reap_zero_copies(cu, l);
   reap(cu, l, l->next);
   reap(cu, l, l->next ^ 1);
   if (!release) return;
@@ -293,6 +262,7 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
       sl->owner = r;
       sl->bytes = got;
       r->in_flight++;
+      r->issued_bytes += got;
       pos += got;
     }
     if (rc < 0 || got < n) return rc;
@@ -316,60 +286,78 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
   return 0;
 }
 
-/* Copy what it can of the range straight from the file's registered mapping, granule by granule:
- * registering a granule (or waiting for the thread that registers it) overlaps the copy of the
- * one before, and the granule the request needs next is registered while the last copies run.
- * The copies are left running, like the bounce buffers' (reap_zero_copies finishes them), and
- * the mapping held until they end. Returns how many bytes from the start of the range it took:
- * the rest is for the bounce buffers. A failed copy takes the whole range, failing r. */
-static size_t read_zero_copy(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, const kvik__zc_read *zc,
-                             CUdeviceptr dev, size_t size, int64_t offset) {
-  const char *host;
-  if (!zc || !kvik__zc_begin(zc, offset, size, &host)) return 0;
-  if (l->zc_count == ZC_DEFERRED) reap_zero_copies(cu, l);
-  int rc = 0;
-  size_t pos = 0;
-  while (pos < size && rc == 0) {
-    size_t n = kvik__zc_ready(zc, l->ctx, offset + (int64_t)pos, size - pos);
-    if (n == 0) break;
-    rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev + pos, host + pos, n, l->stream), r->fn, "cuMemcpyHtoDAsync");
-    if (rc == 0) pos += n;
-  }
-  if (rc == 0 && pos > 0)
-    rc = kvik__cuda_check(cu->cuEventRecord(l->zc_copied, l->stream), r->fn, "cuEventRecord");
-  if (rc < 0) {
-    cu->cuStreamSynchronize(l->stream); /* nothing may still copy from the mapping */
-    r->rc = rc;
-  }
-  if (rc < 0 || pos == 0) {
-    kvik__zc_done(zc->file);
-    return rc < 0 ? size : 0;
-  }
-  if (pos == size) kvik__zc_ahead(zc, l->ctx, offset + (int64_t)size);
-  l->zc[l->zc_count++] = (zc_copy){r, pos, zc->file};
-  r->in_flight++;
-  return pos;
-}
-
-void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                          size_t task_size, kvik__host_transfer transfer, void *source, const kvik__zc_read *zc,
-                          int may_defer, kvik__device_read *r) {
-  const kvik__cuda_api *cu = kvik__cuda_if_present();
-  *r = (kvik__device_read){r->finish, fn, 0, 0, 0, 0};
+int kvik__device_read_begin(const char *fn, const kvik__memory *mem, size_t task_size, kvik__device_read *r) {
+  *r = (kvik__device_read){.finish = r->finish, .fn = fn};
   int rc = kvik__context_push(fn, mem->ctx);
   if (rc < 0) {
     r->rc = rc;
-    r->issued = 1;
-    finish_if_done(r);
-    return;
+    return rc;
   }
-  lane *l = NULL;
-  rc = read_lane(fn, cu, mem, chunk_size(task_size), &l);
-  CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)dev;
-  size_t copied = rc == 0 ? read_zero_copy(cu, l, r, zc, ptr, size, offset) : 0;
-  if (rc == 0 && copied < size)
-    rc = queue_chunks(cu, l, r, ptr + copied, size - copied, offset + (int64_t)copied, transfer, source);
-  if (rc < 0 && r->rc == 0) r->rc = rc;
+  r->pushed = 1;
+  rc = read_lane(fn, kvik__cuda_if_present(), mem, chunk_size(task_size), &r->lane);
+  if (rc < 0) r->rc = rc;
+  return rc;
+}
+
+size_t kvik__device_read_bounced(kvik__device_read *r, char *dev, size_t size, int64_t offset,
+                                 kvik__host_transfer transfer, void *source) {
+  if (r->rc < 0) return 0;
+  size_t before = r->issued_bytes;
+  int rc = queue_chunks(kvik__cuda_if_present(), r->lane, r, (CUdeviceptr)(uintptr_t)dev, size, offset, transfer,
+                        source);
+  if (rc < 0) r->rc = rc;
+  return r->issued_bytes - before;
+}
+
+/* Whether r may copy from the mapping of its request: asked once per read, for the whole request,
+ * which holds the mapping until kvik__device_read_end(). */
+static int mapping_held(kvik__device_read *r, const kvik__zc_read *zc) {
+  if (!r->map.asked) {
+    r->map.asked = 1;
+    if (kvik__zc_begin(zc, zc->request_offset, zc->request_size, &r->map.host)) r->map.file = zc->file;
+    r->map.offset = zc->request_offset;
+  }
+  return r->map.file != NULL;
+}
+
+size_t kvik__device_read_mapped(kvik__device_read *r, const kvik__zc_read *zc, char *dev, size_t size,
+                                int64_t offset) {
+  if (r->rc < 0 || !zc->file || !mapping_held(r, zc)) return 0;
+  size_t n = kvik__zc_ready(zc, r->lane->ctx, offset, size);
+  if (n == 0) return 0;
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  const char *host = r->map.host + (offset - r->map.offset);
+  int rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dev, host, n, r->lane->stream), r->fn,
+                            "cuMemcpyHtoDAsync");
+  if (rc < 0) {
+    r->rc = rc;
+    return 0;
+  }
+  r->map.bytes += n;
+  return n;
+}
+
+/* Wait for the copies from the mapping (which must end before it may be dropped), credit them,
+ * and let the mapping go. */
+static void finish_mapped(const kvik__cuda_api *cu, kvik__device_read *r) {
+  if (!r->map.file) return;
+  if (r->map.bytes > 0) {
+    lane *l = r->lane;
+    CUresult result = cu->cuEventRecord(l->mapped_copied, l->stream);
+    if (result == CUDA_SUCCESS) result = cu->cuEventSynchronize(l->mapped_copied);
+    if (result != CUDA_SUCCESS) cu->cuStreamSynchronize(l->stream); /* nothing may still copy from the mapping */
+    if (result == CUDA_SUCCESS) r->bytes += r->map.bytes;
+    else if (r->rc == 0) r->rc = kvik__cuda_check(result, r->fn, "cuEventSynchronize");
+  }
+  kvik__zc_done(r->map.file);
+  r->map.file = NULL;
+}
+
+void kvik__device_read_end(kvik__device_read *r, int may_defer) {
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  lane *l = r->lane;
+  int pushed = r->pushed;
+  finish_mapped(cu, r);
   int defer = may_defer && r->rc == 0;
   r->issued = 1;
   /* From here on r may be finished, and then freed by its waiter: it is not touched again. */
@@ -378,7 +366,14 @@ void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, si
     settle_lane(cu, l, 1);
     busy = NULL;
   }
-  kvik__context_pop();
+  if (pushed) kvik__context_pop();
+}
+
+void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
+                          size_t task_size, kvik__host_transfer transfer, void *source, int may_defer,
+                          kvik__device_read *r) {
+  if (kvik__device_read_begin(fn, mem, task_size, r) == 0) kvik__device_read_bounced(r, dev, size, offset, transfer, source);
+  kvik__device_read_end(r, may_defer);
 }
 
 /* ---- writes ----------------------------------------------------------------------------- */

@@ -16,30 +16,60 @@
  * the end of the source. */
 typedef int (*kvik__host_transfer)(void *source, kvik__op op, char *host, size_t size, int64_t offset, size_t *done);
 
-/* A read from a source into device memory. On a pool thread its last copies may still run
- * when kvik__read_to_device() returns: the thread goes on with its next task, whose first chunk is
- * read from the file while they run, and finishes the read when it needs their buffers again or
- * before it sleeps (kvik__device_settle). */
+struct kvik__lane;
+
+/* A read from a source into device memory, made of pieces: through the bounce buffers, or
+ * straight from the file's registered mapping (zero_copy.h). On a pool thread its last bounce
+ * copies may still run when kvik__device_read_end() returns: the thread goes on with its next
+ * task, whose first chunk is read from the file while they run, and finishes the read when it
+ * needs their buffers again or before it sleeps (kvik__device_settle). */
 typedef struct kvik__device_read {
   /* Called exactly once, on the reading thread, with the bytes that reached the device and 0 or
    * the first error (then this thread's detail message describes it). The read may be freed from
    * then on. */
   void (*finish)(struct kvik__device_read *read, size_t bytes, int rc);
-  const char *fn;     /* the public function called, for messages */
-  size_t bytes;       /* bytes whose copies are known to be complete */
-  unsigned in_flight; /* copies queued and not yet known to be complete */
+  const char *fn;      /* the public function called, for messages */
+  size_t bytes;        /* bytes whose copies are known to be complete */
+  size_t issued_bytes; /* bytes whose bounce copies were queued */
+  unsigned in_flight;  /* bounce copies queued and not yet known to be complete */
   int rc;
-  int issued; /* all chunks are queued */
+  int issued; /* all pieces are queued */
+  int pushed; /* the memory's context was made current */
+  struct kvik__lane *lane;
+  struct {
+    int asked;            /* kvik__zc_begin() was asked, once for the whole request */
+    kvik__zc_file *file;  /* whose mapping the copies read, held until they are done; NULL if none */
+    const char *host;     /* the request's first byte in the mapping */
+    int64_t offset;       /* the request's offset */
+    size_t bytes;         /* bytes of the queued copies from the mapping */
+  } map;
 } kvik__device_read;
 
-/* Read `size` bytes at `offset` of `source` into device memory `dev` (classified as `mem`), on
- * this thread's stream for the memory's context: straight from the page cache where `zc` allows
- * it (zero_copy.h), else in chunks of bounce buffers sized for tasks of `task_size` bytes. With
- * `may_defer` (pool threads only) the last copies may finish later; otherwise `read->finish` has
- * been called when this returns. Set read->finish first. */
+/* Start a read into device memory (classified as `mem`) on this thread's stream for the memory's
+ * context, with bounce buffers sized for tasks of `task_size` bytes. Set read->finish first. 0,
+ * or a negative code, which the read then finishes with: its pieces do nothing. */
+int kvik__device_read_begin(const char *fn, const kvik__memory *mem, size_t task_size, kvik__device_read *read);
+
+/* Queue the read of `size` bytes at `offset` of `source` into `dev` through the bounce buffers.
+ * Returns the bytes queued: fewer than `size` where the source ended, or on an error (read->rc). */
+size_t kvik__device_read_bounced(kvik__device_read *read, char *dev, size_t size, int64_t offset,
+                                 kvik__host_transfer transfer, void *source);
+
+/* Queue the copy of what it can of `size` bytes at `offset` (within the request `zc` describes)
+ * straight from the file's registered mapping: those up to the end of offset's granule, once it
+ * is registered (kvik__zc_ready). Returns the bytes queued, 0 when the mapping cannot serve them:
+ * they are for the bounce buffers. */
+size_t kvik__device_read_mapped(kvik__device_read *read, const kvik__zc_read *zc, char *dev, size_t size,
+                                int64_t offset);
+
+/* All pieces are queued: wait for the copies from the mapping, and finish the read now, or, with
+ * `may_defer` (pool threads only) once its last bounce copies are done. */
+void kvik__device_read_end(kvik__device_read *read, int may_defer);
+
+/* A read of one range through the bounce buffers: begin, one piece, end. */
 void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                          size_t task_size, kvik__host_transfer transfer, void *source, const kvik__zc_read *zc,
-                          int may_defer, kvik__device_read *read);
+                          size_t task_size, kvik__host_transfer transfer, void *source, int may_defer,
+                          kvik__device_read *read);
 
 /* Finish the reads this thread deferred, waiting for their copies. */
 void kvik__device_settle(void);

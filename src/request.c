@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "cuda.h"
@@ -11,6 +12,21 @@
 #include "init.h"
 #include "pool.h"
 #include "settings.h"
+
+/* A zero-copy read's bytes that no task has taken yet, [front, back) of the file. Its first task
+ * takes them from the front, a granule at a time: it registers the granule, queues its copy from
+ * the mapping, and registers the next while that copy runs. One thread, in that order, because a
+ * call that queues a copy can wait for another thread's registration to end (bench_zero_copy_probe
+ * step 6: up to 78 ms on an H100), which would leave the copy engine idle. Its other tasks take them
+ * from the back, a task's worth at a time, through the bounce buffers, which adds their rate to
+ * the registration's until the two ends meet; on a file read before, whose granules are all
+ * registered, the first task queues its copies faster than the others read and takes nearly all.
+ * Taking is short and rare (once per MiBs), so a spin lock guards it. */
+typedef struct split {
+  atomic_flag lock;
+  int64_t front, back;
+  int failed; /* a task failed: the others take nothing more */
+} split;
 
 typedef struct io_task {
   kvik__task base; /* first: the pool hands back a kvik__task pointer */
@@ -24,14 +40,18 @@ typedef struct io_task {
   int64_t offset;
   size_t start; /* the task's first byte, counted from the request's */
   size_t task_size;
-  kvik__zc_read zc; /* the zero-copy path, if this task may take it (see KVIK_SETTING_ZERO_COPY_READ) */
+  kvik__zc_read zc; /* the zero-copy path (see KVIK_SETTING_ZERO_COPY_READ), for the front of a split */
   int via_cufile; /* cuFile moves this task's bytes (see plan()) */
   kvik__device_read read; /* the state of a read into device memory */
   kvik__gds_async async;  /* a transfer queued with cuFileReadAsync/WriteAsync */
+  split *split;           /* the request's bytes that its tasks take in pieces, or NULL: the task's own range */
+  int front;              /* takes the split's bytes from the front */
 } io_task;
 
+/* A split task's range is the request's, and it reports its pieces' ends itself (read_piece). */
 static void task_done(io_task *t, size_t bytes, int rc) {
-  if (t->op == KVIK__READ && rc == 0 && bytes < t->size) kvik__future_read_ended(t->future, t->start + bytes);
+  if (t->op == KVIK__READ && !t->split && rc == 0 && bytes < t->size)
+    kvik__future_read_ended(t->future, t->start + bytes);
   kvik__future_task_done(t->future, bytes, rc);
 }
 
@@ -39,11 +59,104 @@ static void finish_device_read(kvik__device_read *read, size_t bytes, int rc) {
   task_done((io_task *)(void *)((char *)read - offsetof(io_task, read)), bytes, rc); /* container of `read` */
 }
 
+static void split_lock(split *s) {
+  while (atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)) {
+  }
+}
+
+static void split_unlock(split *s) { atomic_flag_clear_explicit(&s->lock, memory_order_release); }
+
+/* Take the next bytes from the front: to the end of their granule, or, before `mapped_from` (where
+ * the mapping failed the front), a task's worth. Returns how many, from *offset; 0 when none are
+ * left. */
+static size_t take_front(split *s, int64_t mapped_from, size_t task_size, int64_t *offset) {
+  split_lock(s);
+  int64_t at = s->front, granule = (int64_t)KVIK__ZC_GRANULE;
+  int64_t end = at >= mapped_from ? (at / granule + 1) * granule
+                                  : (mapped_from - at < (int64_t)task_size ? mapped_from : at + (int64_t)task_size);
+  if (end > s->back) end = s->back;
+  if (s->failed) end = at;
+  s->front = end;
+  split_unlock(s);
+  *offset = at;
+  return (size_t)(end - at);
+}
+
+/* Give back the last `n` bytes that take_front() took, unread: no other task moves the front, and
+ * the back never passes it. */
+static void give_back_front(split *s, size_t n) {
+  split_lock(s);
+  s->front -= (int64_t)n;
+  split_unlock(s);
+}
+
+/* Take the last bytes from the back, back to a multiple of `task_size` or to the front. */
+static size_t take_back(split *s, size_t task_size, int64_t *offset) {
+  split_lock(s);
+  int64_t end = s->back, start = (end - 1) / (int64_t)task_size * (int64_t)task_size;
+  if (start < s->front) start = s->front;
+  if (s->failed) start = end;
+  s->back = start;
+  split_unlock(s);
+  *offset = start;
+  return (size_t)(end - start);
+}
+
+/* Read a piece through the bounce buffers. A short one marks where the file ended; a failed one
+ * stops the other tasks from taking more. */
+static void read_piece(io_task *t, int64_t at, size_t n) {
+  size_t got = kvik__device_read_bounced(&t->read, t->buf + (at - t->offset), n, at, t->source->transfer,
+                                         t->source->self);
+  if (t->read.rc < 0) {
+    split_lock(t->split);
+    t->split->failed = 1;
+    split_unlock(t->split);
+  } else if (got < n) {
+    kvik__future_read_ended(t->future, (size_t)(at - t->offset) + got);
+  }
+}
+
+/* The front of a split: a granule the mapping cannot serve (not resident under KVIK_AUTO, refused,
+ * another file registering) goes through the bounce buffers, a task's worth at a time, so that the
+ * back tasks share it. */
+static void run_front(io_task *t) {
+  int64_t mapped_from = 0, at;
+  size_t n;
+  while (t->read.rc == 0 && (n = take_front(t->split, mapped_from, t->task_size, &at)) > 0) {
+    if (at >= mapped_from) {
+      if (kvik__device_read_mapped(&t->read, &t->zc, t->buf + (at - t->offset), n, at) == n) continue;
+      mapped_from = (at / (int64_t)KVIK__ZC_GRANULE + 1) * (int64_t)KVIK__ZC_GRANULE;
+      size_t keep = n < t->task_size ? n : t->task_size;
+      give_back_front(t->split, n - keep);
+      n = keep;
+    }
+    read_piece(t, at, n);
+  }
+}
+
+static void run_back(io_task *t) {
+  int64_t at;
+  size_t n;
+  while (t->read.rc == 0 && (n = take_back(t->split, t->task_size, &at)) > 0) read_piece(t, at, n);
+}
+
+static void run_split_task(io_task *t) {
+  if (kvik__device_read_begin(t->fn, &t->mem, t->task_size, &t->read) == 0) {
+    if (t->front) run_front(t);
+    else run_back(t);
+  }
+  kvik__device_read_end(&t->read, kvik__pool_in_worker());
+}
+
 /* Reads into device memory on pool threads may complete after the task returns (see
- * kvik__read_to_device); everything else completes here, after the thread's deferred reads
+ * kvik__device_read_end); everything else completes here, after the thread's deferred reads
  * (kvik__device_write settles them itself). */
 static void run_io_task(kvik__task *base) {
   io_task *t = (io_task *)base;
+  if (t->split) {
+    run_split_task(t);
+    return;
+  }
   if (t->via_cufile) {
     size_t done = 0;
     kvik__device_settle(); /* its pinned buffers may be needed while this thread waits on cuFile */
@@ -53,7 +166,7 @@ static void run_io_task(kvik__task *base) {
   }
   if (kvik__memory_on_device(&t->mem) && t->op == KVIK__READ) {
     kvik__read_to_device(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
-                         t->source->self, &t->zc, kvik__pool_in_worker(), &t->read);
+                         t->source->self, kvik__pool_in_worker(), &t->read);
     return;
   }
   size_t done = 0;
@@ -119,6 +232,50 @@ static size_t plan_tasks(const plan *p) {
   return n ? n : 1;
 }
 
+/* Whether the request is a read into device memory that the zero-copy path may serve, and so is
+ * split (see `split`) into a front task and up to one back task per other pool thread: the
+ * threads set how much CPU a read may take. */
+static size_t split_tasks(const kvik__request *req, const kvik__memory *mem, const plan *p, int single,
+                          int stream_ordered) {
+  if (req->op != KVIK__READ || !kvik__memory_on_device(mem) || p->via_cufile || stream_ordered ||
+      !kvik__zc_wanted(req->source->zc, req->size))
+    return 0;
+  if (single) return 1;
+  size_t pieces = req->size / req->task_size + (req->size % req->task_size != 0);
+  size_t others = (size_t)kvik__setting(KVIK_SETTING_NUM_THREADS) - 1;
+  return 1 + (pieces - 1 < others ? pieces - 1 : others);
+}
+
+/* Lay out the tasks of a request that is not split. */
+static void lay_out_tasks(const kvik__request *req, const kvik__memory *mem, const plan *p, kvik_future *future,
+                          io_task *tasks, size_t ntasks) {
+  size_t start = 0, body_end = p->head + p->body;
+  for (size_t i = 0; i < ntasks; i++) {
+    int in_body = start >= p->head && start < body_end;
+    size_t n = !in_body ? (start < p->head ? p->head : req->size - start)
+                        : (body_end - start < p->piece ? body_end - start : p->piece);
+    tasks[i] = (io_task){.base = {i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task},
+                         .future = future, .fn = req->fn, .source = req->source, .mem = *mem, .op = req->op,
+                         .buf = req->buf + start, .size = n, .offset = req->offset + (int64_t)start, .start = start,
+                         .task_size = req->task_size, .via_cufile = p->via_cufile && in_body,
+                         .read = {.finish = finish_device_read}};
+    start += n;
+  }
+}
+
+/* Lay out the tasks of a split request: each covers the whole request, and takes its pieces. */
+static void lay_out_split(const kvik__request *req, const kvik__memory *mem, kvik_future *future, io_task *tasks,
+                          size_t ntasks, split *s) {
+  *s = (split){.front = req->offset, .back = req->offset + (int64_t)req->size};
+  atomic_flag_clear(&s->lock);
+  kvik__zc_read zc = {req->source->zc, req->offset, req->size};
+  for (size_t i = 0; i < ntasks; i++)
+    tasks[i] = (io_task){.base = {i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task},
+                         .future = future, .fn = req->fn, .source = req->source, .mem = *mem, .op = req->op,
+                         .buf = req->buf, .size = req->size, .offset = req->offset, .task_size = req->task_size,
+                         .zc = zc, .read = {.finish = finish_device_read}, .split = s, .front = i == 0};
+}
+
 /* Everything up to running: checks, classification, the owner's acquisition, the append offset,
  * and a future with its tasks laid out (one task when `single`, besides a cuFile head and tail).
  * Zero-copy reads are left out of requests in stream order: their registration would wait for
@@ -134,24 +291,17 @@ static int prepare(kvik__request *req, int single, int stream_ordered, kvik_futu
   if (src->append_end && req->op == KVIK__WRITE) req->offset = atomic_fetch_add(src->append_end, (int64_t)req->size);
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
   plan p = plan_request(req, &mem, single, stream_ordered);
-  size_t ntasks = plan_tasks(&p);
-  kvik_future *future = kvik__future_new(&src->owner, ntasks, req->size, ntasks * sizeof(io_task));
+  size_t split_count = split_tasks(req, &mem, &p, single, stream_ordered);
+  size_t ntasks = split_count ? split_count : plan_tasks(&p);
+  size_t extra = ntasks * sizeof(io_task) + (split_count ? sizeof(split) : 0);
+  kvik_future *future = kvik__future_new(&src->owner, ntasks, req->size, extra);
   if (!future) {
     kvik__owner_release(&src->owner);
     return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory for %zu tasks", req->fn, src->name, ntasks);
   }
   io_task *tasks = kvik__future_extra(future);
-  size_t start = 0, body_end = p.head + p.body;
-  for (size_t i = 0; i < ntasks; i++) {
-    int in_body = start >= p.head && start < body_end;
-    size_t n = !in_body ? (start < p.head ? p.head : req->size - start)
-                        : (body_end - start < p.piece ? body_end - start : p.piece);
-    kvik__zc_read zc = {stream_ordered ? NULL : src->zc, req->offset + (int64_t)req->size, req->size};
-    tasks[i] = (io_task){{i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, future, req->fn, src, mem, req->op,
-                         req->buf + start, n, req->offset + (int64_t)start, start, req->task_size, zc,
-                         p.via_cufile && in_body, {finish_device_read, req->fn, 0, 0, 0, 0}, {0, 0, 0, 0}};
-    start += n;
-  }
+  if (split_count) lay_out_split(req, &mem, future, tasks, ntasks, (split *)(void *)(tasks + ntasks));
+  else lay_out_tasks(req, &mem, &p, future, tasks, ntasks);
   *out = future;
   *ntasks_out = ntasks;
   return 0;

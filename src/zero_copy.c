@@ -156,10 +156,14 @@ static int register_granule(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size
   return ok;
 }
 
+int kvik__zc_wanted(const kvik__zc_file *zc, size_t size) {
+  return zc && kvik__setting(KVIK_SETTING_ZERO_COPY_READ) != KVIK_OFF && !atomic_load(&unsupported) &&
+         size >= KVIK__ZC_MIN_COPY;
+}
+
 int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const char **host) {
-  int64_t mode = kvik__setting(KVIK_SETTING_ZERO_COPY_READ);
   kvik__zc_file *f = zc->file;
-  if (!f || mode == KVIK_OFF || atomic_load(&unsupported) || size < KVIK__ZC_MIN_COPY) return 0;
+  if (!kvik__zc_wanted(f, size)) return 0;
   /* Only a range inside the file: a page past its end would fault, and a read that reaches the
    * end needs the bounce path's short count anyway. */
   kvik__zc_identity now;
@@ -196,17 +200,6 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
            (!saw_pending && may && register_granule(f, ctx, mode, g));
   pthread_mutex_unlock(&f->lock);
   return ok ? piece : 0;
-}
-
-void kvik__zc_ahead(const kvik__zc_read *zc, CUcontext ctx, int64_t offset) {
-  int64_t mode = kvik__setting(KVIK_SETTING_ZERO_COPY_READ);
-  kvik__zc_file *f = zc->file;
-  size_t g = ((size_t)offset + KVIK__ZC_GRANULE - 1) / KVIK__ZC_GRANULE;
-  if ((uint64_t)g * KVIK__ZC_GRANULE >= (uint64_t)zc->request_end) return;
-  pthread_mutex_lock(&f->lock);
-  if (g < f->granules && f->state[g] == KVIK__ZC_NONE && may_register(zc, mode, granule_len(f, g)))
-    register_granule(f, ctx, mode, g);
-  pthread_mutex_unlock(&f->lock);
 }
 
 void kvik__zc_done(kvik__zc_file *zc) {

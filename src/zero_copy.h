@@ -4,11 +4,12 @@
  * Registering costs about as much CPU per byte as the copy it saves, so a file's registrations
  * are kept until it is closed: a later read of the same range is a DMA transfer and nothing else.
  * The file is mapped once, whole, and registered in granules of KVIK__ZC_GRANULE bytes as reads
- * reach them, and one granule ahead of them within a request, so that registering the next
- * granule overlaps copying the last. The driver serialises registrations, so one thread of the
- * process registers at a time: a read that needs a granule of the file it registers waits for it
- * (and then registers its own), a read that needs one while another file registers takes the
- * bounce buffers.
+ * reach them. A request takes its granules in order on one thread, queueing a granule's copy
+ * before it registers the next, so that the copy runs while the driver registers (request.c,
+ * `split`); its other tasks read from its far end through bounce buffers meanwhile. The driver
+ * serialises registrations, so one thread of the process registers at a time: a read that needs a
+ * granule of the file it registers waits for it (and then registers its own), a read that needs
+ * one while another file registers takes the bounce buffers.
  *
  * The pages of a registered granule stay pinned in the page cache. They are the file's pages, so
  * a write to the file through any path changes what the GPU copies, as it changes what pread(2)
@@ -69,9 +70,9 @@ typedef struct kvik__zc_file {
 
 /* What a read into device memory passes down for the zero-copy path. */
 typedef struct kvik__zc_read {
-  kvik__zc_file *file;  /* NULL: no zero-copy for this read */
-  int64_t request_end;  /* the end of the whole request, of which the read is a task */
-  size_t request_size;  /* the whole request's bytes */
+  kvik__zc_file *file;    /* NULL: no zero-copy for this read */
+  int64_t request_offset; /* the whole request's range */
+  size_t request_size;
 } kvik__zc_read;
 
 /* Set up (nothing is mapped yet) for the file open as `fd`. */
@@ -79,6 +80,11 @@ void kvik__zc_init(kvik__zc_file *zc, int fd);
 
 /* Unregister and unmap everything. Called once no read can use the state any more. */
 void kvik__zc_close(kvik__zc_file *zc);
+
+/* Whether a read of `size` bytes from the file whose state is `zc` (NULL: none) may take the
+ * zero-copy path at all: the setting allows it, the driver did not refuse it, and the read is not
+ * too small. Looks at nothing of the file. */
+int kvik__zc_wanted(const kvik__zc_file *zc, size_t size);
 
 /* Whether the mapping can serve a read of [offset, offset + size) into device memory: 1 with
  * *host pointing at the range's bytes in the mapping, which stays until kvik__zc_done(); or 0,
@@ -94,11 +100,6 @@ int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const c
  * its own, and the driver refuses a copy that runs out of the registration it starts in. `ctx`
  * is current; a file's registrations are all made in one context (they serve every context). */
 size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, size_t size);
-
-/* Register the granule that the request reaches next after `offset`, unless it is registered or
- * another thread registers: called while the copies of the read that ends at `offset` run, so
- * that registration runs ahead of the copies instead of between them. */
-void kvik__zc_ahead(const kvik__zc_read *zc, CUcontext ctx, int64_t offset);
 
 /* The copies from the pointer kvik__zc_begin() gave are complete (or failed). */
 void kvik__zc_done(kvik__zc_file *zc);
