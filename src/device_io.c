@@ -372,7 +372,8 @@ void kvik__device_read_end(kvik__device_read *r, int may_defer) {
 void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
                           size_t task_size, kvik__host_transfer transfer, void *source, int may_defer,
                           kvik__device_read *r) {
-  if (kvik__device_read_begin(fn, mem, task_size, r) == 0) kvik__device_read_bounced(r, dev, size, offset, transfer, source);
+  if (kvik__device_read_begin(fn, mem, task_size, r) == 0)
+    kvik__device_read_bounced(r, dev, size, offset, transfer, source);
   kvik__device_read_end(r, may_defer);
 }
 

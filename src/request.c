@@ -90,12 +90,18 @@ static void give_back_front(split *s, size_t n) {
   split_unlock(s);
 }
 
-/* Take the last bytes from the back, back to a multiple of `task_size` or to the front. */
-static size_t take_back(split *s, size_t task_size, int64_t *offset) {
+/* The back's pieces: at least this large, since each of their copies is a call that can wait for
+ * a registration; on an H100, 16 MiB tasks read a first 8 GiB at 33 GB/s from 4 threads where 4
+ * MiB ones read it at 26. */
+#define BACK_PIECE_MIN ((size_t)16 << 20)
+
+/* Take the last bytes from the back, back to a multiple of `piece` or to the front; none from a
+ * registered granule, which the front copies for next to no CPU (a file read before). */
+static size_t take_back(split *s, size_t piece, kvik__zc_file *zc, int64_t *offset) {
   split_lock(s);
-  int64_t end = s->back, start = (end - 1) / (int64_t)task_size * (int64_t)task_size;
+  int64_t end = s->back, start = (end - 1) / (int64_t)piece * (int64_t)piece;
   if (start < s->front) start = s->front;
-  if (s->failed) start = end;
+  if (s->failed || (start < end && kvik__zc_registered(zc, end - 1))) start = end;
   s->back = start;
   split_unlock(s);
   *offset = start;
@@ -134,14 +140,18 @@ static void run_front(io_task *t) {
   }
 }
 
+static size_t back_piece(size_t task_size) { return task_size > BACK_PIECE_MIN ? task_size : BACK_PIECE_MIN; }
+
 static void run_back(io_task *t) {
   int64_t at;
   size_t n;
-  while (t->read.rc == 0 && (n = take_back(t->split, t->task_size, &at)) > 0) read_piece(t, at, n);
+  size_t piece = back_piece(t->task_size);
+  while (t->read.rc == 0 && (n = take_back(t->split, piece, t->zc.file, &at)) > 0) read_piece(t, at, n);
 }
 
 static void run_split_task(io_task *t) {
-  if (kvik__device_read_begin(t->fn, &t->mem, t->task_size, &t->read) == 0) {
+  size_t piece = t->front ? t->task_size : back_piece(t->task_size);
+  if (kvik__device_read_begin(t->fn, &t->mem, piece, &t->read) == 0) {
     if (t->front) run_front(t);
     else run_back(t);
   }
@@ -241,7 +251,7 @@ static size_t split_tasks(const kvik__request *req, const kvik__memory *mem, con
       !kvik__zc_wanted(req->source->zc, req->size))
     return 0;
   if (single) return 1;
-  size_t pieces = req->size / req->task_size + (req->size % req->task_size != 0);
+  size_t piece = back_piece(req->task_size), pieces = req->size / piece + (req->size % piece != 0);
   size_t others = (size_t)kvik__setting(KVIK_SETTING_NUM_THREADS) - 1;
   return 1 + (pieces - 1 < others ? pieces - 1 : others);
 }

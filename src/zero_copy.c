@@ -202,6 +202,15 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
   return ok ? piece : 0;
 }
 
+int kvik__zc_registered(kvik__zc_file *zc, int64_t offset) {
+  if (!zc) return 0;
+  size_t g = (size_t)offset / KVIK__ZC_GRANULE;
+  pthread_mutex_lock(&zc->lock);
+  int registered = zc->map && zc->pid == getpid() && g < zc->granules && zc->state[g] == KVIK__ZC_REGISTERED;
+  pthread_mutex_unlock(&zc->lock);
+  return registered;
+}
+
 void kvik__zc_done(kvik__zc_file *zc) {
   pthread_mutex_lock(&zc->lock);
   zc->readers--;

@@ -101,6 +101,10 @@ int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const c
  * is current; a file's registrations are all made in one context (they serve every context). */
 size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, size_t size);
 
+/* Whether the granule of `offset` is registered (NULL: no state, no). A hint: it may be dropped
+ * right after, if the file changes. */
+int kvik__zc_registered(kvik__zc_file *zc, int64_t offset);
+
 /* The copies from the pointer kvik__zc_begin() gave are complete (or failed). */
 void kvik__zc_done(kvik__zc_file *zc);
 
