@@ -168,16 +168,18 @@ KVIK_API const char *kvik_last_error(void);
  * the CPU, and the GPU copies pinned pages. The driver itself reads the source of a small copy
  * with the CPU (up to 16 KiB on driver 580), which a truncated page answers with SIGBUS, so
  * pieces under 256 KiB take the bounce buffers. A first read pays for the registration, which
- * the driver does one at a time, at 22-60 GB/s depending on the machine. A read registers one granule ahead of its
- * copies and waits (without CPU) for the granules its file registers rather than copying them
- * through bounce buffers, so a first read runs near the driver's rate: on an H200 machine that
- * registered at 57.6 GB/s, 39 GB/s from 4 threads for 0.028 CPU s/GB and 28 GB/s from one,
- * where the bounce buffers give 33 GB/s from 4 threads and 50 GB/s only from 16, for 0.3 s/GB.
- * Closing the handle unregisters: about 65 ms per 8 GiB there.
+ * the driver does one at a time, at 22-60 GB/s depending on the machine, and which can hold up
+ * another thread's call that queues a copy. So one task of a read takes its granules in order: it
+ * registers one, queues its copy, and registers the next while that copy runs. The pool's other
+ * threads read the request from its far end through the bounce buffers meanwhile, in pieces of at
+ * least 16 MiB, until the two ends meet, and leave granules already registered to the first: the
+ * thread count sets how much CPU a first read may spend. On an H100 an 8 GiB first read ran at
+ * 21.7 GB/s from 1 thread (0.048 CPU s/GB), 27.6 from 4 and 37.3 from 16 (kvik bench --device),
+ * where the bounce buffers alone give 6.5, 24.0 and 50.6. Closing the handle unregisters: 56-95 ms
+ * per 8 GiB there.
  * Off by default, since a single read from many threads is faster through the bounce buffers,
- * and because registering waits for work the device is doing
- * (measured on an H100 with driver 580), so a read then also waits for kernels that run
- * meanwhile. Stream-ordered reads never take this path, since their own stream is held while
+ * and because registering waits for work the device is doing (measured on an H100 with driver
+ * 580), so a read then also waits for kernels that run meanwhile. Stream-ordered reads never take this path, since their own stream is held while
  * they run. Setting it again makes kvik ask a driver that refused read-only registration again.
  *
  * KVIK_SETTING_IO_URING: which operations of a batch (kvik_batch_submit) the kernel's io_uring
