@@ -179,8 +179,9 @@ KVIK_API const char *kvik_last_error(void);
  * per 8 GiB there.
  * Off by default, since a single read from many threads is faster through the bounce buffers,
  * and because registering waits for work the device is doing (measured on an H100 with driver
- * 580), so a read then also waits for kernels that run meanwhile. Stream-ordered reads never take this path, since their own stream is held while
- * they run. Setting it again makes kvik ask a driver that refused read-only registration again.
+ * 580), so a read then also waits for kernels that run meanwhile. Stream-ordered reads never take
+ * this path, since their own stream is held while they run. Setting it again makes kvik ask a
+ * driver that refused read-only registration again.
  *
  * KVIK_SETTING_IO_URING: which operations of a batch (kvik_batch_submit) the kernel's io_uring
  * serves, handed over from the submitting thread, instead of the thread pool. KVIK_OFF: none.
