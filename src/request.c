@@ -96,12 +96,19 @@ static void give_back_front(split *s, size_t n) {
 #define BACK_PIECE_MIN ((size_t)16 << 20)
 
 /* Take the last bytes from the back, back to a multiple of `piece` or to the front; none from a
- * registered granule, which the front copies for next to no CPU (a file read before). */
+ * registered granule, which the front copies for next to no CPU (a file read before). The
+ * granule is asked about outside the lock, since its state waits for a file that changed to be
+ * dropped: a piece taken meanwhile by another task only makes this answer about a neighbour. */
 static size_t take_back(split *s, size_t piece, kvik__zc_file *zc, int64_t *offset) {
   split_lock(s);
-  int64_t end = s->back, start = (end - 1) / (int64_t)piece * (int64_t)piece;
+  int64_t end = s->back;
+  split_unlock(s);
+  if (kvik__zc_registered(zc, end - 1)) return 0;
+  split_lock(s);
+  end = s->back;
+  int64_t start = (end - 1) / (int64_t)piece * (int64_t)piece;
   if (start < s->front) start = s->front;
-  if (s->failed || (start < end && kvik__zc_registered(zc, end - 1))) start = end;
+  if (s->failed) start = end;
   s->back = start;
   split_unlock(s);
   *offset = start;
@@ -256,6 +263,14 @@ static size_t split_tasks(const kvik__request *req, const kvik__memory *mem, con
   return 1 + (pieces - 1 < others ? pieces - 1 : others);
 }
 
+/* Task i of `ntasks`, with what every task of the request shares; the range is the request's. */
+static io_task request_task(const kvik__request *req, const kvik__memory *mem, kvik_future *future, io_task *tasks,
+                            size_t i, size_t ntasks) {
+  return (io_task){.base = {i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, .future = future, .fn = req->fn,
+                   .source = req->source, .mem = *mem, .op = req->op, .buf = req->buf, .size = req->size,
+                   .offset = req->offset, .task_size = req->task_size, .read = {.finish = finish_device_read}};
+}
+
 /* Lay out the tasks of a request that is not split. */
 static void lay_out_tasks(const kvik__request *req, const kvik__memory *mem, const plan *p, kvik_future *future,
                           io_task *tasks, size_t ntasks) {
@@ -264,11 +279,13 @@ static void lay_out_tasks(const kvik__request *req, const kvik__memory *mem, con
     int in_body = start >= p->head && start < body_end;
     size_t n = !in_body ? (start < p->head ? p->head : req->size - start)
                         : (body_end - start < p->piece ? body_end - start : p->piece);
-    tasks[i] = (io_task){.base = {i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task},
-                         .future = future, .fn = req->fn, .source = req->source, .mem = *mem, .op = req->op,
-                         .buf = req->buf + start, .size = n, .offset = req->offset + (int64_t)start, .start = start,
-                         .task_size = req->task_size, .via_cufile = p->via_cufile && in_body,
-                         .read = {.finish = finish_device_read}};
+    io_task *t = &tasks[i];
+    *t = request_task(req, mem, future, tasks, i, ntasks);
+    t->buf += start;
+    t->size = n;
+    t->offset += (int64_t)start;
+    t->start = start;
+    t->via_cufile = p->via_cufile && in_body;
     start += n;
   }
 }
@@ -278,12 +295,13 @@ static void lay_out_split(const kvik__request *req, const kvik__memory *mem, kvi
                           size_t ntasks, split *s) {
   *s = (split){.front = req->offset, .back = req->offset + (int64_t)req->size};
   atomic_flag_clear(&s->lock);
-  kvik__zc_read zc = {req->source->zc, req->offset, req->size};
-  for (size_t i = 0; i < ntasks; i++)
-    tasks[i] = (io_task){.base = {i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task},
-                         .future = future, .fn = req->fn, .source = req->source, .mem = *mem, .op = req->op,
-                         .buf = req->buf, .size = req->size, .offset = req->offset, .task_size = req->task_size,
-                         .zc = zc, .read = {.finish = finish_device_read}, .split = s, .front = i == 0};
+  for (size_t i = 0; i < ntasks; i++) {
+    io_task *t = &tasks[i];
+    *t = request_task(req, mem, future, tasks, i, ntasks);
+    t->zc = (kvik__zc_read){req->source->zc, req->offset, req->size};
+    t->split = s;
+    t->front = i == 0;
+  }
 }
 
 /* Everything up to running: checks, classification, the owner's acquisition, the append offset,
