@@ -14,10 +14,14 @@
  *  6. copy calls beside a registration: one thread queues 4 MiB copies from registered memory
  *     while another registers granules. Does a copy call wait for the other thread's registration?
  *     If it does, a pipeline must queue a granule's copies before it registers the next one.
+ *  7. kvik's front, part by part: on a fresh mapping, 64 MiB granules in order, each
+ *     asked about (mincore of all its pages, as KVIK_ZERO_COPY_READ=auto did; cachestat(2); mincore
+ *     of 16 windows) or not, registered read-only with or without CU_MEMHOSTREGISTER_PORTABLE, its
+ *     copy queued; all unregistered at the end. What do the residency check and the flag cost?
  * Uses the CUDA driver only (loaded with dlopen), no kvik.
  *
  * usage: bench_zero_copy_probe FILE [STEP]   (the file should be in the page cache: read it once
- * first; STEP 1-6 runs that step alone, steps 1-3 being one) */
+ * first; STEP 1-7 runs that step alone, steps 1-3 being one) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,9 +32,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +45,7 @@ typedef void *CUcontext;
 typedef void *CUstream;
 typedef unsigned long long CUdeviceptr;
 #define READ_ONLY 8 /* CU_MEMHOSTREGISTER_READ_ONLY */
+#define PORTABLE 1  /* CU_MEMHOSTREGISTER_PORTABLE */
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14+; older headers lack it */
@@ -447,6 +454,71 @@ static void copy_calls(char *map, size_t bytes, CUdeviceptr dev, CUstream s, int
   if (beside) unregister_granules(map + half, half);
 }
 
+/* Step 7: ways to ask whether all of a granule is in the page cache. */
+enum ask { ASK_NONE, ASK_MINCORE, ASK_CACHESTAT, ASK_SAMPLED, ASKS };
+static const char *ask_name[ASKS] = {"", "mincore", "cachestat", "sampled"};
+
+static int mincore_all(const char *p, size_t len) {
+  static unsigned char vec[GRANULE / 4096];
+  if (mincore((void *)p, len, vec) != 0) perror("mincore"), exit(1);
+  for (size_t i = 0; i < len / 4096; i++)
+    if (!(vec[i] & 1)) return 0;
+  return 1;
+}
+
+/* cachestat(2), Linux 6.5+: pages of the file range in the page cache, counted by the kernel. */
+static int cachestat_all(int fd, size_t off, size_t len) {
+  struct { uint64_t off, len; } range = {off, len};
+  struct { uint64_t cache, dirty, writeback, evicted, recently_evicted; } cs;
+  if (syscall(451, fd, &range, &cs, 0) != 0) return -1;
+  return cs.cache == len / 4096;
+}
+
+/* 16 windows of 16 pages spread over the range. */
+static int sampled(const char *p, size_t len) {
+  size_t window = 16 * 4096, stride = len / 16;
+  for (size_t at = 0; at + window <= len; at += stride)
+    if (!mincore_all(p + at, window)) return 0;
+  return 1;
+}
+
+static int resident(enum ask ask, int fd, const char *map, size_t off, size_t len) {
+  switch (ask) {
+  case ASK_MINCORE: return mincore_all(map + off, len);
+  case ASK_CACHESTAT: return cachestat_all(fd, off, len);
+  case ASK_SAMPLED: return sampled(map + off, len);
+  default: return 1;
+  }
+}
+
+static void front_like(int fd, size_t bytes, CUdeviceptr dev, CUstream s, unsigned flags, enum ask ask) {
+  char *map = map_file(fd, bytes);
+  double asking = 0, reg = 0, calls = 0, start = now();
+  for (size_t off = 0; off < bytes; off += GRANULE) {
+    double a = now();
+    int answer = resident(ask, fd, map, off, GRANULE);
+    if (answer < 0) {
+      printf("7  %s: %s\n", ask_name[ask], strerror(errno));
+      munmap(map, bytes);
+      return;
+    }
+    if (!answer) fprintf(stderr, "granule at %zu not resident\n", off), exit(1);
+    double b = now();
+    CHECK(cu.host_register(map + off, GRANULE, flags));
+    double c = now();
+    CHECK(cu.copy_async(dev + off, map + off, GRANULE, s));
+    calls += now() - c, reg += c - b, asking += b - a;
+  }
+  CHECK(cu.stream_sync(s));
+  double total = now() - start;
+  for (size_t off = 0; off < bytes; off += GRANULE) CHECK(cu.host_unregister(map + off));
+  double unreg = now() - start - total;
+  munmap(map, bytes);
+  printf("7  %-9s%-10s %6.2f GB/s: asking %6.1f ms, register %6.1f ms, copy calls %5.1f ms; unregister %5.1f ms\n",
+         flags & PORTABLE ? "portable" : "", ask_name[ask], (double)bytes / total / 1e9, asking * 1e3, reg * 1e3,
+         calls * 1e3, unreg * 1e3);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || argc > 3) return fprintf(stderr, "usage: %s FILE [STEP]\n", argv[0]), 2;
   int step = argc == 3 ? atoi(argv[2]) : 0;
@@ -482,6 +554,9 @@ int main(int argc, char **argv) {
   }
   munmap(map, bytes); /* step 4 maps the file afresh for each measurement */
   if (step == 0 || step == 4) populate_then_register(fd, bytes, dev, s);
+  for (int round = 0; round < 2 && (step == 0 || step == 7); round++)
+    for (int v = 0; v <= ASKS; v++)
+      front_like(fd, bytes, dev, s, READ_ONLY | (v == ASKS ? PORTABLE : 0), v == ASKS ? ASK_NONE : (enum ask)v);
   for (int n = 1; n <= 4 && (step == 0 || step == 5); n *= 2) {
     bounce_beside_registration(fd, bytes, dev, s, n, 0);
     bounce_beside_registration(fd, bytes, dev, s, n, 1);
