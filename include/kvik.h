@@ -927,7 +927,8 @@ KVIK_API int kvik_cufile_stats_get(kvik_cufile_stats *stats);
 /* Page cache                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-/* How many of the file's pages are in the page cache (mincore(2)): stores the counts in
+/* How many of the file's pages are in the page cache (cachestat(2), or mincore(2) on kernels
+ * before 6.5 and where cachestat counts none, as on overlayfs): stores the counts in
  * *resident_pages and *total_pages (either may be NULL). Returns 0 or a negative code: -EISDIR,
  * -ESPIPE as kvik_file_open gives them, an errno of open(2) or mmap(2). Thread-safe. */
 KVIK_API int kvik_page_cache_info(const char *path, size_t *resident_pages, size_t *total_pages);

@@ -1,27 +1,76 @@
 /* Page-cache tools: how much of a file is resident, and dropping it. */
 #define _GNU_SOURCE
+#include "page_cache.h"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "posix_io.h"
 #include "sys.h"
 
+/* cachestat(2) (Linux 6.5+) counts a range's cached pages in the kernel; mincore(2) needs a
+ * mapping and reports every page to the caller: for 8 GiB cached on an H100 machine 0.5-0.7 ms
+ * against 64-122 ms (bench_zero_copy_probe step 7), a third of what registering the range costs. */
+#ifndef SYS_cachestat
+#define SYS_cachestat 451 /* the same on every architecture; older headers lack it */
+#endif
+
 /* mincore() needs a mapping and one byte per page; a window bounds both for huge files. */
 #define WINDOW_BYTES ((size_t)1 << 30)
+#define VEC_PAGES 4096
 
-static size_t count_resident(int fd, size_t offset, size_t len, size_t page, unsigned char *vec, int *err) {
-  void *map = kvik__mmap(len, PROT_READ, MAP_SHARED, fd, (off_t)offset);
-  if (map == MAP_FAILED) return *err = errno, 0;
-  size_t resident = 0, pages = (len + page - 1) / page;
-  if (mincore(map, len, vec) != 0) *err = errno;
-  else
-    for (size_t i = 0; i < pages; i++) resident += vec[i] & 1;
-  munmap(map, len);
+struct cachestat_range {
+  uint64_t off, len;
+};
+
+struct cachestat_counts {
+  uint64_t cached, dirty, writeback, evicted, recently_evicted;
+};
+
+/* Set once cachestat(2) was refused as unknown: by an older kernel (ENOSYS), or by a seccomp filter
+ * that predates it (ENOSYS or EPERM, as containers' default filters answer). */
+static _Atomic int no_cachestat;
+
+/* The range's pages that cachestat(2) counts, or -1 when it cannot count them. */
+static int64_t cachestat_pages(int fd, int64_t offset, size_t len) {
+  if (atomic_load_explicit(&no_cachestat, memory_order_relaxed)) return -1;
+  struct cachestat_range range = {(uint64_t)offset, len};
+  struct cachestat_counts counts;
+  if (syscall(SYS_cachestat, fd, &range, &counts, 0) == 0) return (int64_t)counts.cached;
+  if (errno == ENOSYS || errno == EPERM) atomic_store_explicit(&no_cachestat, 1, memory_order_relaxed);
+  return -1;
+}
+
+/* The mapped range's pages that mincore(2) finds resident, or -errno. */
+static int64_t mincore_pages(const char *map, size_t len, size_t page) {
+  unsigned char vec[VEC_PAGES];
+  int64_t resident = 0;
+  for (size_t pos = 0; pos < len; pos += VEC_PAGES * page) {
+    size_t n = len - pos < VEC_PAGES * page ? len - pos : VEC_PAGES * page;
+    if (mincore((void *)(map + pos), n, vec) != 0) return -errno;
+    for (size_t i = 0; i < (n + page - 1) / page; i++) resident += vec[i] & 1;
+  }
+  return resident;
+}
+
+int64_t kvik__page_cache_pages(int fd, const char *map, int64_t offset, size_t len) {
+  if (len == 0) return 0;
+  /* None counted is asked again with mincore: on overlayfs, cachestat sees the overlay's own page
+   * cache, which stays empty, while a mapping reaches the pages of the file below. */
+  int64_t cached = cachestat_pages(fd, offset, len);
+  if (cached > 0) return cached;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  if (map) return mincore_pages(map, len, page);
+  void *own = kvik__mmap(len, PROT_READ, MAP_SHARED, fd, (off_t)offset);
+  if (own == MAP_FAILED) return -errno;
+  int64_t resident = mincore_pages(own, len, page);
+  munmap(own, len);
   return resident;
 }
 
@@ -32,12 +81,12 @@ int kvik_page_cache_info(const char *path, size_t *resident_pages, size_t *total
   struct stat st;
   int err = fstat(fd, &st) != 0 ? errno : 0;
   size_t page = (size_t)sysconf(_SC_PAGESIZE), size = err ? 0 : (size_t)st.st_size;
-  unsigned char *vec = kvik__malloc(WINDOW_BYTES / page);
-  if (!vec) err = ENOMEM;
   size_t resident = 0;
-  for (size_t off = 0; !err && off < size; off += WINDOW_BYTES)
-    resident += count_resident(fd, off, size - off < WINDOW_BYTES ? size - off : WINDOW_BYTES, page, vec, &err);
-  free(vec);
+  for (size_t off = 0; !err && off < size; off += WINDOW_BYTES) {
+    int64_t pages = kvik__page_cache_pages(fd, NULL, (int64_t)off, size - off < WINDOW_BYTES ? size - off : WINDOW_BYTES);
+    if (pages < 0) err = (int)-pages;
+    else resident += (size_t)pages;
+  }
   close(fd);
   if (err) return kvik__fail_errno(err, "kvik_page_cache_info(\"%s\")", path);
   if (resident_pages) *resident_pages = resident;

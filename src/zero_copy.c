@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "memory.h"
+#include "page_cache.h"
 #include "settings.h"
 #include "sys.h"
 
@@ -108,16 +109,11 @@ static int usable(kvik__zc_file *zc, const kvik__zc_identity *now) {
   return zc->map || map_file(zc, now);
 }
 
-static int resident(const char *start, size_t len) {
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  unsigned char vec[4096];
-  for (size_t pos = 0; pos < len; pos += sizeof vec * page) {
-    size_t n = len - pos < sizeof vec * page ? len - pos : sizeof vec * page;
-    if (mincore((void *)(start + pos), n, vec) != 0) return 0;
-    for (size_t i = 0; i < (n + page - 1) / page; i++)
-      if (!(vec[i] & 1)) return 0;
-  }
-  return 1;
+/* Whether all of granule g is in the page cache. */
+static int resident(const kvik__zc_file *zc, size_t g) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), len = granule_len(zc, g);
+  return kvik__page_cache_pages(zc->fd, zc->map + g * KVIK__ZC_GRANULE, (int64_t)(g * KVIK__ZC_GRANULE), len) ==
+         (int64_t)((len + page - 1) / page);
 }
 
 static int register_read_only(char *start, size_t len) {
@@ -143,7 +139,7 @@ static int register_granule(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size
   pthread_mutex_unlock(&zc->lock);
   char *start = zc->map + g * KVIK__ZC_GRANULE;
   size_t len = granule_len(zc, g);
-  int ok = (mode != KVIK_AUTO || resident(start, len)) && register_read_only(start, len);
+  int ok = (mode != KVIK_AUTO || resident(zc, g)) && register_read_only(start, len);
   pthread_mutex_lock(&zc->lock);
   zc->state[g] = ok ? KVIK__ZC_REGISTERED : KVIK__ZC_NONE;
   if (ok && !zc->ctx) {

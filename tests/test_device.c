@@ -14,7 +14,8 @@
  *    kvik_file_read_to_device; mapped files; zero-copy reads on, off and auto; fault injection
  *    and leak checks (fake only: they need its control API, absent from a real driver); a file
  *    over 4 GiB when KVIK_TEST_LARGE=1. ctest runs it once more with KVIK_ZERO_COPY_READ=auto,
- *    so that every read case also goes through the zero-copy path where it applies.
+ *    so that every read case also goes through the zero-copy path where it applies, and on the
+ *    fake once more with KVIK_TEST_NO_CACHESTAT=1, where the page cache is asked with mincore(2).
  *
  * The random choices come from one seed, printed at the start and on failure; KVIK_TEST_SEED=N
  * repeats a run. Exit codes as in test.h: 0 pass, 1 fail. */
@@ -1614,6 +1615,7 @@ static void run_suite(void) {
 }
 
 int main(void) {
+  test_without_cachestat_if_asked();
   const char *seed_text = getenv("KVIK_TEST_SEED");
   g_seed = seed_text ? strtoull(seed_text, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
   g_rng = g_seed | 1;
