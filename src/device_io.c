@@ -3,7 +3,10 @@
 #include "device_io.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "bounce.h"
 #include "error.h"
@@ -14,10 +17,19 @@
 #define MAX_LANES 8
 
 /* A bounce buffer of a lane, and the read that its last copy to the device belongs to. */
-typedef struct slot {
+typedef struct kvik__slot {
   char *buf;
   kvik__device_read *owner; /* whose copy from buf may still run; NULL when none may */
   size_t bytes;             /* that copy's size */
+  /* That copy, when it was posted to a relay: */
+  kvik__relay *relay; /* NULL when the lane's thread queued it */
+  struct kvik__slot *next_posted;
+  CUdeviceptr dst;
+  CUstream stream;
+  CUevent event;
+  _Atomic uint32_t passed; /* a futex word: 1 once the relay made the calls below */
+  CUresult result;         /* of the first of them that failed, or CUDA_SUCCESS */
+  const char *call;        /* its name */
 } slot;
 
 /* A thread's stream in one context, with two bounce buffers and an event each that marks the
@@ -44,9 +56,93 @@ static _Thread_local lane *busy; /* the lane whose slots may hold copies of unfi
 static pthread_key_t lanes_key; /* only for its destructor, which frees a thread's lanes */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
+/* ---- relays (see kvik__relay) ------------------------------------------------------------ */
+
+static void relay_lock(kvik__relay *relay) {
+  while (atomic_flag_test_and_set_explicit(&relay->lock, memory_order_acquire)) {
+  }
+}
+
+static void relay_unlock(kvik__relay *relay) { atomic_flag_clear_explicit(&relay->lock, memory_order_release); }
+
+void kvik__relay_init(kvik__relay *relay) {
+  atomic_flag_clear(&relay->lock);
+  relay->open = 0;
+  relay->first = relay->last = NULL;
+}
+
+/* Post slot s's copy of its bytes to `dst` if the relay is open. Returns whether it did. */
+static int post(kvik__relay *relay, lane *l, unsigned s, CUdeviceptr dst) {
+  slot *sl = &l->slot[s];
+  sl->dst = dst;
+  sl->stream = l->stream;
+  sl->event = l->copied[s];
+  sl->next_posted = NULL;
+  atomic_store_explicit(&sl->passed, 0, memory_order_relaxed);
+  relay_lock(relay);
+  int open = relay->open;
+  if (open) {
+    if (relay->last) relay->last->next_posted = sl;
+    else relay->first = sl;
+    relay->last = sl;
+  }
+  relay_unlock(relay);
+  sl->relay = open ? relay : NULL;
+  return open;
+}
+
+/* Queue a posted copy and record its event, as its own thread would, and wake that thread. */
+static void pass(const kvik__cuda_api *cu, slot *sl) {
+  sl->call = "cuMemcpyHtoDAsync";
+  sl->result = cu->cuMemcpyHtoDAsync(sl->dst, sl->buf, sl->bytes, sl->stream);
+  if (sl->result == CUDA_SUCCESS) {
+    sl->call = "cuEventRecord";
+    sl->result = cu->cuEventRecord(sl->event, sl->stream);
+  }
+  atomic_store_explicit(&sl->passed, 1, memory_order_release);
+  syscall(SYS_futex, &sl->passed, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Take what was posted (and close the relay, with `close`), then queue it. A slot is read before
+ * it is passed: from then on its thread may post it again. */
+static void pass_posted(kvik__relay *relay, int close) {
+  relay_lock(relay);
+  slot *sl = relay->first;
+  relay->first = relay->last = NULL;
+  if (close) relay->open = 0;
+  relay_unlock(relay);
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  while (sl) {
+    slot *next = sl->next_posted;
+    pass(cu, sl);
+    sl = next;
+  }
+}
+
+void kvik__relay_open(kvik__relay *relay) {
+  relay_lock(relay);
+  relay->open = 1;
+  relay_unlock(relay);
+}
+
+void kvik__relay_pass(kvik__relay *relay) { pass_posted(relay, 0); }
+
+void kvik__relay_close(kvik__relay *relay) { pass_posted(relay, 1); }
+
+/* Wait until the relay queued the slot's copy, if it was posted. Returns the result of its calls;
+ * after a failure the copy may run without its event, so the caller waits for the stream. */
+static CUresult wait_passed(slot *sl) {
+  if (!sl->relay) return CUDA_SUCCESS;
+  while (atomic_load_explicit(&sl->passed, memory_order_acquire) == 0)
+    syscall(SYS_futex, &sl->passed, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+  sl->relay = NULL;
+  return sl->result;
+}
+
 /* Destroy the lane's stream and events, unless its context is gone: then they went with it, and
  * its handle may now name another context. */
 static void destroy_lane(const kvik__cuda_api *cu, lane *l) {
+  for (int i = 0; i < 2; i++) wait_passed(&l->slot[i]);
   if (kvik__context_id(l->ctx) != l->ctx_id || cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
   if (l->stream) cu->cuStreamSynchronize(l->stream);
   for (int i = 0; i < 2; i++) {
@@ -93,6 +189,7 @@ static int lane_for(const char *fn, CUcontext ctx, lane **out) {
       *out = &lanes.lane[i];
       return 0;
     }
+    for (int s = 0; s < 2; s++) wait_passed(&lanes.lane[i].slot[s]); /* the relay writes to the slots */
     lanes.lane[i] = lanes.lane[--lanes.count];
     break;
   }
@@ -204,9 +301,16 @@ static void reap(const kvik__cuda_api *cu, lane *l, unsigned s) {
   kvik__device_read *r = sl->owner;
   if (!r) return;
   sl->owner = NULL;
-  CUresult result = cu->cuEventSynchronize(l->copied[s]);
+  CUresult result = wait_passed(sl);
+  const char *call = "cuEventSynchronize";
+  if (result != CUDA_SUCCESS) {
+    call = sl->call;
+    cu->cuStreamSynchronize(l->stream); /* the copy may run without its event */
+  } else {
+    result = cu->cuEventSynchronize(l->copied[s]);
+  }
   if (result == CUDA_SUCCESS) r->bytes += sl->bytes;
-  else if (r->rc == 0) r->rc = kvik__cuda_check(result, r->fn, "cuEventSynchronize");
+  else if (r->rc == 0) r->rc = kvik__cuda_check(result, r->fn, call);
   r->in_flight--;
   finish_if_done(r);
 }
@@ -244,6 +348,7 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     unsigned s = l->next;
     slot *sl = &l->slot[s];
     reap(cu, l, s);
+    if (r->rc < 0) return r->rc; /* a copy the relay queued for it failed */
     if (!sl->buf) {
       void *buf;
       int get_rc = kvik__pinned_get(r->fn, l->chunk, &buf);
@@ -254,13 +359,15 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     size_t n = size - pos < l->chunk ? size - pos : l->chunk, got = 0;
     int rc = transfer(source, KVIK__READ, sl->buf, n, offset + (int64_t)pos, &got);
     if (got > 0) {
-      int copy_rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev + pos, sl->buf, got, l->stream), r->fn,
-                                     "cuMemcpyHtoDAsync");
-      if (copy_rc == 0)
-        copy_rc = kvik__cuda_check(cu->cuEventRecord(l->copied[s], l->stream), r->fn, "cuEventRecord");
-      if (copy_rc < 0) return copy_rc;
-      sl->owner = r;
       sl->bytes = got;
+      if (!r->relay || !post(r->relay, l, s, dev + pos)) {
+        int copy_rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev + pos, sl->buf, got, l->stream), r->fn,
+                                       "cuMemcpyHtoDAsync");
+        if (copy_rc == 0)
+          copy_rc = kvik__cuda_check(cu->cuEventRecord(l->copied[s], l->stream), r->fn, "cuEventRecord");
+        if (copy_rc < 0) return copy_rc;
+      }
+      sl->owner = r;
       r->in_flight++;
       r->issued_bytes += got;
       pos += got;
@@ -287,7 +394,7 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
 }
 
 int kvik__device_read_begin(const char *fn, const kvik__memory *mem, size_t task_size, kvik__device_read *r) {
-  *r = (kvik__device_read){.finish = r->finish, .fn = fn};
+  *r = (kvik__device_read){.finish = r->finish, .fn = fn, .relay = r->relay};
   int rc = kvik__context_push(fn, mem->ctx);
   if (rc < 0) {
     r->rc = rc;

@@ -4,6 +4,7 @@
 #ifndef KVIK_SRC_DEVICE_IO_H
 #define KVIK_SRC_DEVICE_IO_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,35 @@
 typedef int (*kvik__host_transfer)(void *source, kvik__op op, char *host, size_t size, int64_t offset, size_t *done);
 
 struct kvik__lane;
+struct kvik__slot;
+
+/* Copies to the device that reading threads hand to one thread to queue for them. A call that
+ * queues a copy waits while another thread of the process registers memory with the driver
+ * (bench_zero_copy_probe step 6), and the front of a split first read (request.c) registers all
+ * the time: on an H100 its back tasks spent 45% of their time in such calls. So while the front
+ * runs, the back posts its copies here and reads on, and the front queues them between its
+ * registrations. A posted copy runs on the stream of the thread that posted it and records that
+ * thread's event, so whatever waits for them waits as it did. Posting and taking move a few
+ * pointers, under a spin lock. */
+typedef struct kvik__relay {
+  atomic_flag lock;
+  int open;                        /* the relaying thread queues what is posted */
+  struct kvik__slot *first, *last; /* posted, not queued yet */
+} kvik__relay;
+
+/* A closed relay. */
+void kvik__relay_init(kvik__relay *relay);
+
+/* From now on, the reads that name this relay (kvik__device_read.relay) post their bounce
+ * copies to it, and the calling thread queues them, with kvik__relay_pass(), until it closes it. */
+void kvik__relay_open(kvik__relay *relay);
+
+/* Queue the copies posted so far. Called by the thread that opened the relay, with the reads'
+ * context current. */
+void kvik__relay_pass(kvik__relay *relay);
+
+/* Queue the copies posted so far and take no more: from now on each thread queues its own. */
+void kvik__relay_close(kvik__relay *relay);
 
 /* A read from a source into device memory, made of pieces: through the bounce buffers, or
  * straight from the file's registered mapping (zero_copy.h). On a pool thread its last bounce
@@ -29,6 +59,7 @@ typedef struct kvik__device_read {
    * then on. */
   void (*finish)(struct kvik__device_read *read, size_t bytes, int rc);
   const char *fn;      /* the public function called, for messages */
+  kvik__relay *relay;  /* where its bounce copies are posted while it is open, or NULL */
   size_t bytes;        /* bytes whose copies are known to be complete */
   size_t issued_bytes; /* bytes whose bounce copies were queued */
   unsigned in_flight;  /* bounce copies queued and not yet known to be complete */
@@ -46,8 +77,9 @@ typedef struct kvik__device_read {
 } kvik__device_read;
 
 /* Start a read into device memory (classified as `mem`) on this thread's stream for the memory's
- * context, with bounce buffers sized for tasks of `task_size` bytes. Set read->finish first. 0,
- * or a negative code, which the read then finishes with: its pieces do nothing. */
+ * context, with bounce buffers sized for tasks of `task_size` bytes. Set read->finish (and
+ * read->relay, if any) first. 0, or a negative code, which the read then finishes with: its
+ * pieces do nothing. */
 int kvik__device_read_begin(const char *fn, const kvik__memory *mem, size_t task_size, kvik__device_read *read);
 
 /* Queue the read of `size` bytes at `offset` of `source` into `dev` through the bounce buffers.

@@ -83,7 +83,8 @@ int kvik_page_cache_info(const char *path, size_t *resident_pages, size_t *total
   size_t page = (size_t)sysconf(_SC_PAGESIZE), size = err ? 0 : (size_t)st.st_size;
   size_t resident = 0;
   for (size_t off = 0; !err && off < size; off += WINDOW_BYTES) {
-    int64_t pages = kvik__page_cache_pages(fd, NULL, (int64_t)off, size - off < WINDOW_BYTES ? size - off : WINDOW_BYTES);
+    size_t len = size - off < WINDOW_BYTES ? size - off : WINDOW_BYTES;
+    int64_t pages = kvik__page_cache_pages(fd, NULL, (int64_t)off, len);
     if (pages < 0) err = (int)-pages;
     else resident += (size_t)pages;
   }

@@ -18,14 +18,17 @@
  * the mapping, and registers the next while that copy runs. One thread, in that order, because a
  * call that queues a copy can wait for another thread's registration to end (bench_zero_copy_probe
  * step 6: up to 78 ms on an H100), which would leave the copy engine idle. Its other tasks take them
- * from the back, a task's worth at a time, through the bounce buffers, which adds their rate to
- * the registration's until the two ends meet; on a file read before, whose granules are all
- * registered, the first task queues its copies faster than the others read and takes nearly all.
- * Taking is short and rare (once per MiBs), so a spin lock guards it. */
+ * from the back, in pieces of at least BACK_PIECE_MIN, through the bounce buffers, which adds their
+ * rate to the registration's until the two ends meet. For the same reason they do not queue their
+ * copies themselves: they post them to the front (kvik__relay), which queues them between its
+ * registrations. On a file read before, whose granules are all registered, the first task queues
+ * its copies faster than the others read and takes nearly all. Taking is short and rare (once per
+ * MiBs), so a spin lock guards it. */
 typedef struct split {
   atomic_flag lock;
   int64_t front, back;
-  int failed; /* a task failed: the others take nothing more */
+  int failed;        /* a task failed: the others take nothing more */
+  kvik__relay relay; /* the back's copies, queued by the front between registrations */
 } split;
 
 typedef struct io_task {
@@ -131,13 +134,18 @@ static void read_piece(io_task *t, int64_t at, size_t n) {
 
 /* The front of a split: a granule the mapping cannot serve (not resident under KVIK_AUTO, refused,
  * another file registering) goes through the bounce buffers, a task's worth at a time, so that the
- * back tasks share it. */
+ * back tasks share it. After each step it queues the copies the back posted meanwhile. */
 static void run_front(io_task *t) {
   int64_t mapped_from = 0, at;
   size_t n;
+  kvik__relay *relay = &t->split->relay;
+  kvik__relay_open(relay);
   while (t->read.rc == 0 && (n = take_front(t->split, mapped_from, t->task_size, &at)) > 0) {
+    char *dev = t->buf + (at - t->offset);
+    size_t mapped = at >= mapped_from ? kvik__device_read_mapped(&t->read, &t->zc, dev, n, at) : 0;
+    kvik__relay_pass(relay);
+    if (mapped == n) continue;
     if (at >= mapped_from) {
-      if (kvik__device_read_mapped(&t->read, &t->zc, t->buf + (at - t->offset), n, at) == n) continue;
       mapped_from = (at / (int64_t)KVIK__ZC_GRANULE + 1) * (int64_t)KVIK__ZC_GRANULE;
       size_t keep = n < t->task_size ? n : t->task_size;
       give_back_front(t->split, n - keep);
@@ -145,6 +153,7 @@ static void run_front(io_task *t) {
     }
     read_piece(t, at, n);
   }
+  kvik__relay_close(relay);
 }
 
 static size_t back_piece(size_t task_size) { return task_size > BACK_PIECE_MIN ? task_size : BACK_PIECE_MIN; }
@@ -295,12 +304,14 @@ static void lay_out_split(const kvik__request *req, const kvik__memory *mem, kvi
                           size_t ntasks, split *s) {
   *s = (split){.front = req->offset, .back = req->offset + (int64_t)req->size};
   atomic_flag_clear(&s->lock);
+  kvik__relay_init(&s->relay);
   for (size_t i = 0; i < ntasks; i++) {
     io_task *t = &tasks[i];
     *t = request_task(req, mem, future, tasks, i, ntasks);
     t->zc = (kvik__zc_read){req->source->zc, req->offset, req->size};
     t->split = s;
     t->front = i == 0;
+    if (!t->front) t->read.relay = &s->relay;
   }
 }
 

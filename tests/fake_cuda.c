@@ -130,6 +130,7 @@ static pthread_mutex_t g_fault_lock = PTHREAD_MUTEX_INITIALIZER;
 static armed_failure g_armed[MAX_ARMED];
 static int g_narmed;
 static atomic_int g_any_armed; /* lets the common case skip g_fault_lock */
+static atomic_long g_copies_beside; /* see fake_cuda_copies_beside_registration() */
 
 static atomic_int g_initialized;
 
@@ -196,6 +197,7 @@ void fake_cuda_reset(void) {
   atomic_store(&g_any_armed, 0);
   pthread_mutex_unlock(&g_fault_lock);
   for (int i = 0; i < FN_COUNT; i++) atomic_store(&g_calls[i], 0);
+  atomic_store(&g_copies_beside, 0);
 }
 
 /* ---- Live counts -------------------------------------------------------------------------- */
@@ -1313,11 +1315,23 @@ CUresult cuMemFreeHost(void *ptr) {
 }
 
 static atomic_long g_register_delay_us;
+static atomic_int g_registering; /* threads in cuMemHostRegister */
 
 void fake_cuda_slow_registration(long us) { atomic_store(&g_register_delay_us, us); }
 
+long fake_cuda_copies_beside_registration(void) { return atomic_load(&g_copies_beside); }
+
+static CUresult register_range(void *ptr, size_t size, unsigned flags);
+
 CUresult cuMemHostRegister_v2(void *ptr, size_t size, unsigned flags) {
   ENTER(cuMemHostRegister_v2);
+  atomic_fetch_add(&g_registering, 1);
+  CUresult result = register_range(ptr, size, flags);
+  atomic_fetch_sub(&g_registering, 1);
+  return result;
+}
+
+static CUresult register_range(void *ptr, size_t size, unsigned flags) {
   if (!ptr || size == 0 || (flags & ~15u)) return CUDA_ERROR_INVALID_VALUE; /* 1, 2, 4, 8: the real flags */
   long delay_us = atomic_load(&g_register_delay_us);
   if (delay_us > 0) usleep((useconds_t)delay_us);
@@ -1469,6 +1483,7 @@ static CUresult copy_async(int to_device, CUdeviceptr device, void *host, size_t
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t size, CUstream stream) {
   ENTER(cuMemcpyHtoDAsync_v2);
+  if (atomic_load(&g_registering) > 0) atomic_fetch_add(&g_copies_beside, 1);
   return copy_async(1, dst, (void *)(uintptr_t)src, size, stream);
 }
 

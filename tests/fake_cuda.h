@@ -56,11 +56,17 @@ void fake_cuda_reset(void);
  * registers. */
 void fake_cuda_slow_registration(long us);
 
+/* Host-to-device copy calls made while a thread was in cuMemHostRegister, since the library was
+ * loaded or fake_cuda_reset() was last called. On a real driver such a call can wait for the
+ * registration to end (bench_zero_copy_probe step 6). */
+long fake_cuda_copies_beside_registration(void);
+
 typedef void (*fake_cuda_fail_fn)(const char *symbol, int nth, int error);
 typedef long (*fake_cuda_calls_fn)(const char *symbol);
 typedef long (*fake_cuda_live_fn)(const char *what);
 typedef void (*fake_cuda_reset_fn)(void);
 typedef void (*fake_cuda_slow_registration_fn)(long us);
+typedef long (*fake_cuda_copies_beside_registration_fn)(void);
 
 /* Driver API constants beyond those kvik itself uses (src/cuda.h), with the values of the real
  * cuda.h. Guarded so that src/cuda.h may define any of them later. */

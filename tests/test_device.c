@@ -98,6 +98,7 @@ static struct {
   fake_cuda_live_fn live;
   fake_cuda_reset_fn reset;
   fake_cuda_slow_registration_fn slow_registration;
+  fake_cuda_copies_beside_registration_fn copies_beside_registration;
 } fake;
 
 static const char *cu_error_name(CUresult r) {
@@ -126,6 +127,7 @@ static void resolve_driver(void *handle) {
   *(void **)&fake.live = dlsym(handle, "fake_cuda_live");
   *(void **)&fake.reset = dlsym(handle, "fake_cuda_reset");
   *(void **)&fake.slow_registration = dlsym(handle, "fake_cuda_slow_registration");
+  *(void **)&fake.copies_beside_registration = dlsym(handle, "fake_cuda_copies_beside_registration");
 }
 
 /* ---- Run state ---------------------------------------------------------------------------- */
@@ -1303,8 +1305,10 @@ static void zc_first_read(const char *path, const unsigned char *content, int64_
  * with one pool thread, or in one task, that is all of it. With more threads the other tasks
  * read from the far end through the bounce buffers meanwhile: with registration made slow, a read
  * of three granules on 4 threads makes more copies than granules, and registers no granule that
- * the back took whole. Once a handle registered every granule, later reads copy each from the
- * mapping, with no bounce buffers and no registration. */
+ * the back took whole. The back's copies are queued by the front between its registrations (a
+ * back task may queue one itself, if it found the relay closed just before the front opened it).
+ * Once a handle registered every granule, later reads copy each from the mapping, with no bounce
+ * buffers and no registration. */
 static void zc_first_read_split(unsigned char *dev) {
   char *path = test_path(g_dir, "zc-split");
   unsigned char *content = malloc(ZC_BIG_BYTES);
@@ -1330,11 +1334,13 @@ static void zc_first_read_split(unsigned char *dev) {
   }
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, task_size));
   if (fake.slow_registration) fake.slow_registration(20000);
+  long beside = fake.copies_beside_registration ? fake.copies_beside_registration() : 0;
   zc_first_read(path, content, 0, ZC_BIG_BYTES, dev, "4 threads, slow registration", &registered, &copies);
   if (fake.slow_registration) fake.slow_registration(0);
   if (fake.calls) {
     ASSERT(registered >= 1 && registered <= 2);
     ASSERT(copies > registered);
+    ASSERT(fake.copies_beside_registration() - beside <= 3);
   }
   kvik_file *f = open_file(path, "r");
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
