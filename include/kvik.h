@@ -150,16 +150,16 @@ KVIK_API const char *kvik_last_error(void);
  * KVIK_SETTING_ZERO_COPY_READ: how reads of a file into device memory may skip the CPU copy.
  * The file is mapped (mmap), registered read-only with CUDA in granules of 64 MiB as reads reach
  * them, and the GPU copies straight out of the page cache. KVIK_OFF: never; KVIK_AUTO: granules
- * whose every page is in the page cache, by reads of at least half of what they would register;
- * KVIK_ON: always (pages not in memory are then read from storage by the registration, one
- * fault at a time). Whenever the path cannot be taken (no support for read-only registration, a
- * range reaching past the end of the file, a failed mapping or registration, a granule needed
- * while another file registers one), the read goes through the bounce buffers instead, with the
- * same result.
+ * whose every page is in the page cache (cachestat(2), else mincore(2)), by reads of at least
+ * half of what they would register; KVIK_ON: always (pages not in memory are then read from
+ * storage by the registration, one fault at a time). Whenever the path cannot be taken (no
+ * support for read-only registration, a range reaching past the end of the file, a failed mapping
+ * or registration, a granule needed while another file registers one), the read goes through the
+ * bounce buffers instead, with the same result.
  *
  * A handle keeps its registrations until kvik_file_close(): a later read of the same bytes is
- * one DMA transfer per granule, with almost no CPU (on an H100: 52 GB/s from 4 threads for
- * 0.013 CPU s/GB, where copying through bounce buffers takes 16 threads and 0.32 s/GB). Their
+ * one DMA transfer per granule, with almost no CPU (on an H100: 54.6 GB/s from 4 threads for
+ * 0.001 CPU s/GB, where copying through bounce buffers takes 16 threads and 0.32 s/GB). Their
  * pages stay pinned in memory meanwhile. Writes to the file, by any path, reach those pages and
  * so the reads; a change of the file's size, mtime or ctime drops them all first (a truncate
  * and a rewrite of the same size in the same time-stamp tick as the registration would not be
@@ -173,11 +173,11 @@ KVIK_API const char *kvik_last_error(void);
  * registers one, queues its copy, and registers the next while that copy runs. The pool's other
  * threads read the request from its far end through the bounce buffers meanwhile, in pieces of at
  * least 16 MiB, until the two ends meet, and leave granules already registered to the first: the
- * thread count sets how much CPU a first read may spend. On an H100 an 8 GiB first read ran at
- * 21.7 GB/s from 1 thread (0.048 CPU s/GB), 27.6 from 4 and 37.3 from 16 (kvik bench --device),
- * where the bounce buffers alone give 6.5, 24.0 and 50.6. Closing the handle unregisters: 56-95 ms
- * per 8 GiB there.
- * Off by default, since a single read from many threads is faster through the bounce buffers,
+ * thread count sets how much CPU a first read may spend. Their copies are queued by the first
+ * task between its registrations. On an H100 the read call of an 8 GiB first read ran at 35.8
+ * GB/s from 1 thread (0.028 CPU s/GB), 45.1 from 4 (0.084) and 52.7 from 8, where the bounce
+ * buffers alone give 7.5, 23.9 and 46.5. Closing the handle unregisters: 48-86 ms per 8 GiB there.
+ * Off by default, since the registrations pin the file's pages until the handle is closed,
  * and because registering waits for work the device is doing (measured on an H100 with driver
  * 580), so a read then also waits for kernels that run meanwhile. Stream-ordered reads never take
  * this path, since their own stream is held while they run. Setting it again makes kvik ask a
