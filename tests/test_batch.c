@@ -15,8 +15,13 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <linux/capability.h>
+#include <linux/io_uring.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -793,6 +798,50 @@ static void test_ring_device(void) {
          ring_available ? "available" : "unavailable");
 }
 
+/* Take from this thread the right to pin memory past RLIMIT_MEMLOCK (CAP_IPC_LOCK, which root
+ * has), and lower that limit to 1 MiB, as an unprivileged user may find it: enough for a ring,
+ * whose memory counts too, not for the 64 MiB staging arena. Returns whether io_uring then
+ * refuses to register a buffer of 2 MiB. */
+static int forbid_pinning(void) {
+  struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct caps[2];
+  if (syscall(SYS_capget, &head, caps) == 0) {
+    caps[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+    ASSERT(syscall(SYS_capset, &head, caps) == 0);
+  }
+  struct rlimit limit;
+  ASSERT(getrlimit(RLIMIT_MEMLOCK, &limit) == 0);
+  if (limit.rlim_cur > MiB) limit.rlim_cur = MiB;
+  ASSERT(setrlimit(RLIMIT_MEMLOCK, &limit) == 0);
+  struct io_uring_params params;
+  memset(&params, 0, sizeof params);
+  int fd = (int)syscall(__NR_io_uring_setup, 4, &params);
+  if (fd < 0) return 0;
+  struct iovec iov = {mmap(NULL, 2 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), 2 * MiB};
+  ASSERT(iov.iov_base != MAP_FAILED);
+  int refused = syscall(__NR_io_uring_register, fd, IORING_REGISTER_BUFFERS, &iov, 1) < 0;
+  close(fd);
+  munmap(iov.iov_base, 2 * MiB);
+  return refused;
+}
+
+/* Where io_uring may not pin the staging arena, the batch's device operations go through it
+ * unregistered: the same results. Last of the device cases: the process keeps the limit. */
+static void test_ring_device_unpinned(void) {
+  if (!ring_available || !forbid_pinning()) {
+    printf("skip: device memory through an unregistered staging arena (%s)\n",
+           ring_available ? "io_uring registers buffers all the same" : "no io_uring");
+    return;
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20));
+  set_io_uring(KVIK_ON);
+  test_scattered_reads(1, NOPS, 300 * KiB);
+  test_writes(1, NOPS);
+  set_io_uring(KVIK_AUTO);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
+  printf("ok: device memory through an unregistered staging arena\n");
+}
+
 /* ---- cuFile ---------------------------------------------------------------------------------- */
 
 static void set_io_delay_us(long us) {
@@ -1047,6 +1096,7 @@ int main(void) {
     test_scattered_reads(1, NOPS, 300 * KiB);
     test_writes(1, NOPS);
     test_ring_device();
+    test_ring_device_unpinned();
   }
   /* Small operations run on the submitting thread (below the GDS threshold): the same results. */
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20));
