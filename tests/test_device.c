@@ -1425,6 +1425,41 @@ static void fault_copy_to_device(kvik_file *f, unsigned char *dev) {
   normal_read_works(f, dev);
 }
 
+/* A copy failing in a split first read, with registration slowed so that most of the back's
+ * copies are queued by the front for it (kvik__relay): the read fails with the copy's error and
+ * reports fewer bytes than asked, nothing is left registered, and the handle reads again. */
+static void fault_copy_in_split(void) {
+  char *path = test_path(g_dir, "fault_split");
+  unsigned char *content = malloc(ZC_BIG_BYTES), *dev = dev_alloc(ZC_BIG_BYTES);
+  test_fill(content, ZC_BIG_BYTES, test_rand(&g_rng));
+  test_write_file(path, content, ZC_BIG_BYTES);
+  int64_t mode, threads;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &mode));
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  kvik_file *f = open_file(path, "r");
+  fake.reset();
+  fake.slow_registration(20000);
+  fake.fail("cuMemcpyHtoDAsync_v2", 3, CUDA_ERROR_UNKNOWN);
+  kvik_future *fut = NULL;
+  ASSERT_OK(kvik_file_pread(f, dev, ZC_BIG_BYTES, 0, 0, &fut));
+  ASSERT_FAILS(kvik_future_wait(fut), KVIK_ECUDA_BASE - CUDA_ERROR_UNKNOWN, "cuMemcpyHtoDAsync");
+  ASSERT(kvik_future_bytes_done(fut) < ZC_BIG_BYTES);
+  kvik_future_free(fut);
+  fake.slow_registration(0);
+  fake.reset();
+  zc_read_check(f, dev, content, ZC_BIG_BYTES, 0, ZC_BIG_BYTES, "after a failed copy in a split read");
+  kvik_file_free(f);
+  ASSERT_EQ(registered_live(), 0);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, threads));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode));
+  dev_free(dev);
+  unlink(path);
+  free(path);
+  free(content);
+}
+
 static void fault_copy_from_device(unsigned char *dev) {
   char *path = test_path(g_dir, "fault_written");
   kvik_file *w = open_file(path, "w");
@@ -1495,11 +1530,13 @@ static void test_faults(void) {
   fault_stream(f, dev);
   fault_device_alloc(f);
   normal_read_works(f, dev);
+  if (fake.slow_registration) fault_copy_in_split();
   check_no_leaks();
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode_before));
   dev_free(dev);
   kvik_file_free(f);
-  printf("ok: injected failures of cuMemHostAlloc, copies, cuLaunchHostFunc and cuMemAlloc; no leaks\n");
+  printf("ok: injected failures of cuMemHostAlloc, copies (in a split zero-copy read too), cuLaunchHostFunc and "
+         "cuMemAlloc; no leaks\n");
 }
 
 /* ---- 10. Over 4 GiB (KVIK_TEST_LARGE=1) --------------------------------------------------- */
