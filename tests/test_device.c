@@ -991,6 +991,14 @@ static void test_mmap(void) {
 #define ZC_READERS 4
 #define ZC_RACING_READS 400 /* one in ten large, the others at most 64 KiB */
 
+/* A file of ZC_BIG_BYTES random bytes at `path`; returns them, for the caller to free. */
+static unsigned char *zc_big_file(const char *path) {
+  unsigned char *content = malloc(ZC_BIG_BYTES);
+  test_fill(content, ZC_BIG_BYTES, test_rand(&g_rng));
+  test_write_file(path, content, ZC_BIG_BYTES);
+  return content;
+}
+
 /* cuMemHostRegister calls so far, registrations live, and asynchronous copies to the device so far;
  * 0 on a real driver (not counted). */
 static long registrations(void) { return fake.calls ? fake.calls("cuMemHostRegister_v2") : 0; }
@@ -1258,9 +1266,7 @@ static void *zc_reader_main(void *arg) {
  * then readers on several threads read across granule boundaries while registrations happen. */
 static void zc_granules(unsigned char *dev) {
   char *path = test_path(g_dir, "zc-big");
-  unsigned char *content = malloc(ZC_BIG_BYTES);
-  test_fill(content, ZC_BIG_BYTES, test_rand(&g_rng));
-  test_write_file(path, content, ZC_BIG_BYTES);
+  unsigned char *content = zc_big_file(path);
   ASSERT_OK(kvik_page_cache_drop(path));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
   kvik_file *f = open_file(path, "r");
@@ -1314,9 +1320,7 @@ static void zc_first_read(const char *path, const unsigned char *content, int64_
  * buffers and no registration. */
 static void zc_first_read_split(unsigned char *dev) {
   char *path = test_path(g_dir, "zc-split");
-  unsigned char *content = malloc(ZC_BIG_BYTES);
-  test_fill(content, ZC_BIG_BYTES, test_rand(&g_rng));
-  test_write_file(path, content, ZC_BIG_BYTES);
+  unsigned char *content = zc_big_file(path);
   int64_t threads, task_size;
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads));
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_TASK_SIZE, &task_size));
@@ -1430,9 +1434,7 @@ static void fault_copy_to_device(kvik_file *f, unsigned char *dev) {
  * reports fewer bytes than asked, nothing is left registered, and the handle reads again. */
 static void fault_copy_in_split(void) {
   char *path = test_path(g_dir, "fault_split");
-  unsigned char *content = malloc(ZC_BIG_BYTES), *dev = dev_alloc(ZC_BIG_BYTES);
-  test_fill(content, ZC_BIG_BYTES, test_rand(&g_rng));
-  test_write_file(path, content, ZC_BIG_BYTES);
+  unsigned char *content = zc_big_file(path), *dev = dev_alloc(ZC_BIG_BYTES);
   int64_t mode, threads;
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &mode));
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads));
