@@ -18,10 +18,18 @@
  *     asked about (mincore of all its pages, as KVIK_ZERO_COPY_READ=auto did; cachestat(2); mincore
  *     of 16 windows) or not, registered read-only with or without CU_MEMHOSTREGISTER_PORTABLE, its
  *     copy queued; all unregistered at the end. What do the residency check and the flag cost?
+ *  8. huge mappings: the page cache may hold large folios (ext4 since Linux 6.16, xfs, tmpfs with
+ *     huge=), and a mapping whose address is 2 MiB aligned, as its file offset is, can map a 2 MiB
+ *     folio with one page-table entry (PMD). How large are the file's folios, does kvik's kind of
+ *     mapping (address as mmap gives it) or an aligned one get PMD entries, and do registration and
+ *     unregistration, which take every page, get faster with them? Each on a fresh mapping. Beside
+ *     them, as a control, anonymous memory of the same size in 4 KiB pages and in transparent huge
+ *     pages: does the driver's cost follow the page size at all? And does unregistration scale
+ *     with threads, as registration does not?
  * Uses the CUDA driver only (loaded with dlopen), no kvik.
  *
  * usage: bench_zero_copy_probe FILE [STEP]   (the file should be in the page cache: read it once
- * first; STEP 1-7 runs that step alone, steps 1-3 being one) */
+ * first; STEP 1-8 runs that step alone, steps 1-3 being one) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -519,6 +527,121 @@ static void front_like(int fd, size_t bytes, CUdeviceptr dev, CUstream s, unsign
          calls * 1e3, unreg * 1e3);
 }
 
+/* Step 8: huge mappings. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* The file mapped at a 2 MiB-aligned address: a larger reservation, the file mapped over it with
+ * MAP_FIXED, the slack on both sides given back. */
+static char *map_file_aligned(int fd, size_t bytes) {
+  char *area = mmap(NULL, bytes + HUGE_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (area == MAP_FAILED) perror("mmap"), exit(1);
+  char *aligned = (char *)(((uintptr_t)area + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+  if (mmap(aligned, bytes, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) perror("mmap"), exit(1);
+  if (aligned > area) munmap(area, (size_t)(aligned - area));
+  munmap(aligned + bytes, (size_t)(area + HUGE_PAGE - aligned));
+  return aligned;
+}
+
+/* A field of /proc/self/smaps (FilePmdMapped, AnonHugePages) for the mapping that starts at p, in
+ * MiB (-1: not found). */
+static long smaps_mib(const char *p, const char *field) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[512], name[64];
+  int in = 0;
+  long kb = -1;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) in = lo == (uintptr_t)p;
+    else if (in && sscanf(line, "%63[^:]: %ld kB", name, &kb) == 2 && strcmp(name, field) == 0) break;
+    else kb = -1;
+  }
+  fclose(f);
+  return kb < 0 ? -1 : kb / 1024;
+}
+
+/* The folios behind a populated mapping, from /proc/self/pagemap and /proc/kpageflags (root only):
+ * in a 64 MiB window of each GiB, the pages in compound pages (large folios) and the mean size of
+ * those folios. */
+static void folio_census(const char *map, size_t bytes) {
+  enum { WINDOW = 16384, COMPOUND_HEAD = 15, COMPOUND_TAIL = 16 };
+  int pagemap = open("/proc/self/pagemap", O_RDONLY), flags = open("/proc/kpageflags", O_RDONLY);
+  static uint64_t entries[WINDOW];
+  size_t pages = 0, heads = 0, tails = 0;
+  for (size_t off = 0; pagemap >= 0 && flags >= 0 && off < bytes; off += (size_t)1 << 30) {
+    off_t at = (off_t)((uintptr_t)(map + off) / 4096 * 8);
+    if (pread(pagemap, entries, sizeof entries, at) != (ssize_t)sizeof entries) break;
+    for (size_t i = 0; i < WINDOW; i++) {
+      uint64_t pfn = entries[i] & (((uint64_t)1 << 55) - 1), kflags;
+      if (!(entries[i] >> 63) || pfn == 0 || pread(flags, &kflags, 8, (off_t)(pfn * 8)) != 8) continue;
+      pages++;
+      heads += (kflags >> COMPOUND_HEAD) & 1;
+      tails += (kflags >> COMPOUND_TAIL) & 1;
+    }
+  }
+  if (pages == 0)
+    printf("8  folios: not known (pagemap or kpageflags unreadable: %s)\n", strerror(errno));
+  else
+    printf("8  folios: %zu pages seen, %.1f%% in large folios, those of %.0f KiB on average\n", pages,
+           100.0 * (double)(heads + tails) / (double)pages, heads ? 4.0 * (double)(heads + tails) / (double)heads : 0);
+  if (pagemap >= 0) close(pagemap);
+  if (flags >= 0) close(flags);
+}
+
+static void huge_mapping(int fd, size_t bytes, int aligned, int hugepage_advice, int populated, int census) {
+  char *map = aligned ? map_file_aligned(fd, bytes) : map_file(fd, bytes);
+  if (hugepage_advice && madvise(map, bytes, MADV_HUGEPAGE) != 0) perror("madvise(MADV_HUGEPAGE)");
+  double pop = populated ? parallel_populate(map, bytes, 8) : 0;
+  long pmd_before = smaps_mib(map, "FilePmdMapped");
+  if (census) folio_census(map, bytes);
+  double reg = register_granules(map, bytes);
+  long pmd_after = smaps_mib(map, "FilePmdMapped");
+  double unreg = unregister_granules(map, bytes);
+  munmap(map, bytes);
+  printf("8  %-9s %-13s %-11s address %% 2 MiB = %7zu: PMD-mapped %7ld MiB before registering, %7ld after; "
+         "register %6.2f GB/s (%6.1f ms), unregister %6.1f ms",
+         aligned ? "aligned" : "as given", hugepage_advice ? "MADV_HUGEPAGE" : "",
+         populated ? "populated" : "unpopulated", (size_t)((uintptr_t)map % HUGE_PAGE), pmd_before,
+         pmd_after, (double)bytes / reg / 1e9, reg * 1e3, unreg * 1e3);
+  if (populated) printf(", populate (8 threads) %.1f ms", pop * 1e3);
+  printf("\n");
+}
+
+static void *unregister_part(void *arg) {
+  struct worker *w = arg;
+  CHECK(cu.set_current(ctx));
+  for (size_t off = 0; off < w->len; off += GRANULE) CHECK(cu.host_unregister(w->p + off));
+  return NULL;
+}
+
+/* 8: does unregistration, which a close does, scale with threads where registration does not? A
+ * fresh populated mapping is registered in granules, then unregistered on n threads at once. */
+static void parallel_unregister(int fd, size_t bytes, int n) {
+  char *map = map_file(fd, bytes);
+  parallel_populate(map, bytes, 8);
+  register_granules(map, bytes);
+  struct worker w[16];
+  double seconds = fan_out(map, bytes, n, unregister_part, w);
+  munmap(map, bytes);
+  printf("8  unregister 64 MiB granules on %d thread(s) at once: %6.1f ms\n", n, seconds * 1e3);
+}
+
+/* 8: anonymous memory, written (so that it has its pages), registered for reading and writing. */
+static void huge_anonymous(size_t bytes, int huge) {
+  char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) perror("mmap"), exit(1);
+  if (madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0) perror("madvise");
+  memset(p, 1, bytes);
+  long huge_mib = smaps_mib(p, "AnonHugePages");
+  double start = now();
+  for (size_t off = 0; off < bytes; off += GRANULE) CHECK(cu.host_register(p + off, GRANULE, 0));
+  double reg = now() - start;
+  double unreg = unregister_granules(p, bytes);
+  munmap(p, bytes);
+  printf("8  anonymous, %-20s huge pages %7ld MiB: register %6.2f GB/s (%6.1f ms), unregister %6.1f ms\n",
+         huge ? "MADV_HUGEPAGE:" : "MADV_NOHUGEPAGE:", huge_mib, (double)bytes / reg / 1e9, reg * 1e3, unreg * 1e3);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || argc > 3) return fprintf(stderr, "usage: %s FILE [STEP]\n", argv[0]), 2;
   int step = argc == 3 ? atoi(argv[2]) : 0;
@@ -557,6 +680,16 @@ int main(int argc, char **argv) {
   for (int round = 0; round < 2 && (step == 0 || step == 7); round++)
     for (int v = 0; v <= ASKS; v++)
       front_like(fd, bytes, dev, s, READ_ONLY | (v == ASKS ? PORTABLE : 0), v == ASKS ? ASK_NONE : (enum ask)v);
+  for (int round = 0; round < 2 && (step == 0 || step == 8); round++) {
+    huge_mapping(fd, bytes, 0, 0, 1, round == 0);
+    huge_mapping(fd, bytes, 1, 0, 1, round == 0);
+    huge_mapping(fd, bytes, 1, 1, 1, 0);
+    huge_mapping(fd, bytes, 0, 0, 0, 0);
+    huge_mapping(fd, bytes, 1, 0, 0, 0);
+    huge_anonymous(bytes, 0);
+    huge_anonymous(bytes, 1);
+    for (int n = 1; n <= 8; n *= 2) parallel_unregister(fd, bytes, n);
+  }
   for (int n = 1; n <= 4 && (step == 0 || step == 5); n *= 2) {
     bounce_beside_registration(fd, bytes, dev, s, n, 0);
     bounce_beside_registration(fd, bytes, dev, s, n, 1);
