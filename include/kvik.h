@@ -157,7 +157,7 @@ KVIK_API const char *kvik_last_error(void);
  * or registration, a granule needed while another file registers one), the read goes through the
  * bounce buffers instead, with the same result.
  *
- * A handle keeps its registrations until kvik_file_close(): a later read of the same bytes is
+ * A handle keeps its registrations until kvik_file_close(): a later read of registered bytes is
  * one DMA transfer per granule, with almost no CPU (on an H100: 54.6 GB/s from 4 threads for
  * 0.001 CPU s/GB, where copying through bounce buffers takes 16 threads and 0.32 s/GB). Their
  * pages stay pinned in memory meanwhile. Writes to the file, by any path, reach those pages and
@@ -177,6 +177,12 @@ KVIK_API const char *kvik_last_error(void);
  * task between its registrations. On an H100 the read call of an 8 GiB first read ran at 35.8
  * GB/s from 1 thread (0.028 CPU s/GB), 45.1 from 4 (0.084) and 52.7 from 8, where the bounce
  * buffers alone give 7.5, 23.9 and 46.5. Closing the handle unregisters: 48-86 ms per 8 GiB there.
+ * So a first read with its open and close gains most on few threads (next to KvikIO on an H100:
+ * 5.1x at 1 thread, 1.7x at 4, where the bounce buffers give 1.16x and 1.21x), and loses on 8 or
+ * more (0.91x at 8, 0.89x at 16, where the bounce buffers give 1.28x and 1.05x), as the bounce
+ * buffers alone come near the link rate; the registrations pay there when the file is read again
+ * (1.48x and 1.14x). The bytes a first read's other threads carried are registered by later
+ * reads, as their first task reaches them.
  * Off by default, since the registrations pin the file's pages until the handle is closed,
  * and because registering waits for work the device is doing (measured on an H100 with driver
  * 580), so a read then also waits for kernels that run meanwhile. Stream-ordered reads never take

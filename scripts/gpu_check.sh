@@ -13,7 +13,8 @@
 #   5. where KvikIO is importable (installed, or carried as wheels in .whl/: Python packages missing
 #      there, zarr and pytest-asyncio for instance, are carried the same way), kvik and KvikIO
 #      reading the same file into the same GPU buffer, side by side (bench/kvikio_compare.py),
-#      with kvik's zero-copy reads off (its default: bounce buffers only), then on auto.
+#      with kvik's zero-copy reads off (its default: bounce buffers only), then on auto, then on
+#      auto with a fresh handle for each read (--fresh: first reads, open and close timed).
 # usage: scripts/gpu_check.sh [SIZE]   (default 8G; the test file goes to $TMPDIR or /tmp)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,10 +82,11 @@ KVIK_TEST_REMOTE_BIG=1073741824 python3 "$root/tests/remote/servers.py" -- sh -c
 
 echo "== kvik next to KvikIO ($size)"
 status=0
-for zero_copy in off auto; do
+for zero_copy in off auto "auto --fresh"; do
   [ "$status" = 0 ] || break
+  # shellcheck disable=SC2086 # "auto --fresh" is two arguments
   PYTHONUNBUFFERED=1 python3 "$root/bench/kvikio_compare.py" --lib "$build/libkvik.so" --file "$tmp/kvik-compare.bin" \
-    --size "$size" --threads 1,4,8,16 --repeat 3 --zero-copy "$zero_copy" || status=$?
+    --size "$size" --threads 1,4,8,16 --repeat 3 --zero-copy $zero_copy || status=$?
 done
 rm -f "$tmp/kvik-compare.bin"
 [ "$status" = 77 ] && echo "(KvikIO not importable here: comparison skipped)" && status=0
