@@ -177,12 +177,12 @@ KVIK_API const char *kvik_last_error(void);
  * task between its registrations. On an H100 the read call of an 8 GiB first read ran at 35.8
  * GB/s from 1 thread (0.028 CPU s/GB), 45.1 from 4 (0.084) and 52.7 from 8, where the bounce
  * buffers alone give 7.5, 23.9 and 46.5. Closing the handle unregisters: 48-86 ms per 8 GiB there.
- * So a first read with its open and close gains most on few threads (next to KvikIO on an H100:
- * 5.1x at 1 thread, 1.7x at 4, where the bounce buffers give 1.16x and 1.21x), and loses on 8 or
- * more (0.91x at 8, 0.89x at 16, where the bounce buffers give 1.28x and 1.05x), as the bounce
- * buffers alone come near the link rate; the registrations pay there when the file is read again
- * (1.48x and 1.14x). The bytes a first read's other threads carried are registered by later
- * reads, as their first task reaches them.
+ * So a first read with its open and close gains most on few threads (next to KvikIO on H100s:
+ * 4.9-5.1x at 1 thread, 1.47-1.68x at 4, where the bounce buffers give 1.16-1.21x), and loses
+ * on 8 or more (0.91x at 8, 0.89x at 16, where the bounce buffers give 1.28x and 1.05x), as the
+ * bounce buffers alone come near the link rate; the registrations pay there when the file is
+ * read again (1.48x and 1.14x). The bytes a first read's other threads carried are registered by
+ * later reads, as their first task reaches them.
  * Off by default, since the registrations pin the file's pages until the handle is closed,
  * and because registering waits for work the device is doing (measured on an H100 with driver
  * 580), so a read then also waits for kernels that run meanwhile. Stream-ordered reads never take
