@@ -237,10 +237,15 @@ static void drop_forked_ring(kvik_batch *b) {
   b->staging = NULL;
 }
 
-/* The arena registered as the ring's fixed buffer, where both exist. Without the registration
- * (RLIMIT_MEMLOCK too low, say) the ring still works, pinning pages per operation. */
+/* The arena registered as the ring's fixed buffer, where both exist: all of it, else the largest
+ * part from its start, halving down to one unit, that RLIMIT_MEMLOCK lets io_uring pin (8 MiB is
+ * a common limit for users without CAP_IPC_LOCK). The arena hands out its lowest free units
+ * first, so that part serves most operations; the others, or all of them where nothing could be
+ * registered, make the kernel pin their pages per operation. */
 static void register_staging(kvik_batch *b) {
-  if (b->ring && b->staging) kvik__uring_register_buffer(b->ring, kvik__staging_base(b->staging), KVIK__STAGING_BYTES);
+  if (!b->ring || !b->staging) return;
+  for (size_t len = KVIK__STAGING_BYTES; len >= KVIK__STAGING_UNIT; len /= 2)
+    if (kvik__uring_register_buffer(b->ring, kvik__staging_base(b->staging), len) != -ENOMEM) return;
 }
 
 /* The ring, set up on first use; NULL where it cannot be. */

@@ -825,21 +825,69 @@ static int forbid_pinning(void) {
   return refused;
 }
 
-/* Where io_uring may not pin the staging arena, the batch's device operations go through it
- * unregistered: the same results. Last of the device cases: the process keeps the limit. */
+/* VmPin of /proc/self/status, in KiB: among others, what io_uring pinned for registered buffers. */
+static long pinned_kib(void) {
+  FILE *status = fopen("/proc/self/status", "r");
+  ASSERT(status != NULL);
+  char line[256];
+  long kib = -1;
+  while (kib < 0 && fgets(line, sizeof line, status))
+    if (sscanf(line, "VmPin: %ld kB", &kib) != 1) kib = -1;
+  fclose(status);
+  return kib;
+}
+
+/* Whether VmPin reaches 0 within 5 s: the rings of batches freed before release their
+ * registrations after the close, from a kernel worker. */
+static int earlier_pins_released(void) {
+  for (int i = 0; i < 500; i++) {
+    if (pinned_kib() == 0) return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+/* Under the limit, the ring registers the part of the arena that fits: a batch's first device
+ * operation makes io_uring pin some of it, and no more than the limit. */
+static void check_arena_partly_registered(void) {
+  if (!earlier_pins_released()) {
+    printf("skip: how much of the arena is registered (VmPin stays at %ld KiB)\n", pinned_kib());
+    return;
+  }
+  kvik_file *f = open_file(ref_path, "r");
+  mem dev = mem_new(1, 64 * KiB);
+  kvik_batch *b = batch_new(1);
+  kvik_batch_op op = {f, KVIK_BATCH_READ, dev.ptr, 64 * KiB, 0, cookie_of(0)};
+  ASSERT_OK(kvik_batch_submit(b, &op, 1));
+  kvik_batch_event ev;
+  ASSERT_EQ(kvik_batch_wait(b, 1, &ev, 1, FOREVER), 1);
+  expect_complete(&ev, 0, 64 * KiB);
+  long pinned = pinned_kib();
+  if (pinned <= 0 || pinned > (long)(MiB / KiB))
+    FAIL_AT("the ring pinned %ld KiB of the arena under a limit of 1 MiB", pinned);
+  kvik_batch_free(b);
+  mem_free(&dev);
+  kvik_file_free(f);
+  printf("ok: the first %ld KiB of the staging arena registered under a 1 MiB RLIMIT_MEMLOCK\n", pinned);
+}
+
+/* Where io_uring may not pin all of the staging arena, the batch's device operations go through
+ * the part it registered and the rest unregistered: the same results. Last of the device cases:
+ * the process keeps the limit. */
 static void test_ring_device_unpinned(void) {
   if (!ring_available || !forbid_pinning()) {
-    printf("skip: device memory through an unregistered staging arena (%s)\n",
+    printf("skip: device memory through a staging arena registered in part (%s)\n",
            ring_available ? "io_uring registers buffers all the same" : "no io_uring");
     return;
   }
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20));
   set_io_uring(KVIK_ON);
+  check_arena_partly_registered();
   test_scattered_reads(1, NOPS, 300 * KiB);
   test_writes(1, NOPS);
   set_io_uring(KVIK_AUTO);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
-  printf("ok: device memory through an unregistered staging arena\n");
+  printf("ok: device memory through a staging arena registered in part\n");
 }
 
 /* ---- cuFile ---------------------------------------------------------------------------------- */
