@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "cufile.h"
@@ -237,6 +238,17 @@ static void drop_forked_ring(kvik_batch *b) {
   b->staging = NULL;
 }
 
+/* The largest part of the arena to try once io_uring refused all of it: half of it, halved
+ * again while above RLIMIT_MEMLOCK, since io_uring pins the pages before it checks the limit and
+ * so each refusal costs as much as a registration. */
+static size_t largest_part_allowed(void) {
+  struct rlimit limit;
+  size_t len = KVIK__STAGING_BYTES / 2;
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) == 0)
+    while (len >= KVIK__STAGING_UNIT && limit.rlim_cur != RLIM_INFINITY && len > limit.rlim_cur) len /= 2;
+  return len;
+}
+
 /* The arena registered as the ring's fixed buffer, where both exist: all of it, else the largest
  * part from its start, halving down to one unit, that RLIMIT_MEMLOCK lets io_uring pin (8 MiB is
  * a common limit for users without CAP_IPC_LOCK). The arena hands out its lowest free units
@@ -244,8 +256,10 @@ static void drop_forked_ring(kvik_batch *b) {
  * registered, make the kernel pin their pages per operation. */
 static void register_staging(kvik_batch *b) {
   if (!b->ring || !b->staging) return;
-  for (size_t len = KVIK__STAGING_BYTES; len >= KVIK__STAGING_UNIT; len /= 2)
-    if (kvik__uring_register_buffer(b->ring, kvik__staging_base(b->staging), len) != -ENOMEM) return;
+  char *base = kvik__staging_base(b->staging);
+  if (kvik__uring_register_buffer(b->ring, base, KVIK__STAGING_BYTES) != -ENOMEM) return;
+  for (size_t len = largest_part_allowed(); len >= KVIK__STAGING_UNIT; len /= 2)
+    if (kvik__uring_register_buffer(b->ring, base, len) != -ENOMEM) return;
 }
 
 /* The ring, set up on first use; NULL where it cannot be. */
