@@ -198,7 +198,8 @@ KVIK_API const char *kvik_last_error(void);
  * the page cache stay on the pool under AUTO: there the copy is the work, and the pool's threads
  * share it out (measured in the README). Device and managed memory that cuFile does not serve
  * goes through a pinned staging arena of the batch (64 MiB, set up and registered with the ring
- * on the batch's first such operation, about 1.5 ms on an H100 machine; operations of up to
+ * on the batch's first such operation, about 1.5 ms on an H100 machine; without CAP_IPC_LOCK only
+ * as much of it as RLIMIT_MEMLOCK lets the ring pin is registered; operations of up to
  * 16 MiB, of the CUDA context of the first; the others, and those that find the arena full, go
  * to the pool). Writes to append handles always go to the pool. Where io_uring is missing or
  * refused (Linux before 5.11, a seccomp profile or kernel.io_uring_disabled that forbids it) the
