@@ -18,7 +18,7 @@
  *     asked about (mincore of all its pages, as KVIK_ZERO_COPY_READ=auto did; cachestat(2); mincore
  *     of 16 windows) or not, registered read-only with or without CU_MEMHOSTREGISTER_PORTABLE, its
  *     copy queued; all unregistered at the end. What do the residency check and the flag cost?
- *  8. huge mappings: the page cache may hold large folios (ext4 since Linux 6.16, xfs, tmpfs with
+ *  8. huge mappings: the page cache may hold large folios (ext4 and xfs in recent kernels, tmpfs with
  *     huge=), and a mapping whose address is 2 MiB aligned, as its file offset is, can map a 2 MiB
  *     folio with one page-table entry (PMD). How large are the file's folios, does kvik's kind of
  *     mapping (address as mmap gives it) or an aligned one get PMD entries, and do registration and
