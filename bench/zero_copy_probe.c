@@ -26,10 +26,13 @@
  *     them, as a control, anonymous memory of the same size in 4 KiB pages and in transparent huge
  *     pages: does the driver's cost follow the page size at all? And does unregistration scale
  *     with threads, as registration does not?
+ *  9. unregistration beside a copy: is a granule unregistered as fast while a large copy from
+ *     another registered range runs as with the GPU idle, or does the call wait for that copy? If
+ *     it waits, a read cannot unregister the granules it is done with while its later ones copy.
  * Uses the CUDA driver only (loaded with dlopen), no kvik.
  *
  * usage: bench_zero_copy_probe FILE [STEP]   (the file should be in the page cache: read it once
- * first; STEP 1-8 runs that step alone, steps 1-3 being one) */
+ * first; STEP 1-9 runs that step alone, steps 1-3 being one) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -642,6 +645,38 @@ static void huge_anonymous(size_t bytes, int huge) {
          huge ? "MADV_HUGEPAGE:" : "MADV_NOHUGEPAGE:", huge_mib, (double)bytes / reg / 1e9, reg * 1e3, unreg * 1e3);
 }
 
+/* Step 9: GRANULES granules of the second half unregistered one by one, with the GPU idle, then
+ * again while the first half (registered whole) copies to the device. */
+static void unregister_beside_copy(int fd, size_t bytes, CUdeviceptr dev, CUstream s) {
+  enum { GRANULES = 8 };
+  size_t half = bytes / 2;
+  char *map = map_file(fd, bytes), *second = map + half;
+  parallel_populate(map, bytes, 8);
+  CHECK(cu.host_register(map, half, READ_ONLY));
+  for (int busy = 0; busy <= 1; busy++) {
+    register_granules(second, GRANULES * GRANULE);
+    double start = now(), calls[GRANULES];
+    if (busy) CHECK(cu.copy_async(dev, map, half, s));
+    for (int k = 0; k < GRANULES; k++) {
+      double a = now();
+      CHECK(cu.host_unregister(second + (size_t)k * GRANULE));
+      calls[k] = now() - a;
+    }
+    double unregistered = now();
+    CHECK(cu.stream_sync(s));
+    double copied = now();
+    printf("9  unregister %d granules, %s: first call %6.2f ms, later ones %6.2f ms on average", GRANULES,
+           busy ? "while a copy runs" : "GPU idle         ", calls[0] * 1e3,
+           (unregistered - start - calls[0]) / (GRANULES - 1) * 1e3);
+    if (busy)
+      printf("; the copy (%.2f GB) took %.1f ms from its call, %.1f after the last unregistration", (double)half / 1e9,
+             (copied - start) * 1e3, (copied - unregistered) * 1e3);
+    printf("\n");
+  }
+  CHECK(cu.host_unregister(map));
+  munmap(map, bytes);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || argc > 3) return fprintf(stderr, "usage: %s FILE [STEP]\n", argv[0]), 2;
   int step = argc == 3 ? atoi(argv[2]) : 0;
@@ -690,6 +725,7 @@ int main(int argc, char **argv) {
     huge_anonymous(bytes, 1);
     for (int n = 1; n <= 8; n *= 2) parallel_unregister(fd, bytes, n);
   }
+  for (int round = 0; round < 2 && (step == 0 || step == 9); round++) unregister_beside_copy(fd, bytes, dev, s);
   for (int n = 1; n <= 4 && (step == 0 || step == 5); n *= 2) {
     bounce_beside_registration(fd, bytes, dev, s, n, 0);
     bounce_beside_registration(fd, bytes, dev, s, n, 1);
