@@ -41,10 +41,10 @@ static struct driver {
  * off by default, each run on a handle of its own: a first read, which registers what it maps,
  * and a close that unregisters it, both timed. KVIK_ZERO_COPY_AGAIN reads on one handle kept
  * for the whole bench, read once on one thread before its first run: a read of a file read
- * before, served by the registrations its handle kept. Reads only. CUFILE is kvik on a second handle of the file,
- * opened with compat mode OFF, so that cuFile serves its device memory. It is the read table's
- * last column, and the write table's (which has no zero-copy columns) too: method_of() maps
- * columns to methods. */
+ * before, served by the registrations its handle kept. Reads only. CUFILE is kvik on a second
+ * handle of the file, opened with compat mode OFF, so that cuFile serves its device memory. It is
+ * the read table's last column, and the write table's (which has no zero-copy columns) too:
+ * method_of() maps columns to methods. */
 enum device_method {
   PAGEABLE_COPY,
   PINNED_PARALLEL,
