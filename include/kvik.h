@@ -186,7 +186,7 @@ KVIK_API const char *kvik_last_error(void);
  * Off by default, since the registrations pin the file's pages until the handle is closed,
  * and because registering waits for work the device is doing (measured on an H100 with driver
  * 580), so a read then also waits for kernels that run meanwhile. Stream-ordered reads never take
- * this path, since their own stream is held while they run. Setting it again makes kvik ask a
+ * this path: their copies run on their stream, from pinned buffers. Setting it again makes kvik ask a
  * driver that refused read-only registration again.
  *
  * KVIK_SETTING_IO_URING: which operations of a batch (kvik_batch_submit) the kernel's io_uring
@@ -497,17 +497,28 @@ KVIK_API int kvik_device_free(void *devptr);
  * Read `size` bytes at `file_offset` into `buf` (host or device memory) in the order of CUDA
  * stream `stream` (a CUstream or cudaStream_t; NULL is the default stream): the read starts when
  * the work queued on the stream before it is done, and work queued after it starts only when the
- * read is done. The call itself does not wait for either: it queues the request and returns at
- * once, storing a future in *future.
+ * read is done. The call queues the request and returns without waiting for either, storing a
+ * future in *future. Where the driver has no stream memory operations (cuStreamWaitValue32,
+ * CUDA 11.7 and later), the call instead synchronises the stream, reads, and returns a future
+ * that is already done, as KvikIO does.
+ *
+ * The stream never waits for a thread that makes CUDA calls, and kvik's host functions never
+ * wait, so the stream's other users may free memory (cuMemFree), load modules and synchronise
+ * while the read is queued. Copies to device memory run on the stream itself, through pinned
+ * buffers that kvik's threads fill from the file.
  *
  * The future completes before the stream moves past the read: once the stream is synchronised,
  * kvik_future_done() is 1 and kvik_future_wait() returns the byte count (less than `size` only
- * at end of file) at once. A failed read completes the future with its error; the stream still
- * moves on, so check the future before using the data.
+ * at end of file) at once. Bytes of `buf` past the end of the file are left as they were, except
+ * where the file shrank between the call and the stream reaching the read: those become zero. A
+ * failed read completes the future with its error; the stream still moves on, so check the future
+ * before using the data, whose bytes in the range are then unspecified.
  *
  * The file and the buffer must stay valid until the future is done. Freeing the future before
  * the stream reached the read waits for the stream. Returns 0, or a negative code (then nothing
- * was queued): the errors of kvik_file_pread(), KVIK_ECUDA_UNAVAILABLE, a CUDA error code
+ * runs that touches the file; should a CUDA call fail after part of the request was queued, the
+ * stream still passes that part, which may copy unspecified bytes into the range of a device
+ * `buf`): the errors of kvik_file_pread(), KVIK_ECUDA_UNAVAILABLE, a CUDA error code
  * (KVIK_IS_CUDA_ERROR). Thread-safe.
  */
 KVIK_API int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset, void *stream,

@@ -69,6 +69,8 @@ static void load_locked(void) {
     return;
   }
   *(void **)&api.cuCtxGetId = dlsym(handle, "cuCtxGetId");
+  *(void **)&api.cuStreamWaitValue32 = dlsym(handle, "cuStreamWaitValue32_v2");
+  *(void **)&api.cuStreamWriteValue32 = dlsym(handle, "cuStreamWriteValue32_v2");
   CUresult result = api.cuInit(0);
   if (result != CUDA_SUCCESS) {
     const char *name = NULL;

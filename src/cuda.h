@@ -36,6 +36,8 @@ typedef void (*CUhostFn)(void *user_data);
 #define CU_EVENT_DISABLE_TIMING 2
 #define CU_MEMHOSTALLOC_PORTABLE 1
 #define CU_MEMHOSTREGISTER_PORTABLE 1
+#define CU_STREAM_WAIT_VALUE_GEQ 0
+#define CU_STREAM_WRITE_VALUE_DEFAULT 0
 
 /* Every driver function kvik calls: X(member, exported symbol, return type, parameters).
  * Versioned symbols (_v2) are the ones cuda.h maps the plain names to. */
@@ -80,6 +82,12 @@ typedef struct kvik__cuda_api {
   /* Optional (CUDA 12.0 and later; NULL before): a context's ID, never reused, unlike its
    * handle, which a context created after another was destroyed may get again. */
   CUresult (*cuCtxGetId)(CUcontext ctx, unsigned long long *id);
+  /* Optional (CUDA 11.7 and later; NULL before): stream memory operations, by which a stream
+   * waits for a value that a host thread writes, and writes one that a host thread waits for.
+   * Under unified addressing (every 64-bit platform) pinned host memory has the same address on
+   * the device, so a host pointer is their CUdeviceptr. */
+  CUresult (*cuStreamWaitValue32)(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags);
+  CUresult (*cuStreamWriteValue32)(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags);
 } kvik__cuda_api;
 
 /* The driver API, loading libcuda.so.1 and calling cuInit(0) on the first call. Returns NULL

@@ -18,6 +18,7 @@
 #include "posix_io.h"
 #include "request.h"
 #include "settings.h"
+#include "stream_io.h"
 #include "sys.h"
 
 /* States of kvik_file.direct_fd besides an open descriptor. */
@@ -293,7 +294,7 @@ int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_o
   int rc = check_access(fn, file, KVIK__READ);
   if (rc < 0) return rc;
   kvik__request req = request(fn, file, KVIK__READ, buf, size, file_offset, 0);
-  return kvik__request_start_on_stream(&req, stream, future);
+  return kvik__stream_request_start(&req, stream, size_of_fd(file->fd), future);
 }
 
 int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t file_offset, void *stream,
@@ -303,7 +304,7 @@ int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t
   int rc = check_access(fn, file, KVIK__WRITE);
   if (rc < 0) return rc;
   kvik__request req = request(fn, file, KVIK__WRITE, buf, size, file_offset, 0);
-  return kvik__request_start_on_stream(&req, stream, future);
+  return kvik__stream_request_start(&req, stream, -1, future);
 }
 
 ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr) {

@@ -14,6 +14,7 @@
 #include "pool.h"
 #include "registry.h"
 #include "settings.h"
+#include "stream_io.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_result;
@@ -45,6 +46,7 @@ static void parent(void) {
 static void child(void) {
   kvik__future_atfork_child();
   kvik__pool_atfork_child();
+  kvik__stream_atfork_child();
   kvik__bounce_atfork_child();
   kvik__cuda_atfork_child();
   kvik__cufile_atfork_child();

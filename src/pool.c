@@ -1,8 +1,9 @@
-/* The default thread pool.
+/* The thread pools.
  *
- * Two locks: resize_lock serialises starting and stopping threads; queue_lock guards the queue
- * and the stop flag. resize_lock may be taken before queue_lock, never after it, and no thread
- * holds queue_lock while it runs a task or joins a thread. */
+ * Each pool has two locks: resize_lock serialises starting and stopping its threads; queue_lock
+ * guards its queue and stop flag. resize_lock may be taken before queue_lock, never after it, and
+ * no thread holds queue_lock while it runs a task or joins a thread. Resizing takes the pools'
+ * resize locks in the order of their ids. */
 #define _GNU_SOURCE
 #include "pool.h"
 
@@ -15,165 +16,193 @@
 #include "error.h"
 #include "sys.h"
 
-static pthread_mutex_t resize_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work_available = PTHREAD_COND_INITIALIZER;
+typedef struct pool {
+  const char *name; /* for messages */
+  void (*idle)(void); /* called by a worker before it sleeps or exits, or NULL */
+  pthread_mutex_t resize_lock, queue_lock;
+  pthread_cond_t work_available;
+  kvik__task *queue_head, *queue_tail; /* guarded by queue_lock */
+  int stopping;                        /* guarded by queue_lock */
+  pthread_t *threads;                  /* guarded by resize_lock */
+  unsigned configured;                 /* guarded by resize_lock */
+  _Atomic unsigned running;            /* written under resize_lock */
+} pool;
 
-static kvik__task *queue_head, *queue_tail; /* guarded by queue_lock */
-static int stopping;                        /* guarded by queue_lock */
+#define POOL_INIT(pool_name, idle_fn)                                                             \
+  {.name = pool_name, .idle = idle_fn, .resize_lock = PTHREAD_MUTEX_INITIALIZER,                  \
+   .queue_lock = PTHREAD_MUTEX_INITIALIZER, .work_available = PTHREAD_COND_INITIALIZER,           \
+   .configured = 1}
 
-static pthread_t *threads;                  /* guarded by resize_lock */
-static unsigned configured = 1;             /* guarded by resize_lock */
-static _Atomic unsigned running;            /* written under resize_lock */
+/* An IO worker finishes the device reads it deferred before it sleeps (device_io.h). */
+static pool pools[KVIK__POOLS] = {POOL_INIT("thread pool", kvik__device_settle),
+                                  POOL_INIT("host thread pool", NULL)};
 
-static _Thread_local int is_pool_thread;
+static _Thread_local pool *worker_of; /* the pool whose thread this is, or NULL */
 
 /* Take the next task; with `wait`, wait for one. NULL when there is none or the pool is
  * stopping. */
-static kvik__task *next_task(int wait) {
-  pthread_mutex_lock(&queue_lock);
-  while (wait && !stopping && !queue_head) pthread_cond_wait(&work_available, &queue_lock);
-  kvik__task *task = stopping ? NULL : queue_head;
+static kvik__task *next_task(pool *p, int wait) {
+  pthread_mutex_lock(&p->queue_lock);
+  while (wait && !p->stopping && !p->queue_head) pthread_cond_wait(&p->work_available, &p->queue_lock);
+  kvik__task *task = p->stopping ? NULL : p->queue_head;
   if (task) {
-    queue_head = task->next;
-    if (!queue_head) queue_tail = NULL;
+    p->queue_head = task->next;
+    if (!p->queue_head) p->queue_tail = NULL;
   }
-  pthread_mutex_unlock(&queue_lock);
+  pthread_mutex_unlock(&p->queue_lock);
   return task;
 }
 
-/* Before it sleeps or exits, a worker finishes the device reads it deferred (device_io.h). */
-static void *worker_main(void *unused) {
-  (void)unused;
-  is_pool_thread = 1;
+static void go_idle(const pool *p) {
+  if (p->idle) p->idle();
+}
+
+static void *worker_main(void *arg) {
+  pool *p = arg;
+  worker_of = p;
   for (;;) {
-    kvik__task *task = next_task(0);
+    kvik__task *task = next_task(p, 0);
     if (!task) {
-      kvik__device_settle();
-      task = next_task(1);
+      go_idle(p);
+      task = next_task(p, 1);
     }
     if (!task) break;
     task->run(task);
   }
-  kvik__device_settle();
+  go_idle(p);
   return NULL;
 }
 
-int kvik__pool_in_worker(void) { return is_pool_thread; }
+int kvik__pool_in_worker(void) { return worker_of == &pools[KVIK__POOL_IO]; }
 
 /* Start up to n threads. Called with resize_lock held and no threads running. */
-static int start_threads(unsigned n) {
-  threads = kvik__calloc(n, sizeof *threads);
-  if (!threads) return kvik__fail(-ENOMEM, "thread pool: out of memory for %u threads", n);
+static int start_threads(pool *p, unsigned n) {
+  p->threads = kvik__calloc(n, sizeof *p->threads);
+  if (!p->threads) return kvik__fail(-ENOMEM, "%s: out of memory for %u threads", p->name, n);
   unsigned started = 0;
   int err = 0;
   for (; started < n; started++) {
-    err = kvik__pthread_create(&threads[started], worker_main, NULL);
+    err = kvik__pthread_create(&p->threads[started], worker_main, p);
     if (err) break;
   }
-  atomic_store(&running, started);
+  atomic_store(&p->running, started);
   if (started > 0) return 0;
-  free(threads);
-  threads = NULL;
-  return kvik__fail_errno(err, "thread pool: could not start any of %u threads", n);
+  free(p->threads);
+  p->threads = NULL;
+  return kvik__fail_errno(err, "%s: could not start any of %u threads", p->name, n);
 }
 
 /* Let running tasks finish and join all threads. Called with resize_lock held. */
-static void stop_threads(void) {
-  unsigned n = atomic_load(&running);
-  pthread_mutex_lock(&queue_lock);
-  stopping = 1;
-  pthread_cond_broadcast(&work_available);
-  pthread_mutex_unlock(&queue_lock);
-  for (unsigned i = 0; i < n; i++) pthread_join(threads[i], NULL);
-  pthread_mutex_lock(&queue_lock);
-  stopping = 0;
-  pthread_mutex_unlock(&queue_lock);
-  free(threads);
-  threads = NULL;
-  atomic_store(&running, 0);
+static void stop_threads(pool *p) {
+  unsigned n = atomic_load(&p->running);
+  pthread_mutex_lock(&p->queue_lock);
+  p->stopping = 1;
+  pthread_cond_broadcast(&p->work_available);
+  pthread_mutex_unlock(&p->queue_lock);
+  for (unsigned i = 0; i < n; i++) pthread_join(p->threads[i], NULL);
+  pthread_mutex_lock(&p->queue_lock);
+  p->stopping = 0;
+  pthread_mutex_unlock(&p->queue_lock);
+  free(p->threads);
+  p->threads = NULL;
+  atomic_store(&p->running, 0);
 }
 
 /* The last resort when no thread can be started: queued work must not be stranded. */
-static void run_queue_here(void) {
+static void run_queue_here(pool *p) {
   for (;;) {
-    pthread_mutex_lock(&queue_lock);
-    kvik__task *task = queue_head;
+    pthread_mutex_lock(&p->queue_lock);
+    kvik__task *task = p->queue_head;
     if (task) {
-      queue_head = task->next;
-      if (!queue_head) queue_tail = NULL;
+      p->queue_head = task->next;
+      if (!p->queue_head) p->queue_tail = NULL;
     }
-    pthread_mutex_unlock(&queue_lock);
+    pthread_mutex_unlock(&p->queue_lock);
     if (!task) return;
     task->run(task);
   }
 }
 
-static int ensure_started(void) {
-  if (atomic_load(&running) > 0) return 0;
-  pthread_mutex_lock(&resize_lock);
-  int rc = atomic_load(&running) > 0 ? 0 : start_threads(configured);
-  pthread_mutex_unlock(&resize_lock);
+static int ensure_started(pool *p) {
+  if (atomic_load(&p->running) > 0) return 0;
+  pthread_mutex_lock(&p->resize_lock);
+  int rc = atomic_load(&p->running) > 0 ? 0 : start_threads(p, p->configured);
+  pthread_mutex_unlock(&p->resize_lock);
   return rc;
 }
 
-int kvik__pool_submit(kvik__task *first, kvik__task *last) {
+int kvik__pool_submit(kvik__pool_id id, kvik__task *first, kvik__task *last) {
+  pool *p = &pools[id];
   last->next = NULL;
   /* `running` is checked under queue_lock so that a resize that fails to start threads, and
    * then drains the queue on its own thread, cannot miss tasks appended here. */
   for (;;) {
-    pthread_mutex_lock(&queue_lock);
-    if (atomic_load(&running) > 0) {
-      if (queue_tail) queue_tail->next = first;
-      else queue_head = first;
-      queue_tail = last;
-      if (first == last) pthread_cond_signal(&work_available);
-      else pthread_cond_broadcast(&work_available);
-      pthread_mutex_unlock(&queue_lock);
+    pthread_mutex_lock(&p->queue_lock);
+    if (atomic_load(&p->running) > 0) {
+      if (p->queue_tail) p->queue_tail->next = first;
+      else p->queue_head = first;
+      p->queue_tail = last;
+      if (first == last) pthread_cond_signal(&p->work_available);
+      else pthread_cond_broadcast(&p->work_available);
+      pthread_mutex_unlock(&p->queue_lock);
       return 0;
     }
-    pthread_mutex_unlock(&queue_lock);
-    int rc = ensure_started();
+    pthread_mutex_unlock(&p->queue_lock);
+    int rc = ensure_started(p);
     if (rc < 0) return rc;
   }
 }
 
-int kvik__pool_resize(unsigned nthreads) {
-  if (is_pool_thread)
-    return kvik__fail(-EDEADLK, "thread pool: cannot resize from one of its own threads");
-  pthread_mutex_lock(&resize_lock);
-  configured = nthreads;
+/* Resize one pool; its queue runs here if no thread could start. */
+static int resize(pool *p, unsigned nthreads) {
+  pthread_mutex_lock(&p->resize_lock);
+  p->configured = nthreads;
   int rc = 0;
-  if (atomic_load(&running) > 0) {
-    stop_threads();
-    rc = start_threads(nthreads);
+  if (atomic_load(&p->running) > 0) {
+    stop_threads(p);
+    rc = start_threads(p, nthreads);
   }
-  pthread_mutex_unlock(&resize_lock);
-  if (rc < 0) run_queue_here();
+  pthread_mutex_unlock(&p->resize_lock);
+  if (rc < 0) run_queue_here(p);
   return rc;
 }
 
-unsigned kvik__pool_running(void) { return atomic_load(&running); }
+int kvik__pool_resize(unsigned nthreads) {
+  if (worker_of) return kvik__fail(-EDEADLK, "%s: cannot resize from one of its own threads", worker_of->name);
+  int rc = 0;
+  for (int i = 0; i < KVIK__POOLS; i++) {
+    int one = resize(&pools[i], nthreads);
+    if (rc == 0) rc = one;
+  }
+  return rc;
+}
 
 void kvik__pool_atfork_prepare(void) {
-  pthread_mutex_lock(&resize_lock);
-  pthread_mutex_lock(&queue_lock);
+  for (int i = 0; i < KVIK__POOLS; i++) {
+    pthread_mutex_lock(&pools[i].resize_lock);
+    pthread_mutex_lock(&pools[i].queue_lock);
+  }
 }
 
 void kvik__pool_atfork_parent(void) {
-  pthread_mutex_unlock(&queue_lock);
-  pthread_mutex_unlock(&resize_lock);
+  for (int i = KVIK__POOLS - 1; i >= 0; i--) {
+    pthread_mutex_unlock(&pools[i].queue_lock);
+    pthread_mutex_unlock(&pools[i].resize_lock);
+  }
 }
 
-/* The child has none of the parent's threads. Forget them and the queue (its tasks belong to
+/* The child has none of the parent's threads. Forget them and the queues (their tasks belong to
  * futures that kvik__future_atfork_child cancels); threads start again on the next submit. */
 void kvik__pool_atfork_child(void) {
-  pthread_mutex_init(&resize_lock, NULL);
-  pthread_mutex_init(&queue_lock, NULL);
-  pthread_cond_init(&work_available, NULL);
-  queue_head = queue_tail = NULL;
-  stopping = 0;
-  free(threads);
-  threads = NULL;
-  atomic_store(&running, 0);
+  for (int i = 0; i < KVIK__POOLS; i++) {
+    pool *p = &pools[i];
+    pthread_mutex_init(&p->resize_lock, NULL);
+    pthread_mutex_init(&p->queue_lock, NULL);
+    pthread_cond_init(&p->work_available, NULL);
+    p->queue_head = p->queue_tail = NULL;
+    p->stopping = 0;
+    free(p->threads);
+    p->threads = NULL;
+    atomic_store(&p->running, 0);
+  }
 }

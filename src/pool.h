@@ -1,7 +1,14 @@
-/* The default thread pool: a FIFO queue of tasks run by a fixed set of threads.
+/* The thread pools: FIFO queues of tasks, each run by a fixed set of threads.
  *
  * Tasks never wait on other tasks: a request's last task to finish completes its future
- * (future.c), so no thread of the pool ever blocks on work queued behind it. */
+ * (future.c), so no thread of a pool ever blocks on work queued behind it.
+ *
+ * Two pools, of KVIK_SETTING_NUM_THREADS threads each:
+ *  - KVIK__POOL_IO runs requests: file IO, and the copies to and from device memory;
+ *  - KVIK__POOL_HOST runs the host side of stream-ordered requests (stream_io.c), whose tasks
+ *    never make a CUDA call. A CUDA stream waits for them, and a call such as cuMemFree waits for
+ *    every stream while other threads' CUDA calls wait for it: were they queued behind tasks that
+ *    make CUDA calls, the process would hang. Its threads start on first use. */
 #ifndef KVIK_SRC_POOL_H
 #define KVIK_SRC_POOL_H
 
@@ -10,22 +17,21 @@ typedef struct kvik__task {
   void (*run)(struct kvik__task *task);
 } kvik__task;
 
-/* Queue the tasks linked from `first` to `last` (through ->next), starting the pool's threads
+typedef enum kvik__pool_id { KVIK__POOL_IO, KVIK__POOL_HOST, KVIK__POOLS } kvik__pool_id;
+
+/* Queue the tasks linked from `first` to `last` (through ->next) on `pool`, starting its threads
  * if it has none (after creation or fork). Returns 0, or a negative errno when no thread could
  * be started (then nothing was queued). */
-int kvik__pool_submit(kvik__task *first, kvik__task *last);
+int kvik__pool_submit(kvik__pool_id pool, kvik__task *first, kvik__task *last);
 
-/* Set the number of threads. A running pool is resized at once: running tasks finish, queued
- * tasks wait for the new threads. Returns 0; -EDEADLK when called from a pool thread; a negative
- * errno when no thread could be started (queued tasks then run on the calling thread, so none is
- * lost). */
+/* Set the number of threads of both pools. A running pool is resized at once: running tasks
+ * finish, queued tasks wait for the new threads. Returns 0; -EDEADLK when called from a pool
+ * thread; a negative errno when no thread could be started (queued tasks then run on the calling
+ * thread, so none is lost). */
 int kvik__pool_resize(unsigned nthreads);
 
-/* Whether the calling thread is one of the pool's. */
+/* Whether the calling thread is one of KVIK__POOL_IO's. */
 int kvik__pool_in_worker(void);
-
-/* Threads running now (0 before first use and in a child after fork). */
-unsigned kvik__pool_running(void);
 
 void kvik__pool_atfork_prepare(void);
 void kvik__pool_atfork_parent(void);

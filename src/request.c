@@ -1,4 +1,4 @@
-/* Requests: checked, classified, split into tasks, run now or in stream order. */
+/* Requests: checked, classified, split into tasks, run now. Stream order: stream_io.c. */
 #define _GNU_SOURCE
 #include "request.h"
 
@@ -46,7 +46,6 @@ typedef struct io_task {
   kvik__zc_read zc; /* the zero-copy path (see KVIK_SETTING_ZERO_COPY_READ), for the front of a split */
   int via_cufile; /* cuFile moves this task's bytes (see plan()) */
   kvik__device_read read; /* the state of a read into device memory */
-  kvik__gds_async async;  /* a transfer queued with cuFileReadAsync/WriteAsync */
   split *split;           /* the request's bytes that its tasks take in pieces, or NULL: the task's own range */
   int front;              /* takes the split's bytes from the front */
 } io_task;
@@ -234,11 +233,11 @@ typedef struct plan {
   int via_cufile;
 } plan;
 
-static plan plan_request(const kvik__request *req, const kvik__memory *mem, int single, int stream_ordered) {
+static plan plan_request(const kvik__request *req, const kvik__memory *mem, int single) {
   size_t ts = req->task_size;
   plan p = {0, req->size, 0, single ? req->size : ts, 0};
   kvik__gds_file *gds = req->source->gds;
-  if (stream_ordered || !gds || mem->kind != KVIK_MEMORY_DEVICE ||
+  if (!gds || mem->kind != KVIK_MEMORY_DEVICE ||
       req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD) || !kvik__gds_handle(gds))
     return p;
   size_t a = KVIK__GDS_ALIGNMENT, misalign = (size_t)req->offset % a;
@@ -261,9 +260,8 @@ static size_t plan_tasks(const plan *p) {
 /* Whether the request is a read into device memory that the zero-copy path may serve, and so is
  * split (see `split`) into a front task and up to one back task per other pool thread: the
  * threads set how much CPU a read may take. */
-static size_t split_tasks(const kvik__request *req, const kvik__memory *mem, const plan *p, int single,
-                          int stream_ordered) {
-  if (req->op != KVIK__READ || !kvik__memory_on_device(mem) || p->via_cufile || stream_ordered ||
+static size_t split_tasks(const kvik__request *req, const kvik__memory *mem, const plan *p, int single) {
+  if (req->op != KVIK__READ || !kvik__memory_on_device(mem) || p->via_cufile ||
       !kvik__zc_wanted(req->source->zc, req->size))
     return 0;
   if (single) return 1;
@@ -316,10 +314,8 @@ static void lay_out_split(const kvik__request *req, const kvik__memory *mem, kvi
 }
 
 /* Everything up to running: checks, classification, the owner's acquisition, the append offset,
- * and a future with its tasks laid out (one task when `single`, besides a cuFile head and tail).
- * Zero-copy reads are left out of requests in stream order: their registration would wait for
- * the stream that waits for them. */
-static int prepare(kvik__request *req, int single, int stream_ordered, kvik_future **out, size_t *ntasks_out) {
+ * and a future with its tasks laid out (one task when `single`, besides a cuFile head and tail). */
+static int prepare(kvik__request *req, int single, kvik_future **out, size_t *ntasks_out) {
   int rc = check(req, out);
   kvik__memory mem;
   if (rc == 0) rc = kvik__memory_classify(req->fn, req->buf, &mem);
@@ -329,8 +325,8 @@ static int prepare(kvik__request *req, int single, int stream_ordered, kvik_futu
     return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, src->name);
   if (src->append_end && req->op == KVIK__WRITE) req->offset = atomic_fetch_add(src->append_end, (int64_t)req->size);
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
-  plan p = plan_request(req, &mem, single, stream_ordered);
-  size_t split_count = split_tasks(req, &mem, &p, single, stream_ordered);
+  plan p = plan_request(req, &mem, single);
+  size_t split_count = split_tasks(req, &mem, &p, single);
   size_t ntasks = split_count ? split_count : plan_tasks(&p);
   size_t extra = ntasks * sizeof(io_task) + (split_count ? sizeof(split) : 0);
   kvik_future *future = kvik__future_new(&src->owner, ntasks, req->size, extra);
@@ -350,7 +346,7 @@ static int prepare(kvik__request *req, int single, int stream_ordered, kvik_futu
  * caller gets the error. */
 static int submit(kvik_future *future, size_t ntasks) {
   io_task *tasks = kvik__future_extra(future);
-  int rc = kvik__pool_submit(&tasks[0].base, &tasks[ntasks - 1].base);
+  int rc = kvik__pool_submit(KVIK__POOL_IO, &tasks[0].base, &tasks[ntasks - 1].base);
   if (rc < 0)
     for (size_t i = 0; i < ntasks; i++) kvik__future_task_done(future, 0, rc);
   return rc;
@@ -363,8 +359,8 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   size_t task_size = req->task_size ? req->task_size : (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
   int inline_run = req->size == 0 || (blocking && req->size <= task_size) ||
                    req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
-  size_t ntasks;
-  rc = prepare(req, inline_run, 0, out, &ntasks);
+  size_t ntasks = 0;
+  rc = prepare(req, inline_run, out, &ntasks);
   if (rc < 0) return rc;
   if (inline_run) {
     io_task *tasks = kvik__future_extra(*out);
@@ -383,94 +379,4 @@ ssize_t kvik__request_run(kvik__request *req) {
   ssize_t result = kvik_future_wait(future);
   kvik_future_free(future);
   return result;
-}
-
-/* ---- stream order ------------------------------------------------------------------------ */
-
-/* Runs on the driver's callback thread when the stream reaches the request: hands the tasks to
- * the pool and holds the stream until they are done. It makes no CUDA call itself (the driver
- * forbids that here); the pool threads make the copies on streams of their own, which never
- * wait for this one. */
-static void stream_gate(void *arg) {
-  kvik_future *future = arg;
-  submit(future, kvik__future_tasks(future));
-  kvik__future_await_release(future);
-}
-
-/* The context a stream belongs to; for the default stream the current one, else that of the
- * memory, else device 0's primary context. */
-static int stream_context(const char *fn, const kvik__cuda_api *cu, void *stream, const kvik__memory *mem,
-                          CUcontext *ctx) {
-  *ctx = NULL;
-  /* Handles 0, 1 and 2 stand for the default, legacy and per-thread default streams. */
-  if ((uintptr_t)stream > 2) return kvik__cuda_check(cu->cuStreamGetCtx((CUstream)stream, ctx), fn, "cuStreamGetCtx");
-  int rc = kvik__cuda_check(cu->cuCtxGetCurrent(ctx), fn, "cuCtxGetCurrent");
-  if (rc < 0 || *ctx) return rc;
-  if (mem->ctx) {
-    *ctx = mem->ctx;
-    return 0;
-  }
-  return kvik__primary_context(fn, 0, ctx);
-}
-
-/* Runs on the driver's callback thread once the stream passed the cuFile transfer. */
-static void finish_cufile_async(void *arg) {
-  io_task *t = arg;
-  ssize_t result = kvik__gds_async_result(t->source->gds, t->fn, t->op, &t->async);
-  kvik__future_task_done(t->future, result < 0 ? 0 : (size_t)result, result < 0 ? (int)result : 0);
-}
-
-/* Whether cuFile's own stream API serves the request: a cuFile file and device memory. */
-static int cufile_serves_stream(const kvik__request *req) {
-  kvik__memory mem;
-  if (!req->source->gds || kvik__init() < 0 || kvik__memory_classify(req->fn, req->buf, &mem) < 0) return 0;
-  return kvik__gds_async_possible(req->source->gds, &mem);
-}
-
-/* Queue the stream's part of the request: cuFile's transfer followed by the host function that
- * completes the future, or the host function that runs the tasks on the pool (which holds the
- * future: *held says so, also on failure). Returns 0, or a negative code when nothing that
- * completes the future was queued. */
-static int enqueue(const kvik__cuda_api *cu, kvik__request *req, kvik_future *future, int via_cufile, void *stream,
-                   int *held) {
-  io_task *t = kvik__future_extra(future);
-  *held = 0;
-  if (via_cufile) {
-    int rc = kvik__gds_enqueue(t->source->gds, req->fn, t->op, &t->mem, t->buf, t->size, t->offset, stream, &t->async);
-    if (rc < 0) return rc;
-    rc = kvik__cuda_check(cu->cuLaunchHostFunc((CUstream)stream, finish_cufile_async, t), req->fn,
-                          "cuLaunchHostFunc");
-    if (rc < 0) cu->cuStreamSynchronize((CUstream)stream); /* cuFile's transfer writes into the task */
-    return rc;
-  }
-  kvik__future_hold(future);
-  *held = 1;
-  return kvik__cuda_check(cu->cuLaunchHostFunc((CUstream)stream, stream_gate, future), req->fn, "cuLaunchHostFunc");
-}
-
-int kvik__request_start_on_stream(kvik__request *req, void *stream, kvik_future **out) {
-  int via_cufile = cufile_serves_stream(req);
-  size_t ntasks;
-  int rc = prepare(req, via_cufile, 1, out, &ntasks);
-  if (rc < 0) return rc;
-  kvik_future *future = *out;
-  *out = NULL;
-  const kvik__cuda_api *cu = kvik__cuda(req->fn);
-  CUcontext ctx;
-  rc = cu ? stream_context(req->fn, cu, stream, &((const io_task *)kvik__future_extra(future))->mem, &ctx)
-          : KVIK_ECUDA_UNAVAILABLE;
-  if (rc == 0) rc = kvik__context_push(req->fn, ctx);
-  int held = 0;
-  if (rc == 0) {
-    rc = enqueue(cu, req, future, via_cufile, stream, &held);
-    kvik__context_pop();
-  }
-  if (rc < 0) {
-    for (size_t i = 0; i < ntasks; i++) kvik__future_task_done(future, 0, rc);
-    if (held) kvik__future_await_release(future);
-    kvik_future_free(future);
-    return rc;
-  }
-  *out = future;
-  return 0;
 }

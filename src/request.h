@@ -1,5 +1,5 @@
 /* IO requests against a source (a file, a mapping): argument checks, memory classification,
- * splitting into tasks on the pool, and starting them now or in the order of a CUDA stream. */
+ * splitting into tasks on the pool, and starting them. */
 #ifndef KVIK_SRC_REQUEST_H
 #define KVIK_SRC_REQUEST_H
 
@@ -46,9 +46,5 @@ int kvik__request_check_args(const kvik__request *req);
 
 /* Start the request and wait for it. Returns the byte count or a negative code. */
 ssize_t kvik__request_run(kvik__request *req);
-
-/* Queue the request on CUDA stream `stream`: it starts on the pool when the stream reaches it,
- * and the stream goes on when it is done. Returns 0 or a negative code (nothing queued). */
-int kvik__request_start_on_stream(kvik__request *req, void *stream, kvik_future **out);
 
 #endif

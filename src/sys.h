@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvik.h"
@@ -154,6 +155,13 @@ static inline int kvik__pthread_create_at(const char *site, pthread_t *thread, v
   return err ? err : pthread_create(thread, NULL, start, arg);
 }
 #define kvik__pthread_create(thread, start, arg) kvik__pthread_create_at(KVIK__SITE, thread, start, arg)
+
+/* Sleep `ns` nanoseconds (less where a signal interrupts it: callers poll). Not a fault site:
+ * a sleep that fails only ends early. */
+static inline void kvik__pause_ns(long ns) {
+  struct timespec t = {ns / 1000000000, ns % 1000000000};
+  nanosleep(&t, NULL);
+}
 
 /* dlerror() says nothing after an injected failure; callers report a generic reason then. */
 static inline void *kvik__dlopen_at(const char *site, const char *file, int flags) {

@@ -82,6 +82,10 @@ CUresult cuEventDestroy_v2(CUevent event);
 CUresult cuEventRecord(CUevent event, CUstream stream);
 CUresult cuEventSynchronize(CUevent event);
 CUresult cuEventQuery(CUevent event);
+CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags);
+CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags);
+CUresult cuModuleLoadData(CUmodule *module, const void *image);
+CUresult cuModuleUnload(CUmodule module);
 
 /* Every exported driver function, for call counting and fault injection by name. */
 #define FAKE_FUNCTIONS(X)                                                                      \
@@ -94,7 +98,8 @@ CUresult cuEventQuery(CUevent event);
   X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemsetD8_v2) X(cuPointerGetAttributes)              \
   X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuStreamQuery)               \
   X(cuStreamGetCtx) X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuLaunchHostFunc)         \
-  X(cuEventCreate) X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery)
+  X(cuEventCreate) X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery)   \
+  X(cuStreamWaitValue32_v2) X(cuStreamWriteValue32_v2) X(cuModuleLoadData) X(cuModuleUnload)
 
 typedef enum fn_id {
 #define FN_ENUM_(name) FN_##name,
@@ -153,13 +158,38 @@ static CUresult fire_armed(fn_id fn) {
   return result;
 }
 
+/* ---- The rules of host functions and of calls that wait for the device ------------------
+ *
+ * A host function (cuLaunchHostFunc) may make no driver call: each one fails with
+ * CUDA_ERROR_NOT_PERMITTED. A call that waits for the device (cuMemFree, cuCtxSynchronize, module
+ * loads and unloads) waits until every stream has run all the work queued on it, host functions
+ * included, and every other driver call waits while one of them does. That is how the real driver
+ * hangs a process whose stream waits for a thread that makes driver calls (issue 24), so here it
+ * hangs the same way (the tests' watchdogs turn that into a failure). Work the driver queues for
+ * itself (fake cuFile's transfers, fake_cuda_launch_driver_work) is exempt from both. */
+static _Thread_local int t_in_host_fn, t_in_driver_work;
+static pthread_mutex_t g_gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_gate_cond = PTHREAD_COND_INITIALIZER;
+static atomic_int g_device_waits; /* calls waiting for the device now */
+
+static CUresult gate(void) {
+  if (t_in_host_fn) return CUDA_ERROR_NOT_PERMITTED;
+  if (t_in_driver_work || !atomic_load(&g_device_waits)) return CUDA_SUCCESS;
+  pthread_mutex_lock(&g_gate_lock);
+  while (atomic_load(&g_device_waits)) pthread_cond_wait(&g_gate_cond, &g_gate_lock);
+  pthread_mutex_unlock(&g_gate_lock);
+  return CUDA_SUCCESS;
+}
+
 /* The prologue of every exported driver function: count the call, return an armed failure
- * without doing anything, and refuse to work before cuInit as the real driver does. */
+ * without doing anything, refuse to work before cuInit as the real driver does, and keep the
+ * rules above. */
 #define ENTER(name)                                                                            \
   do {                                                                                         \
     CUresult enter_ = fire_armed(FN_##name);                                                   \
     if (enter_ != CUDA_SUCCESS) return enter_;                                                 \
     if (!atomic_load(&g_initialized)) return CUDA_ERROR_NOT_INITIALIZED;                       \
+    if ((enter_ = gate()) != CUDA_SUCCESS) return enter_;                                      \
   } while (0)
 
 /* For the few functions the real driver serves before cuInit. */
@@ -735,10 +765,13 @@ CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id) {
 /* ---- Streams: a worker thread each, running queued operations in order -------------------- */
 
 typedef enum op_kind {
-  OP_COPY,      /* memcpy after the copy delay */
-  OP_HOST_FN,   /* cuLaunchHostFunc */
-  OP_EVENT,     /* cuEventRecord: marks the event reached */
-  OP_RELEASE    /* cuMemFreeAsync: only drops the reference it holds, once earlier work ran */
+  OP_COPY,        /* memcpy after the copy delay */
+  OP_HOST_FN,     /* cuLaunchHostFunc */
+  OP_DRIVER_WORK, /* fake_cuda_launch_driver_work: a host function that may call the driver */
+  OP_EVENT,       /* cuEventRecord: marks the event reached */
+  OP_RELEASE,     /* cuMemFreeAsync: only drops the reference it holds, once earlier work ran */
+  OP_WAIT_VALUE,  /* cuStreamWaitValue32: polls *word until it is at least `value` */
+  OP_WRITE_VALUE  /* cuStreamWriteValue32 */
 } op_kind;
 
 typedef struct op {
@@ -747,8 +780,10 @@ typedef struct op {
   void *dst; /* OP_COPY */
   const void *src;
   size_t size;
-  CUhostFn fn; /* OP_HOST_FN */
+  CUhostFn fn; /* OP_HOST_FN, OP_DRIVER_WORK */
   void *user_data;
+  _Atomic uint32_t *word; /* OP_WAIT_VALUE, OP_WRITE_VALUE */
+  uint32_t value;
   CUevent event; /* OP_EVENT, with a reference */
   unsigned long long generation;
   record *holds[2]; /* records kept alive until the operation ran */
@@ -836,7 +871,20 @@ static void op_run(op *o) {
     memcpy(o->dst, o->src, o->size);
     break;
   case OP_HOST_FN:
+    t_in_host_fn = 1;
     o->fn(o->user_data);
+    t_in_host_fn = 0;
+    break;
+  case OP_DRIVER_WORK:
+    t_in_driver_work = 1;
+    o->fn(o->user_data);
+    t_in_driver_work = 0;
+    break;
+  case OP_WAIT_VALUE:
+    while (atomic_load(o->word) < o->value) sleep_us(20);
+    break;
+  case OP_WRITE_VALUE:
+    atomic_store(o->word, o->value);
     break;
   case OP_EVENT:
     pthread_mutex_lock(&o->event->lock);
@@ -1054,29 +1102,62 @@ CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx) {
   return CUDA_SUCCESS;
 }
 
-/* Wait for every stream of the current context, the default one included. */
+/* Wait until every stream (of every context: the device's work) has run what is queued on it,
+ * while other driver calls wait (see gate()). */
+static CUresult wait_for_device(void) {
+  pthread_mutex_lock(&g_gate_lock);
+  atomic_fetch_add(&g_device_waits, 1);
+  pthread_mutex_unlock(&g_gate_lock);
+  pthread_mutex_lock(&g_lock);
+  size_t n = 0;
+  CUstream *all = malloc((g_streams.n + 1) * sizeof *all);
+  for (size_t i = 0; all && i < g_streams.n; i++) {
+    CUstream s = g_streams.items[i];
+    atomic_fetch_add(&s->refs, 1);
+    all[n++] = s;
+  }
+  pthread_mutex_unlock(&g_lock);
+  for (size_t i = 0; i < n; i++) {
+    stream_wait(all[i]);
+    stream_put(all[i]);
+  }
+  free(all);
+  pthread_mutex_lock(&g_gate_lock);
+  atomic_fetch_sub(&g_device_waits, 1);
+  pthread_cond_broadcast(&g_gate_cond);
+  pthread_mutex_unlock(&g_gate_lock);
+  return all ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 CUresult cuCtxSynchronize(void) {
   ENTER(cuCtxSynchronize);
   CUcontext ctx;
   CUresult result = current_ctx(&ctx);
-  if (result != CUDA_SUCCESS) return result;
-  pthread_mutex_lock(&g_lock);
-  size_t n = 0;
-  CUstream *mine = malloc((g_streams.n + 1) * sizeof *mine);
-  for (size_t i = 0; mine && i < g_streams.n; i++) {
-    CUstream s = g_streams.items[i];
-    if (s->ctx != ctx) continue;
-    atomic_fetch_add(&s->refs, 1);
-    mine[n++] = s;
-  }
-  pthread_mutex_unlock(&g_lock);
-  if (!mine) return CUDA_ERROR_OUT_OF_MEMORY;
-  for (size_t i = 0; i < n; i++) {
-    stream_wait(mine[i]);
-    stream_put(mine[i]);
-  }
-  free(mine);
-  return CUDA_SUCCESS;
+  return result != CUDA_SUCCESS ? result : wait_for_device();
+}
+
+/* Modules hold no code here: loading one only waits for the device, as the real driver's lazy
+ * loading can (CUDA_MODULE_LOADING=LAZY). */
+struct CUmod_st {
+  int unused;
+};
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+  ENTER(cuModuleLoadData);
+  if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
+  CUcontext ctx;
+  CUresult result = current_ctx(&ctx);
+  if (result == CUDA_SUCCESS) result = wait_for_device();
+  if (result == CUDA_SUCCESS && !(*module = calloc(1, sizeof **module))) result = CUDA_ERROR_OUT_OF_MEMORY;
+  return result;
+}
+
+CUresult cuModuleUnload(CUmodule module) {
+  ENTER(cuModuleUnload);
+  if (!module) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult result = wait_for_device();
+  free(module);
+  return result;
 }
 
 /* Waits for the context's work and ends its default stream. Allocations, streams and events
@@ -1278,7 +1359,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned flags) {
  * keeps the memory alive until it ran. */
 CUresult cuMemFree_v2(CUdeviceptr ptr) {
   ENTER(cuMemFree_v2);
-  return record_free((uintptr_t)ptr, KINDS_ON_DEVICE, CUDA_ERROR_INVALID_VALUE);
+  CUresult result = wait_for_device();
+  return result != CUDA_SUCCESS ? result : record_free((uintptr_t)ptr, KINDS_ON_DEVICE, CUDA_ERROR_INVALID_VALUE);
 }
 
 /* The pointer is invalid at once; the memory goes back once the stream's earlier work ran. */
@@ -1528,16 +1610,59 @@ CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t size) {
 
 /* ---- Host functions ----------------------------------------------------------------------- */
 
-CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *user_data) {
-  ENTER(cuLaunchHostFunc);
-  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+/* Queue a stream operation that holds no memory. */
+static CUresult enqueue_plain(CUstream stream, op model) {
   CUstream s;
   CUresult result = stream_get(stream, &s);
   if (result != CUDA_SUCCESS) return result;
   op *o = calloc(1, sizeof *o);
   if (!o) result = CUDA_ERROR_OUT_OF_MEMORY;
-  else *o = (op){.kind = OP_HOST_FN, .fn = fn, .user_data = user_data};
+  else *o = model;
   if (o && (result = stream_enqueue(s, o)) != CUDA_SUCCESS) free(o);
   stream_put(s);
   return result;
+}
+
+CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *user_data) {
+  ENTER(cuLaunchHostFunc);
+  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  return enqueue_plain(stream, (op){.kind = OP_HOST_FN, .fn = fn, .user_data = user_data});
+}
+
+CUresult fake_cuda_launch_driver_work(CUstream stream, CUhostFn fn, void *user_data) {
+  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  return enqueue_plain(stream, (op){.kind = OP_DRIVER_WORK, .fn = fn, .user_data = user_data});
+}
+
+/* The word of a stream memory operation: 4-byte aligned, in device memory (through the fake's
+ * CPU view) or in pinned host memory, whose device address is its host address. */
+static _Atomic uint32_t *memop_word(CUdeviceptr addr) {
+  if (addr % 4) return NULL;
+  record *held = NULL;
+  unsigned char *cpu = device_range(addr, 4, &held);
+  if (!cpu) {
+    pthread_mutex_lock(&g_lock);
+    record *r = record_find((uintptr_t)addr, KIND_PINNED | KIND_REGISTERED);
+    pthread_mutex_unlock(&g_lock);
+    if (r && (uintptr_t)addr - r->start + 4 <= r->size) cpu = (unsigned char *)(uintptr_t)addr;
+  }
+  record_put(held); /* the word's memory must outlive the operation, as with the real driver */
+  return (_Atomic uint32_t *)(void *)cpu;
+}
+
+static CUresult memop(CUstream stream, op_kind kind, CUdeviceptr addr, unsigned value, unsigned flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE; /* GEQ and the default write: all kvik uses */
+  _Atomic uint32_t *word = memop_word(addr);
+  if (!word) return CUDA_ERROR_INVALID_VALUE;
+  return enqueue_plain(stream, (op){.kind = kind, .word = word, .value = value});
+}
+
+CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags) {
+  ENTER(cuStreamWaitValue32_v2);
+  return memop(stream, OP_WAIT_VALUE, addr, value, flags);
+}
+
+CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags) {
+  ENTER(cuStreamWriteValue32_v2);
+  return memop(stream, OP_WRITE_VALUE, addr, value, flags);
 }

@@ -10,7 +10,11 @@
  *    order. Every asynchronous copy waits FAKE_CUDA_COPY_DELAY_US microseconds (default 200)
  *    before it copies, so that a host buffer reused before its copy finished shows up as
  *    corrupted data.
- *  - A thread-local context stack, pointer attributes, pinned and registered host memory, events.
+ *  - A thread-local context stack, pointer attributes, pinned and registered host memory, events,
+ *    stream memory operations (cuStreamWaitValue32_v2/WriteValue32_v2) on device or pinned memory.
+ *  - The driver's rules that hang real programs: a host function may make no driver call
+ *    (CUDA_ERROR_NOT_PERMITTED), and a call that waits for the device (cuMemFree, cuCtxSynchronize,
+ *    cuModuleLoadData, cuModuleUnload) waits for all queued work while other driver calls wait for it.
  *
  * This header declares the control API the fake exports in addition to the driver API. Tests
  * look the functions up with dlsym() on the handle of "libcuda.so.1", so that the same test can
@@ -61,6 +65,11 @@ void fake_cuda_slow_registration(long us);
  * registration to end (bench_zero_copy_probe step 6). */
 long fake_cuda_copies_beside_registration(void);
 
+/* Queue `fn` on `stream` as work of the driver's own, such as cuFile's transfers: unlike a host
+ * function of cuLaunchHostFunc, it may call the driver, and its calls never wait for a call that
+ * waits for the device (which waits for it). */
+CUresult fake_cuda_launch_driver_work(CUstream stream, CUhostFn fn, void *user_data);
+
 typedef void (*fake_cuda_fail_fn)(const char *symbol, int nth, int error);
 typedef long (*fake_cuda_calls_fn)(const char *symbol);
 typedef long (*fake_cuda_live_fn)(const char *what);
@@ -70,6 +79,8 @@ typedef long (*fake_cuda_copies_beside_registration_fn)(void);
 
 /* Driver API constants beyond those kvik itself uses (src/cuda.h), with the values of the real
  * cuda.h. Guarded so that src/cuda.h may define any of them later. */
+typedef struct CUmod_st *CUmodule;
+
 #ifndef CUDA_ERROR_INVALID_VALUE
 #define CUDA_ERROR_INVALID_VALUE 1
 #endif
@@ -93,6 +104,9 @@ typedef long (*fake_cuda_copies_beside_registration_fn)(void);
 #endif
 #ifndef CUDA_ERROR_CONTEXT_IS_DESTROYED
 #define CUDA_ERROR_CONTEXT_IS_DESTROYED 709
+#endif
+#ifndef CUDA_ERROR_NOT_PERMITTED
+#define CUDA_ERROR_NOT_PERMITTED 800
 #endif
 #ifndef CUDA_ERROR_NOT_SUPPORTED
 #define CUDA_ERROR_NOT_SUPPORTED 801

@@ -310,6 +310,10 @@ static int cuda_resolve(void *lib) {
                     (void **)&g_cuda.ctx_push,           (void **)&g_cuda.ctx_pop};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!(*slots[i] = dlsym(lib, names[i]))) return 0;
+  /* cuFile's transfers on a stream are the driver's work, which may call the driver; the fake
+   * CUDA driver forbids that to host functions (fake_cuda.h). */
+  void *driver_work = dlsym(lib, "fake_cuda_launch_driver_work");
+  if (driver_work) *(void **)&g_cuda.launch_host_func = driver_work;
   return 1;
 }
 

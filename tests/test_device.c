@@ -73,7 +73,7 @@ typedef struct CUfunc_st *CUfunction;
   X(cuStreamSynchronize, CUresult, (CUstream))                                                 \
   X(cuLaunchHostFunc, CUresult, (CUstream, CUhostFn, void *))
 
-/* Only a real driver has these; the fake lacks them. */
+/* Only a real driver has all of these; the fake has the module loads, which load nothing. */
 #define KERNEL_FUNCTIONS(X)                                                                    \
   X(cuModuleLoadData, CUresult, (CUmodule *, const void *))                                    \
   X(cuModuleLoadDataEx, CUresult, (CUmodule *, const void *, unsigned, int *, void **))        \
@@ -851,6 +851,90 @@ static void stream_read_then_kernel(kvik_file *f, CUstream s, unsigned char *dev
   printf("ok: a kernel queued after read_async sees the bytes read\n");
 }
 
+/* Ends the process with a failure unless stopped within `seconds`: a hang must fail the test. */
+typedef struct watchdog {
+  atomic_int stop;
+  int seconds;
+  const char *what;
+  pthread_t thread;
+} watchdog;
+
+static void *watchdog_main(void *arg) {
+  watchdog *w = arg;
+  for (int ms = 0; ms < w->seconds * 1000; ms += 10) {
+    if (atomic_load(&w->stop)) return NULL;
+    sleep_ms(10);
+  }
+  fprintf(stderr, "FAIL: %s hung for %d s (case \"%s\")\n", w->what, w->seconds, g_case);
+  _exit(1);
+}
+
+static void watchdog_start(watchdog *w, int seconds, const char *what) {
+  atomic_init(&w->stop, 0);
+  w->seconds = seconds;
+  w->what = what;
+  ASSERT_EQ(pthread_create(&w->thread, NULL, watchdog_main, w), 0);
+}
+
+static void watchdog_stop(watchdog *w) {
+  atomic_store(&w->stop, 1);
+  ASSERT_EQ(pthread_join(w->thread, NULL), 0);
+}
+
+/* What frameworks do while IO is queued on a stream: a call that waits for the device. */
+static void wait_for_device_as_frameworks_do(int i) {
+  if (i % 2 == 0 && cu.cuModuleLoadData && cu.cuModuleUnload) {
+    CUmodule module;
+    if (load_add_one(&module)) CU_OK(cu.cuModuleUnload(module));
+  } else {
+    CUdeviceptr scratch;
+    CU_OK(cu.cuMemAlloc_v2(&scratch, MiB));
+    CU_OK(cu.cuMemFree_v2(scratch));
+  }
+}
+
+/* (g) Stream-ordered reads and writes, each followed before it completes by a call that waits for
+ * the device (a module load, cuMemFree): nothing hangs, and the bytes are right. kvik 0.1 held the
+ * stream in a host function until pool threads had made their copies, which waited for the module
+ * load, which waited for the stream (issue 24). The fake driver hangs the same way. */
+static void stream_io_beside_device_waits(kvik_file *f, unsigned char *dev) {
+  char *path = test_path(g_dir, "stream_beside");
+  test_write_file(path, g_ref, 0);
+  kvik_file *w = open_file(path, "r+");
+  CUstream s;
+  CU_OK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  watchdog dog;
+  watchdog_start(&dog, 120, "stream-ordered IO beside calls that wait for the device");
+  size_t written = 0;
+  for (int i = 0; i < 40; i++) {
+    size_t n = 1 + test_rand(&g_rng) % (6 * MiB);
+    int64_t offset = (int64_t)(test_rand(&g_rng) % (FILE_BYTES - n));
+    kvik_future *r = NULL, *wr = NULL;
+    ASSERT_OK(kvik_file_read_async(f, dev, n, offset, s, &r));
+    wait_for_device_as_frameworks_do(i);
+    ASSERT_OK(kvik_file_write_async(w, dev, n, (int64_t)written, s, &wr));
+    wait_for_device_as_frameworks_do(i + 1);
+    CU_OK(cu.cuStreamSynchronize(s));
+    ASSERT_EQ(kvik_future_wait(r), n);
+    ASSERT_EQ(kvik_future_wait(wr), n);
+    kvik_future_free(r);
+    kvik_future_free(wr);
+    int fd = open(path, O_RDONLY);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(lseek(fd, 0, SEEK_END), (off_t)(written + n));
+    ASSERT_EQ(pread(fd, g_scratch, n, (off_t)written), (ssize_t)n);
+    close(fd);
+    ASSERT_SAME_BYTES(g_scratch, g_ref + offset, n);
+    written += n;
+  }
+  watchdog_stop(&dog);
+  CU_OK(cu.cuStreamDestroy_v2(s));
+  kvik_file_free(w);
+  unlink(path);
+  free(path);
+  printf("ok: stream-ordered reads and writes beside module loads and cuMemFree\n");
+}
+
 /* (e) kvik_cuda_stream_synchronize() returns only once the work queued on the stream has run; the
  * default-stream handles name the default stream of the memory's context, also on a thread where no
  * context is current (a worker thread of the caller's, say). */
@@ -891,6 +975,7 @@ static void test_streams(void) {
   stream_free_waits(f, s, dev);
   stream_read_then_kernel(f, s, dev, pinned);
   stream_synchronize_waits(s, dev);
+  stream_io_beside_device_waits(f, dev);
   CU_OK(cu.cuStreamDestroy_v2(s));
   dev_free(dev);
   pinned_free(pinned);
@@ -1483,14 +1568,26 @@ static void fault_stream(kvik_file *f, unsigned char *dev) {
   ASSERT_FAILS(kvik_file_read_async(f, dev, 4 * MiB, 0, s, &fut), KVIK_ECUDA_BASE - CUDA_ERROR_UNKNOWN,
                "cuLaunchHostFunc");
   ASSERT(fut == NULL);
-  /* A copy failing inside a stream-ordered read completes the future with the error. */
+  /* Every copy of a stream-ordered read is queued during the call: one that cannot be fails the
+   * call, and what was queued before it still passes, so the stream goes on. Four chunks: */
+  int64_t task_size;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_TASK_SIZE, &task_size));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, (int64_t)MiB));
+  for (int nth = 1; nth <= 4; nth++) {
+    fake.reset();
+    fake.fail("cuMemcpyHtoDAsync_v2", nth, CUDA_ERROR_UNKNOWN);
+    fut = (kvik_future *)&fut;
+    ASSERT_FAILS(kvik_file_read_async(f, dev, 4 * MiB, 0, s, &fut), KVIK_ECUDA_BASE - CUDA_ERROR_UNKNOWN,
+                 "cuMemcpyHtoDAsync");
+    ASSERT(fut == NULL);
+    CU_OK(cu.cuStreamSynchronize(s));
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, task_size));
+  /* A driver without stream memory operations: the call waits for the stream, then reads. */
   fake.reset();
-  fake.fail("cuMemcpyHtoDAsync_v2", 1, CUDA_ERROR_UNKNOWN);
-  ASSERT_OK(kvik_file_read_async(f, dev, 4 * MiB, 0, s, &fut));
-  CU_OK(cu.cuStreamSynchronize(s));
-  ASSERT_EQ(kvik_future_done(fut), 1);
-  ASSERT_FAILS(kvik_future_wait(fut), KVIK_ECUDA_BASE - CUDA_ERROR_UNKNOWN, "cuMemcpyHtoDAsync");
-  kvik_future_free(fut);
+  fake.fail("cuStreamWaitValue32_v2", 1, CUDA_ERROR_NOT_SUPPORTED);
+  stream_read_checked(f, s, dev, 4 * MiB, 3);
+  ASSERT_EQ(fake.calls("cuStreamWaitValue32_v2"), 1);
   fake.reset();
   stream_read_checked(f, s, dev, 4 * MiB, 1);
   CU_OK(cu.cuStreamDestroy_v2(s));
