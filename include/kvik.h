@@ -72,7 +72,8 @@ KVIK_API const char *kvik_version_string(void);
   X(KVIK_EREMOTE_SHORT, KVIK_ERRNO_BASE - 8, "remote response ended before the requested range") \
   X(KVIK_EREMOTE_LONG, KVIK_ERRNO_BASE - 9, "remote response longer than the requested range")  \
   X(KVIK_ERANGE_IGNORED, KVIK_ERRNO_BASE - 10, "server ignored the range request")               \
-  X(KVIK_ETLS, KVIK_ERRNO_BASE - 11, "TLS connection or certificate verification failed")
+  X(KVIK_ETLS, KVIK_ERRNO_BASE - 11, "TLS connection or certificate verification failed")        \
+  X(KVIK_ERANGE_MISMATCH, KVIK_ERRNO_BASE - 12, "Content-Range does not match the requested range")
 
 enum kvik_error {
 #define KVIK_ERROR_ENUM_(name, value, text) name = (value),
@@ -601,7 +602,14 @@ KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t off
  *   -ECONNREFUSED, -ECONNRESET the server refused the connection, or dropped it mid-response
  *   KVIK_EREMOTE_SHORT         the response body ended before the requested range did
  *   KVIK_EREMOTE_LONG          the response body was longer than the requested range
- *   KVIK_ERANGE_IGNORED        the server answered a range request with the whole object
+ *   KVIK_ERANGE_IGNORED        the server answered a range request with the whole object (200)
+ *                              where the range was not all of it. A request for bytes 0 to the
+ *                              size (a read of the whole object in one task) takes the 200.
+ *   KVIK_ERANGE_MISMATCH       a 206 whose Content-Range is missing, does not parse, or names
+ *                              other bytes than those asked for (another start, an end past the
+ *                              range), another object size than kvik learnt at open ("*" passes),
+ *                              or other bytes than its body holds. One that ends early, with a
+ *                              body to match, is KVIK_EREMOTE_SHORT.
  *   KVIK_ETLS                  TLS failed, e.g. a certificate that does not verify
  *   KVIK_EREMOTE               any other transfer failure (the message has libcurl's words)
  * A read that fails returns its code, never a byte count, and leaves its buffer undefined.

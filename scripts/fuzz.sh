@@ -6,7 +6,8 @@
 # build-fuzz/crashes/<target>/. Corpora grow in build-fuzz/corpus/<target>/ (seeded from
 # tests/fuzz/corpus/) and are kept between runs, so later runs start where earlier ones ended.
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: flags settings remote_url api_model
+#   scripts/fuzz.sh [SECONDS] [TARGET...]
+#     targets: flags settings remote_url http_headers api_model
 #
 # Environment: KVIK_FUZZ_JOBS (parallel fuzzing processes per target, default 1).
 set -euo pipefail
@@ -15,7 +16,7 @@ build=$root/build-fuzz
 seconds=${1:-10}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(flags settings remote_url api_model)
+((${#targets[@]})) || targets=(flags settings remote_url http_headers api_model)
 jobs=${KVIK_FUZZ_JOBS:-1}
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [TARGET...]" >&2; exit 2; }
 

@@ -233,7 +233,8 @@ static int tls_from_env(kvik_remote *r) {
 /* A request to the handle's server, for messages of `fn`. */
 static kvik__http_request request_of(const kvik_remote *r, const char *fn, const char *label) {
   return (kvik__http_request){.fn = fn, .display = r->display, .url = r->url, .auth = r->sign ? &r->auth : NULL,
-                              .ca_file = r->ca_file, .ca_dir = r->ca_dir, .label = label};
+                              .ca_file = r->ca_file, .ca_dir = r->ca_dir, .label = label,
+                              .total = -1};
 }
 
 /* ---- requests ------------------------------------------------------------------------------ */
@@ -251,6 +252,7 @@ static int get_range(kvik_remote *r, const char *fn, char *dest, size_t size, in
   req.offset = offset;
   req.length = size;
   req.range_header = 1;
+  req.total = r->size; /* a 206 must name it; a 200 is the whole object where the range is */
   req.dest = dest;
   req.capacity = req.expect = size;
   kvik__http_response resp;
@@ -330,6 +332,11 @@ static int head_size(kvik_remote *r, int64_t *size) {
   kvik__http_response resp;
   int rc = kvik__http_perform(&req, &resp);
   if (rc < 0) return rc;
+  if (resp.content_length < 0 && resp.content_length_text[0])
+    return kvik__fail(KVIK_EREMOTE,
+                      "kvik_remote_open(\"%s\"): HEAD answered with Content-Length \"%s\", which is "
+                      "no byte count; pass the size in the options",
+                      r->display, resp.content_length_text);
   if (resp.content_length < 0)
     return kvik__fail(KVIK_EREMOTE, "kvik_remote_open(\"%s\"): HEAD answered without Content-Length; pass the size in "
                                     "the options", r->display);

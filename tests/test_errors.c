@@ -131,7 +131,7 @@ static void test_http_codes(void) {
 }
 
 static void test_codes_beyond_every_range(void) {
-  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 12, -4999, KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE,
+  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 13, -4999, KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE,
                        KVIK_ECUDA_BASE - 1000, KVIK_EHTTP_BASE, KVIK_EHTTP_BASE - 99, KVIK_EHTTP_BASE - 1000,
                        -999999, -2147483647 - 1};
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
@@ -149,6 +149,10 @@ static void test_names_and_texts(void) {
   ASSERT(strcmp(kvik_strerror(-ENOENT), "No such file or directory") == 0);
   ASSERT(strstr(kvik_strerror(KVIK_ECONFIG), "setting") != NULL);
   ASSERT(strstr(kvik_strerror(KVIK_ECANCELED_BY_FORK), "fork") != NULL);
+  /* The last code appended, and its place: codes keep their values. */
+  ASSERT(KVIK_ERANGE_MISMATCH == KVIK_ERRNO_BASE - 12);
+  ASSERT(strcmp(kvik_err_name(KVIK_ERANGE_MISMATCH), "KVIK_ERANGE_MISMATCH") == 0);
+  ASSERT(strstr(kvik_strerror(KVIK_ERANGE_MISMATCH), "Content-Range") != NULL);
   ASSERT(strcmp(kvik_strerror(-999999), "unknown error") == 0);
   ASSERT(strcmp(kvik_strerror(12345), "success") == 0);
 }

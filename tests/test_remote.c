@@ -466,7 +466,10 @@ static void test_faults(const char *fault) {
   snprintf(url, sizeof url, "%s/norange/empty", fault);
   r = open_ok(url, &o);
   char small[100];
-  ASSERT_FAILS(kvik_remote_read(r, small, sizeof small, 0), KVIK_ERANGE_IGNORED, "whole object");
+  /* Asked for from 0 to the size given, the range is the whole object as far as kvik knows: the
+   * 200 is taken as that, and holds too few bytes. */
+  ASSERT_FAILS(kvik_remote_read(r, small, sizeof small, 0), KVIK_EREMOTE_SHORT,
+               "0 bytes, 100 were asked for");
   kvik_remote_free(r);
   ASSERT_FAILS(read_under_fault(fault, "drop"), -ECONNRESET, "GET bytes");
   /* A port nothing listens on: one bound and closed again. */
@@ -480,6 +483,94 @@ static void test_faults(const char *fault) {
   ASSERT_FAILS(kvik_remote_open(url, NULL, &r), -ECONNREFUSED, "127.0.0.1");
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_TIMEOUT, 60));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 3));
+}
+
+/* A 206 of the right length whose Content-Range is wrong, missing or garbled (fault modes
+ * shifted, badtotal, nocontentrange, garbledrange) fails with KVIK_ERANGE_MISMATCH, on the first
+ * attempt: through one request, and through tasks that each meet it. */
+static void test_wrong_ranges(const char *fault) {
+  static const struct {
+    const char *mode, *needle;
+  } cases[] = {
+      {"shifted", "Content-Range \"bytes 101-1100/5243003\" for bytes 100-1099/5243003"},
+      {"badtotal", "Content-Range \"bytes 100-1099/5243004\" for bytes 100-1099/5243003"},
+      {"nocontentrange", "206 without a Content-Range"},
+      {"garbledrange", "does not parse: \"bytes=100-1099/5243003\""},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char url[512];
+    snprintf(url, sizeof url, "%s/%s/medium", fault, cases[i].mode);
+    kvik_remote *r = open_ok(url, NULL); /* HEAD is right in these modes */
+    char buf[1000];
+    long before = fault_server_requests();
+    ASSERT_FAILS(kvik_remote_read(r, buf, sizeof buf, 100), KVIK_ERANGE_MISMATCH, cases[i].needle);
+    ASSERT_EQ(fault_server_requests(), before + 2); /* the read's one request, and this count's */
+    kvik_remote_free(r);
+    ASSERT_FAILS(read_under_fault(fault, cases[i].mode), KVIK_ERANGE_MISMATCH,
+                 "the server answered 206");
+    ASSERT(!strstr(kvik_last_error(), "attempts"));
+  }
+}
+
+/* A server that ignores Range (fault mode norange, like `python3 -m http.server`) answers 200
+ * with the whole object: right for a read of the whole object in one request, and no other. */
+static void test_whole_object_answers(const char *fault) {
+  size_t n;
+  unsigned char *ref = load_object("small", &n);
+  char url[512];
+  snprintf(url, sizeof url, "%s/norange/small", fault);
+  kvik_remote *r = open_ok(url, NULL);
+  check_host_range(r, ref, n, n, 0, 0);
+  check_host_range(r, ref, n, n, 0, 1);
+  check_host_range(r, ref, n, n + 500, 0, 0); /* clipped to the object: the whole of it */
+  char buf[1000];
+  ASSERT_FAILS(kvik_remote_read(r, buf, 100, 0), KVIK_ERANGE_IGNORED, "GET bytes 0-99");
+  ASSERT_FAILS(kvik_remote_read(r, buf, n - 10, 10), KVIK_ERANGE_IGNORED,
+               "whole object instead of the range");
+  kvik_remote_free(r);
+  free(ref);
+
+  /* The whole object in one task, then in tasks of which none is the whole. */
+  ref = load_object("medium", &n);
+  snprintf(url, sizeof url, "%s/norange/medium", fault);
+  r = open_ok(url, NULL);
+  unsigned char *big = malloc(n + 1);
+  big[n] = 0xA5;
+  kvik_future *f;
+  ASSERT_OK(kvik_remote_pread(r, big, n, 0, n, &f));
+  ASSERT_EQ(kvik_future_wait(f), n);
+  kvik_future_free(f);
+  ASSERT(memcmp(big, ref, n) == 0 && big[n] == 0xA5);
+  ASSERT_OK(kvik_remote_pread(r, big, n, 0, 1 << 20, &f));
+  ASSERT_FAILS(kvik_future_wait(f), KVIK_ERANGE_IGNORED, "whole object instead of the range");
+  kvik_future_free(f);
+  kvik_remote_free(r);
+
+  /* A size given smaller than the object's: the 200 holds more than the range, which is the
+   * whole object as far as kvik knows. Nothing lands past the buffer. */
+  kvik_remote_options o;
+  kvik_remote_options_init(&o);
+  o.size = 1000;
+  r = open_ok(url, &o);
+  memset(big, 0xA5, 1001);
+  ASSERT_FAILS(kvik_remote_read(r, big, 1000, 0), KVIK_EREMOTE_LONG, "longer than the 1000 bytes");
+  ASSERT(big[1000] == 0xA5);
+  kvik_remote_free(r);
+  free(big);
+  free(ref);
+}
+
+/* A HEAD whose Content-Length is no byte count is named as such, with the value. */
+static void test_bad_content_length(const char *fault) {
+  static const char *const values[] = {"abc", "99999999999999999999", "-5", "12abc"};
+  for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+    char url[512], needle[128];
+    snprintf(url, sizeof url, "%s/badlength-%s/small", fault, values[i]);
+    snprintf(needle, sizeof needle, "HEAD answered with Content-Length \"%s\", which is no byte",
+             values[i]);
+    kvik_remote *r;
+    ASSERT_FAILS(kvik_remote_open(url, NULL, &r), KVIK_EREMOTE, needle);
+  }
 }
 
 /* ---- processes ----------------------------------------------------------------------------- */
@@ -602,6 +693,9 @@ int main(void) {
   test_http_concurrent(http, 1);
   test_known_size_asks_nothing(fault);
   test_faults(fault);
+  test_wrong_ranges(fault);
+  test_whole_object_answers(fault);
+  test_bad_content_length(fault);
   if (children_allowed) {
     test_fork(http);
     if (env_or_null("KVIK_TEST_NGINX_HTTPS_URL")) test_tls(getenv("KVIK_TEST_NGINX_HTTPS_URL"), getenv("KVIK_TEST_TLS_CA"));

@@ -48,7 +48,11 @@ static const char info_usage[] =
     "If PATH is a regular file, O_DIRECT is checked in its directory, and the file is opened\n"
     "for reading to show which path serves its device memory (cuFile or POSIX) and why, under\n"
     "the compat mode in effect. With compat mode OFF, a file cuFile cannot serve does not open:\n"
-    "the error is printed and the exit status is 1.\n";
+    "the error is printed and the exit status is 1.\n"
+    "\n"
+    "O_DIRECT is checked with a test file. Where none can be made (/proc, a device, a read-only\n"
+    "or missing directory), its line says so and why, and the rest is printed all the same; the\n"
+    "exit status is 1 if PATH does not exist.\n";
 
 int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
 
@@ -332,6 +336,12 @@ static void directory_of(const char *path, int is_file, char *dir, size_t len) {
   else snprintf(dir, len, "%.*s", (int)(slash - path), path);
 }
 
+/* The reason kvik_direct_io_supported() gave, without the call and directory its line names. */
+static const char *direct_io_reason(void) {
+  const char *why = kvik_last_error(), *after = strstr(why, "\"): ");
+  return after ? after + 4 : why;
+}
+
 /* Which backend serves which host IO: the pool, and io_uring for the batch operations that
  * KVIK_SETTING_IO_URING gives it where the kernel allows it (device memory too, staged). */
 static void print_host_io(void) {
@@ -364,7 +374,7 @@ static int cmd_info(int argc, char **argv) {
     path = argv[i];
   }
   struct stat st;
-  int is_file = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+  int exists = stat(path, &st) == 0, is_file = exists && S_ISREG(st.st_mode);
   char dir[4096];
   directory_of(path, is_file, dir, sizeof dir);
   /* An invalid environment value makes every setting meaningless: fail before printing any. */
@@ -378,10 +388,11 @@ static int cmd_info(int argc, char **argv) {
   print_gds();
   print_remote();
   int direct = kvik_direct_io_supported(dir);
-  if (direct < 0) return cli_fail("info");
-  printf("\nO_DIRECT in %s: %s\n", dir, direct ? "supported" : "not supported");
+  if (direct < 0) printf("\nO_DIRECT in %s: not checked: %s\n", dir, direct_io_reason());
+  else printf("\nO_DIRECT in %s: %s\n", dir, direct ? "supported" : "not supported");
   print_host_io();
-  return is_file ? print_file_backend(path) : CLI_OK;
+  if (is_file) return print_file_backend(path);
+  return exists ? CLI_OK : CLI_ERROR;
 }
 
 /* Whether a command's arguments name a URL: `kvik bench URL` measures a remote object, any

@@ -758,7 +758,9 @@ def test_slow_server_times_out(fault):
 
 @pytest.mark.parametrize("mode, name", [
     ("truncate", "KVIK_EREMOTE_SHORT"), ("short", "KVIK_EREMOTE_SHORT"), ("oversize", "KVIK_EREMOTE_LONG"),
-    ("norange", "KVIK_ERANGE_IGNORED"),
+    ("norange", "KVIK_ERANGE_IGNORED"), ("shifted", "KVIK_ERANGE_MISMATCH"),
+    ("badtotal", "KVIK_ERANGE_MISMATCH"), ("nocontentrange", "KVIK_ERANGE_MISMATCH"),
+    ("garbledrange", "KVIK_ERANGE_MISMATCH"),
 ])
 def test_bad_bodies(fault, data, mode, name):
     with defaults.set(FAST):

@@ -1,20 +1,25 @@
 #!/bin/sh
 # `kvik cat` against the loopback servers of servers.py, which runs this script:
 #   servers.py -- sh cli_test.sh KVIK CASE
-# CASE: cat (whole objects and byte ranges, to stdout and to files) or errors. Every result is
-# compared with the data file the servers serve. Exit 0 pass, 1 fail, 77 skip (nginx did not
-# start). With KVIK_TEST_REMOTE_BIG set, servers.py adds the object `big`, which takes several
-# of cat's 64 MiB chunks.
+# CASE: cat (whole objects and byte ranges, to stdout and to files), errors, or whole (servers
+# that ignore Range). Every result is compared with the data file the servers serve. Exit 0
+# pass, 1 fail, 77 skip (nginx, or for `whole` the fault server, did not start). With
+# KVIK_TEST_REMOTE_BIG set, servers.py adds the object `big`, which takes several of cat's 64 MiB
+# chunks.
 kvik=$1
 case=$2
-if [ -z "$KVIK_TEST_NGINX_URL" ]; then
-  echo "skip: KVIK_TEST_NGINX_URL is unset: nginx did not start"
-  exit 77
-fi
 url=$KVIK_TEST_NGINX_URL
 data=$KVIK_TEST_REMOTE_DATA
 tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
+server=
+trap 'test -z "$server" || kill "$server"; rm -rf "$tmp"' EXIT
+
+need() {
+  if [ -z "$2" ]; then
+    echo "skip: $1 is unset: its server did not start"
+    exit 77
+  fi
+}
 
 fail() {
   echo "FAIL: $*" >&2
@@ -43,6 +48,7 @@ check_range() {
 }
 
 case_cat() {
+  need KVIK_TEST_NGINX_URL "$url"
   for name in empty small medium large; do
     cat_pipe "$url/$name" || fail "cat $name: exit status"
     cmp "$tmp/out" "$data/$name" || fail "cat $name: wrong bytes"
@@ -75,6 +81,7 @@ case_cat() {
 }
 
 case_errors() {
+  need KVIK_TEST_NGINX_URL "$url"
   echo "keep" >"$tmp/existing"
   "$kvik" cat "$url/no-such-object" -o "$tmp/existing" 2>"$tmp/err"
   rc=$?
@@ -93,8 +100,52 @@ case_errors() {
   echo "PASS: kvik cat errors"
 }
 
+# The port `python3 -m http.server 0` prints it listens on, once it does (5 s at most).
+http_server_port() {
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^Serving HTTP on 127.0.0.1 port \([0-9]*\) .*/\1/p' "$tmp/server" 2>/dev/null)
+    test -n "$port" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# A server that ignores Range answers 200 with the whole object: what a read of the whole object
+# in one request (one task) asks for, and no other read. The fault server's norange mode, then
+# `python3 -m http.server` itself, as long as python3 is there (it stops after 120 s at most).
+case_whole() {
+  need KVIK_TEST_FAULT_URL "$KVIK_TEST_FAULT_URL"
+  cat_pipe "$KVIK_TEST_FAULT_URL/norange/small" || fail "cat norange/small: exit status"
+  cmp "$tmp/out" "$data/small" || fail "cat norange/small: wrong bytes"
+  # 5 MiB + 123 bytes: two tasks of the 4 MiB task size, neither the whole object.
+  "$kvik" cat "$KVIK_TEST_FAULT_URL/norange/medium" >/dev/null 2>"$tmp/err"
+  rc=$?
+  cat "$tmp/err"
+  test $rc = 1 || fail "cat norange/medium in two tasks: exit status $rc, expected 1"
+  grep -qE "^kvik cat: .*GET bytes (0-4194303|4194304-5243002) .*answered 200 with the whole object" \
+    "$tmp/err" || fail "cat norange/medium in two tasks: message"
+  if ! command -v python3 >/dev/null || ! command -v timeout >/dev/null; then
+    echo "PASS: kvik cat of a whole object (python3 -m http.server left out: no python3 or timeout)"
+    return
+  fi
+  timeout 120 python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$data" >"$tmp/server" 2>&1 &
+  server=$!
+  http_server_port || fail "python3 -m http.server did not start: $(cat "$tmp/server")"
+  cat_pipe "http://127.0.0.1:$port/small" || fail "cat from http.server: exit status"
+  cmp "$tmp/out" "$data/small" || fail "cat from http.server: wrong bytes"
+  KVIKIO_TASK_SIZE=8388608 "$kvik" cat "http://127.0.0.1:$port/medium" -o "$tmp/file" ||
+    fail "cat medium in one task from http.server: exit status"
+  cmp "$tmp/file" "$data/medium" || fail "cat medium in one task from http.server: wrong bytes"
+  "$kvik" cat "http://127.0.0.1:$port/medium" --offset 1 --size 100 >/dev/null 2>"$tmp/err"
+  test $? = 1 || fail "cat of a byte range from http.server: exit status"
+  grep -q "^kvik cat: .*GET bytes 1-100 .*whole object instead of the range" "$tmp/err" ||
+    fail "cat of a byte range from http.server: message"
+  echo "PASS: kvik cat of a whole object from servers that ignore Range"
+}
+
 case $case in
 cat) case_cat ;;
 errors) case_errors ;;
+whole) case_whole ;;
 *) fail "unknown case '$case'" ;;
 esac

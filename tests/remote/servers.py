@@ -257,7 +257,8 @@ class FaultServer(ThreadingHTTPServer):
 # The fault modes, each with the type of the number after its dash, if it takes one.
 FAULT_KINDS = {
     "ok": None, "flaky": int, "status": int, "slow": float, "truncate": None, "short": None,
-    "oversize": None, "norange": None, "drop": None,
+    "oversize": None, "norange": None, "drop": None, "shifted": None, "badtotal": None,
+    "nocontentrange": None, "garbledrange": None, "badlength": str,
 }
 OVERSIZE_FILLER = b"\xa5" * 100
 
@@ -337,7 +338,11 @@ class FaultHandler(BaseHTTPRequestHandler):
             if self.server.state.flaky_hit(key) <= number:
                 return self._send_text(503, "flaky: try again\n")
         size = os.path.getsize(path)
-        if self.command == "HEAD":  # every mode answers HEAD correctly: the faults are in the bodies
+        if kind == "badlength" and self.command == "HEAD":
+            self.send_response(200)
+            self.send_header("Content-Length", number)
+            return self.end_headers()
+        if self.command == "HEAD":  # other modes answer HEAD correctly: the faults are in bodies
             return self._start(200, size, [("Accept-Ranges", "bytes")])
         if kind == "slow":
             time.sleep(number)
@@ -367,8 +372,25 @@ class FaultHandler(BaseHTTPRequestHandler):
             self._start(status, length, _content_range(start, end, size, partial))
             self._send_bytes(path, start, end - start)
             return self.wfile.write(OVERSIZE_FILLER)
+        if partial and kind in ("shifted", "badtotal", "nocontentrange", "garbledrange"):
+            return self._send_wrong_range(kind, path, size, start, end)
         headers = [("Accept-Ranges", "bytes"), *_content_range(start, end, size, partial)]
         return self._send_file(path, status, start, end, headers)
+
+    def _send_wrong_range(self, kind, path, size, start, end):
+        """A 206 of the right length whose Content-Range is wrong: `shifted` sends the bytes one
+        further on (one back where the range ends the file; the whole file cannot move) and says
+        so; `badtotal` names a size one larger; `nocontentrange` has none; `garbledrange` has
+        "bytes=a-b/N"."""
+        if kind == "shifted":
+            shift = 1 if end < size else -1 if start > 0 else 0
+            start, end = start + shift, end + shift
+        headers = _content_range(start, end, size + (kind == "badtotal"), True)
+        if kind == "nocontentrange":
+            headers = []
+        elif kind == "garbledrange":
+            headers = [("Content-Range", headers[0][1].replace(" ", "=", 1))]
+        return self._send_file(path, 206, start, end, headers)
 
     def _requested_span(self, size):
         """(start, end, partial) for the Range header, or None where it cannot be satisfied.
@@ -937,6 +959,33 @@ class SelfTest:
         """fault norange: 200 with the whole file"""
         status, _, body = _http("GET", f"{self.fault}/norange/medium", {"Range": "bytes=100-1099"})
         _expect(status == 200 and body == self.medium, f"status {status}, {len(body)} bytes")
+
+    def check_fault_wrong_ranges(self):
+        """fault shifted, badtotal, nocontentrange, garbledrange: 206s of the right length"""
+        size = len(self.medium)
+        expected = {
+            "shifted": (f"bytes 101-1100/{size}", self.medium[101:1101]),
+            "badtotal": (f"bytes 100-1099/{size + 1}", self.medium[100:1100]),
+            "nocontentrange": (None, self.medium[100:1100]),
+            "garbledrange": (f"bytes=100-1099/{size}", self.medium[100:1100]),
+        }
+        for mode, (content_range, data) in expected.items():
+            url = f"{self.fault}/{mode}/medium"
+            status, headers, body = _http("GET", url, {"Range": "bytes=100-1099"})
+            _expect(status == 206 and body == data, f"{mode}: status {status}, {len(body)} bytes")
+            got = headers["Content-Range"]
+            _expect(got == content_range, f"{mode}: {got}")
+        _, headers, body = _http("GET", f"{self.fault}/shifted/small", {"Range": "bytes=900-999"})
+        got = headers["Content-Range"]
+        at_end = got == "bytes 899-998/1000" and body == self.data["small"][899:999]
+        _expect(at_end, f"at the end: {got}")
+
+    def check_fault_badlength(self):
+        """fault badlength-TEXT: HEAD with Content-Length TEXT; GET as ok"""
+        status, headers, _ = _http("HEAD", f"{self.fault}/badlength-abc/small")
+        length = headers["Content-Length"]
+        _expect(status == 200 and length == "abc", f"{status} {length}")
+        self.range_read(f"{self.fault}/badlength-abc", "small", 0, 99)
 
     def check_fault_drop(self):
         """fault drop: HEAD answers, GET closes without an answer"""
