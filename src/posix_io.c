@@ -53,12 +53,18 @@ typedef enum { DIRECT_ALL, DIRECT_STOPPED, DIRECT_REFUSED } direct_outcome;
 
 /* Aligned O_DIRECT calls from an aligned buffer while they stay aligned. A call that returns
  * less than asked (end of file, or a partial write) stops it: the buffered descriptor, which has
- * no alignment rules, finishes the range. */
+ * no alignment rules, finishes the range. So does EFAULT, which an O_DIRECT call returns for a
+ * buffer with a bad page after it moved the bytes before that page, without counting them: the
+ * buffered descriptor moves them again and stops at the bad page with an exact count. */
 static int direct_aligned(kvik__op op, const kvik__posix_target *t, char *buf, size_t n, int64_t offset, size_t *done,
                           direct_outcome *outcome) {
   *done = 0;
   while (*done < n) {
     ssize_t r = sys_once(op, t->direct_fd, buf + *done, n - *done, offset + (int64_t)*done);
+    if (r == -EFAULT) {
+      *outcome = DIRECT_STOPPED;
+      return 0;
+    }
     if (r == -EINVAL) {
       *outcome = *done == 0 ? DIRECT_REFUSED : DIRECT_STOPPED;
       return 0;
