@@ -28,7 +28,7 @@ typedef enum {
   KVIK__FAULT_READ,   /* pread */
   KVIK__FAULT_WRITE,  /* pwrite */
   KVIK__FAULT_SYNC,   /* fdatasync */
-  KVIK__FAULT_MMAP,
+  KVIK__FAULT_MMAP,   /* mmap, madvise */
   KVIK__FAULT_ALLOC,  /* malloc, calloc, realloc, strdup, strndup, posix_memalign */
   KVIK__FAULT_THREAD, /* pthread_create */
   KVIK__FAULT_DLOPEN,
@@ -163,6 +163,12 @@ static inline void *kvik__mmap_at(const char *site, size_t len, int prot, int fl
   return err ? (errno = err, MAP_FAILED) : mmap(NULL, len, prot, flags, fd, offset);
 }
 #define kvik__mmap(len, prot, flags, fd, offset) kvik__mmap_at(KVIK__SITE, len, prot, flags, fd, offset)
+
+static inline int kvik__madvise_at(const char *site, void *addr, size_t len, int advice) {
+  int err = kvik__fault_errno(KVIK__FAULT_MMAP, site);
+  return err ? (errno = err, -1) : madvise(addr, len, advice);
+}
+#define kvik__madvise(addr, len, advice) kvik__madvise_at(KVIK__SITE, addr, len, advice)
 
 /* Allocations fail as malloc does: NULL and ENOMEM, whatever the fault's errno. */
 static inline int kvik__alloc_fails(const char *site) {

@@ -61,6 +61,7 @@ static const struct {
     {"kvik__pwrite(", KVIK__FAULT_WRITE},
     {"kvik__fdatasync(", KVIK__FAULT_SYNC},
     {"kvik__mmap(", KVIK__FAULT_MMAP},
+    {"kvik__madvise(", KVIK__FAULT_MMAP},
     {"kvik__malloc(", KVIK__FAULT_ALLOC},
     {"kvik__calloc(", KVIK__FAULT_ALLOC},
     {"kvik__realloc(", KVIK__FAULT_ALLOC},
