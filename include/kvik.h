@@ -148,6 +148,14 @@ KVIK_API const char *kvik_last_error(void);
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_.
  *
+ * KVIK_SETTING_AUTO_DIRECT_IO_READ/WRITE: reads (writes) of host memory through O_DIRECT where the
+ * file system takes it: the page-aligned middle of a range through an O_DIRECT descriptor, its
+ * unaligned head and tail through the page cache. A buffer that is not page-aligned takes the
+ * middle through a bounce buffer, which the kernel copies into or out of the buffer
+ * (process_vm_readv/writev(2)); where the system refuses those calls (a seccomp filter, a kernel
+ * without CONFIG_CROSS_MEMORY_ATTACH), such buffers go through the page cache instead. Either way a
+ * buffer the process cannot write (read) fails the call with -EFAULT, as with the setting off.
+ *
  * KVIK_SETTING_ZERO_COPY_READ: how reads of a file into device memory may skip the CPU copy.
  * The file is mapped (mmap), registered read-only with CUDA in granules of 64 MiB as reads reach
  * them, and the GPU copies straight out of the page cache. KVIK_OFF: never; KVIK_AUTO: granules
@@ -373,7 +381,8 @@ KVIK_API int64_t kvik_file_size(const kvik_file *file);
  * never undefined bytes: bytes past the end of file are left untouched). Interrupted and short
  * system calls are retried. Errors: -EBADF (closed, or not opened for reading), -EINVAL
  * (NULL buffer with size > 0, negative offset, offset + size overflowing), any errno of
- * pread(2). Thread-safe.
+ * pread(2): -EFAULT where the process cannot write to all of `buf` (the bytes it can write
+ * may have been read all the same: the message says how many). Thread-safe.
  *
  * Into device memory, kvik copies on CUDA streams of its own, which wait for no other stream (the
  * default stream neither): work queued earlier that writes `buf`, a cudaMemset say, must be
@@ -384,8 +393,8 @@ KVIK_API ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t
 
 /* Write `size` bytes from `buf` at `file_offset` (at the end for append handles), in parallel,
  * and wait. Returns `size`, or a negative code: a write that cannot complete (ENOSPC, EIO,
- * EFBIG ...) returns that errno, and the detail message says how many bytes were written.
- * Thread-safe. */
+ * EFBIG, EFAULT where the process cannot read `buf` ...) returns that errno, and the detail
+ * message says how many bytes were written. Thread-safe. */
 KVIK_API ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t file_offset);
 
 /* Start a read like kvik_file_read() without waiting: stores a future in *future and returns 0,

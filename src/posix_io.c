@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,12 +53,18 @@ typedef enum { DIRECT_ALL, DIRECT_STOPPED, DIRECT_REFUSED } direct_outcome;
 
 /* Aligned O_DIRECT calls from an aligned buffer while they stay aligned. A call that returns
  * less than asked (end of file, or a partial write) stops it: the buffered descriptor, which has
- * no alignment rules, finishes the range. */
+ * no alignment rules, finishes the range. So does EFAULT, which an O_DIRECT call returns for a
+ * buffer with a bad page after it moved the bytes before that page, without counting them: the
+ * buffered descriptor moves them again and stops at the bad page with an exact count. */
 static int direct_aligned(kvik__op op, const kvik__posix_target *t, char *buf, size_t n, int64_t offset, size_t *done,
                           direct_outcome *outcome) {
   *done = 0;
   while (*done < n) {
     ssize_t r = sys_once(op, t->direct_fd, buf + *done, n - *done, offset + (int64_t)*done);
+    if (r == -EFAULT) {
+      *outcome = DIRECT_STOPPED;
+      return 0;
+    }
     if (r == -EINVAL) {
       *outcome = *done == 0 ? DIRECT_REFUSED : DIRECT_STOPPED;
       return 0;
@@ -73,21 +80,81 @@ static int direct_aligned(kvik__op op, const kvik__posix_target *t, char *buf, s
   return 0;
 }
 
+/* Where the system refuses process_vm_readv/writev (see kvik__copy_user), unaligned buffers are
+ * left to the buffered descriptor, for good: a memcpy to or from the caller's buffer would crash
+ * on a bad address instead of failing with EFAULT as pread(2) and pwrite(2) do. */
+static _Atomic int copy_refused;
+
+/* How a copy between the caller's buffer and the bounce buffer ended. */
+typedef enum { COPY_ALL, COPY_REFUSED, COPY_FAILED } copy_outcome;
+
+/* Copy n bytes between the caller's buffer `user` and `bounce` (into `user` for a read), with
+ * *copied the bytes copied. On COPY_FAILED, returns the failure's code with a message that names
+ * the part of the transfer at `offset` that was not copied. */
+static int copy_user(kvik__op op, const kvik__posix_target *t, char *user, char *bounce, size_t n,
+                     int64_t offset, size_t *copied, copy_outcome *outcome) {
+  *copied = 0;
+  *outcome = COPY_ALL;
+  while (*copied < n) {
+    ssize_t r = kvik__copy_user(op == KVIK__READ, user + *copied, bounce + *copied, n - *copied);
+    if (r < 0 && (errno == ENOSYS || errno == EPERM)) {
+      atomic_store(&copy_refused, 1);
+      *outcome = COPY_REFUSED;
+      return 0;
+    }
+    if (r < 0) {
+      *outcome = COPY_FAILED;
+      const char *way = op == KVIK__READ ? "into" : "out of";
+      long long at = (long long)(offset + (int64_t)*copied);
+      return kvik__fail_errno(errno, "%s(\"%s\", %zu bytes at offset %lld): copying %s the buffer",
+                              op_name(op), t->path, n - *copied, at, way);
+    }
+    *copied += (size_t)r;
+  }
+  return 0;
+}
+
+/* One chunk of a bounced write: copied out of the caller's buffer, then written; nothing of it is
+ * written where the caller's buffer cannot be read. */
+static int bounced_write(const kvik__posix_target *t, char *user, char *bounce, size_t n,
+                         int64_t offset, size_t *moved, direct_outcome *outcome) {
+  size_t copied;
+  copy_outcome copy;
+  *moved = 0;
+  int rc = copy_user(KVIK__WRITE, t, user, bounce, n, offset, &copied, &copy);
+  if (copy == COPY_REFUSED) *outcome = DIRECT_STOPPED;
+  if (copy != COPY_ALL) return rc;
+  return direct_aligned(KVIK__WRITE, t, bounce, n, offset, moved, outcome);
+}
+
+/* One chunk of a bounced read: read, then copied into the caller's buffer as far as it can be
+ * written; *moved counts the bytes that reached the caller's buffer. */
+static int bounced_read(const kvik__posix_target *t, char *user, char *bounce, size_t n,
+                        int64_t offset, size_t *moved, direct_outcome *outcome) {
+  int rc = direct_aligned(KVIK__READ, t, bounce, n, offset, moved, outcome);
+  size_t read = *moved;
+  if (read == 0) return rc;
+  copy_outcome copy;
+  int copy_rc = copy_user(KVIK__READ, t, user, bounce, read, offset, moved, &copy);
+  if (copy == COPY_REFUSED) *outcome = DIRECT_STOPPED;
+  return copy == COPY_FAILED ? copy_rc : rc;
+}
+
 /* O_DIRECT for an unaligned user buffer: through an aligned bounce buffer, chunk by chunk.
- * Without a bounce buffer (out of memory) the buffered descriptor does the whole range. */
+ * Without a bounce buffer (out of memory) or a way to copy (copy_refused), the buffered
+ * descriptor does the whole range. */
 static int direct_bounced(kvik__op op, const kvik__posix_target *t, char *buf, size_t n, int64_t offset, size_t *done,
                           direct_outcome *outcome) {
   size_t chunk_size = (size_t)kvik__setting(KVIK_SETTING_BOUNCE_BUFFER_SIZE) & ~(size_t)(KVIK__DIRECT_ALIGNMENT - 1);
-  char *bounce = kvik__bounce_get(chunk_size);
+  char *bounce = atomic_load(&copy_refused) ? NULL : kvik__bounce_get(chunk_size);
   *done = 0;
   *outcome = bounce ? DIRECT_ALL : DIRECT_STOPPED;
   if (!bounce) return 0;
   int rc = 0;
   while (*done < n && *outcome == DIRECT_ALL) {
     size_t chunk = n - *done < chunk_size ? n - *done : chunk_size, moved;
-    if (op == KVIK__WRITE) memcpy(bounce, buf + *done, chunk);
-    rc = direct_aligned(op, t, bounce, chunk, offset + (int64_t)*done, &moved, outcome);
-    if (op == KVIK__READ) memcpy(buf + *done, bounce, moved);
+    rc = (op == KVIK__READ ? bounced_read : bounced_write)(t, buf + *done, bounce, chunk,
+                                                          offset + (int64_t)*done, &moved, outcome);
     *done += moved;
     if (*outcome == DIRECT_ALL && moved < chunk) *outcome = DIRECT_STOPPED;
     if (rc < 0) break;

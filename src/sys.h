@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,10 +29,11 @@ typedef enum {
   KVIK__FAULT_READ,   /* pread */
   KVIK__FAULT_WRITE,  /* pwrite */
   KVIK__FAULT_SYNC,   /* fdatasync */
-  KVIK__FAULT_MMAP,
+  KVIK__FAULT_MMAP,   /* mmap, madvise */
   KVIK__FAULT_ALLOC,  /* malloc, calloc, realloc, strdup, strndup, posix_memalign */
   KVIK__FAULT_THREAD, /* pthread_create */
   KVIK__FAULT_DLOPEN,
+  KVIK__FAULT_COPY, /* process_vm_readv, process_vm_writev */
   KVIK__FAULT_CALLS
 } kvik__fault_call;
 
@@ -109,6 +111,33 @@ static inline ssize_t kvik__pwrite_at(const char *site, int fd, const void *buf,
 }
 #define kvik__pwrite(fd, buf, n, offset) kvik__pwrite_at(KVIK__SITE, fd, buf, n, offset)
 
+/* Copy n bytes between `theirs`, a caller's buffer, and `mine`, memory of the library: into
+ * `theirs` when `to_theirs`, else out of it. The kernel makes the copy (process_vm_readv/writev(2)
+ * on this process) and accesses `theirs` as read(2) and write(2) do, so a buffer that cannot be
+ * written (or read) fails the call with EFAULT where memcpy would crash. Returns the bytes copied,
+ * fewer than n when the error came part way (the next call gives it), or -1 with errno set:
+ * ENOSYS or EPERM where the system refuses the call (a kernel without CROSS_MEMORY_ATTACH, a
+ * seccomp filter). */
+static inline ssize_t kvik__copy_user_at(const char *site, int to_theirs, void *theirs, void *mine,
+                                         size_t n) {
+  ssize_t r;
+  do {
+    int err = kvik__fault(KVIK__FAULT_COPY, site);
+    if (err > 0) {
+      errno = err;
+      r = -1;
+    } else {
+      size_t len = err == KVIK__FAULT_SHORT ? kvik__short_count(n) : n;
+      struct iovec local = {theirs, len}, remote = {mine, len};
+      r = to_theirs ? process_vm_readv(getpid(), &local, 1, &remote, 1, 0)
+                    : process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
+    }
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+#define kvik__copy_user(to_theirs, theirs, mine, n) \
+  kvik__copy_user_at(KVIK__SITE, to_theirs, theirs, mine, n)
+
 /* The result of an io_uring read or write as the library takes it: a fault turns it into -errno,
  * or into a short count (the kernel moved all the bytes all the same; the library moves the rest
  * again). */
@@ -135,6 +164,12 @@ static inline void *kvik__mmap_at(const char *site, size_t len, int prot, int fl
   return err ? (errno = err, MAP_FAILED) : mmap(NULL, len, prot, flags, fd, offset);
 }
 #define kvik__mmap(len, prot, flags, fd, offset) kvik__mmap_at(KVIK__SITE, len, prot, flags, fd, offset)
+
+static inline int kvik__madvise_at(const char *site, void *addr, size_t len, int advice) {
+  int err = kvik__fault_errno(KVIK__FAULT_MMAP, site);
+  return err ? (errno = err, -1) : madvise(addr, len, advice);
+}
+#define kvik__madvise(addr, len, advice) kvik__madvise_at(KVIK__SITE, addr, len, advice)
 
 /* Allocations fail as malloc does: NULL and ENOMEM, whatever the fault's errno. */
 static inline int kvik__alloc_fails(const char *site) {

@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -32,6 +33,9 @@
 
 #define REMOTE_URL "http://127.0.0.1:9/object"
 #define FILE_BYTES 4096
+/* The file of the bad buffer cases, and their requests: futures of several tasks on the pool. */
+#define BIG_BYTES ((size_t)1 << 20)
+#define TASK ((size_t)256 << 10)
 /* Outputs are set to this before each case: a failing call must replace it with NULL. */
 #define POISON ((void *)(uintptr_t)0x1)
 /* How long a call on a FIFO may block before the test opens the other end to free it. */
@@ -39,8 +43,13 @@
 
 static struct fixture {
   char *dir, *file, *missing, *notdir, *too_long, *fifo, *unreadable, *locked_new, *out_path, *closed_path;
-  char *ro_src, *ro_dir, *ro_file, *ro_new;
+  char *ro_src, *ro_dir, *ro_file, *ro_new, *big, *big_out;
   kvik_file *rfile, *wfile, *closed; /* opened "r", "w", and one closed */
+  kvik_file *rbig, *wbig;            /* `big` opened "r", `big_out` opened "w" */
+  int direct_io;                     /* files in `dir` take O_DIRECT */
+  /* Mappings of BIG_BYTES + a page: read-only; inaccessible; readable and writable but for the
+   * page at BIG_BYTES / 2. */
+  unsigned char *read_only, *no_access, *holed;
   kvik_mmap *map, *closed_map;       /* all of `file` mapped, and one closed */
   kvik_future *future;               /* a finished read */
   kvik_batch *batch;                 /* max_ops 2 */
@@ -73,7 +82,8 @@ enum case_flags {
   NEEDS_REMOTE = 1 << 1,   /* uses a remote handle: needs libcurl */
   NOREMOTE_CODE = 1 << 2,  /* without libcurl the code is KVIK_ENOREMOTE */
   ON_FIFO = 1 << 3,        /* may block in open(2): watched, and freed if it does */
-  IN_CHILD = 1 << 4        /* crashed once (UBSan included): runs in a child process */
+  IN_CHILD = 1 << 4,       /* crashed once (UBSan included): runs in a child process */
+  NEEDS_DIRECT_IO = 1 << 5 /* O_DIRECT in the test's directory */
 };
 
 typedef struct bad_case {
@@ -189,6 +199,39 @@ static long long batch_nothing(void) {
 
 static long long remote_read_nothing(void) { return kvik_remote_read(fx.remote, NULL, 0, 0); }
 
+/* O_DIRECT on, for reads and writes: in a case that runs in a child process, which the settings
+ * end with. */
+static void direct_io_on(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 1));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 1));
+}
+#define DIRECT(call) (direct_io_on(), (call))
+
+/* The result of a request started as `rc`. */
+static long long waited(int rc) {
+  if (rc < 0) return rc;
+  long long result = kvik_future_wait(fx.out_future);
+  keep_message();
+  kvik_future_free(fx.out_future);
+  fx.out_future = NULL;
+  return result;
+}
+
+/* One batch operation of BIG_BYTES at offset 0: its result. (Events carry no message.) */
+static long long batch_result(kvik_file *file, kvik_batch_opcode opcode, void *buf) {
+  kvik_batch_op op = {file, opcode, buf, BIG_BYTES, 0, NULL};
+  int rc = kvik_batch_submit(fx.batch, &op, 1);
+  if (rc < 0) return rc;
+  snprintf(fx.message, sizeof fx.message, "(none: batch events carry no message)");
+  fx.message_kept = 1;
+  int n = kvik_batch_wait(fx.batch, 1, fx.events, 1, -1);
+  if (n != 1) {
+    failf("batch operation", "kvik_batch_wait gave %d events", n);
+    return n < 0 ? n : INT_MIN;
+  }
+  return fx.events[0].result;
+}
+
 static long long free_null_handles(void) {
   kvik_file_free(NULL);
   kvik_mmap_free(NULL);
@@ -300,6 +343,35 @@ static long long free_null_handles(void) {
   X(pwrite_nothing, "size 0: a future with result 0", pwrite_nothing(), 0, NULL, NULL, 0)                           \
   X(read_past_end, "offset past the end of the file: 0 bytes", kvik_file_read(fx.rfile, fx.buf, 16, (int64_t)1 << 40), \
     0, NULL, NULL, 0)
+
+#define DIO (IN_CHILD | NEEDS_DIRECT_IO)
+#define BAD_BUFFER_CASES(X)                                                                                         \
+  X(read_ro, "read-only buffer", kvik_file_read(fx.rbig, fx.read_only, BIG_BYTES, 0), -EFAULT, "pread", fx.big,     \
+    IN_CHILD)                                                                                                       \
+  X(read_ro_direct, "read-only buffer, O_DIRECT", DIRECT(kvik_file_read(fx.rbig, fx.read_only, BIG_BYTES, 0)),      \
+    -EFAULT, "pread", fx.big, DIO)                                                                                  \
+  X(read_ro_bounced, "read-only buffer, O_DIRECT, not page-aligned",                                               \
+    DIRECT(kvik_file_read(fx.rbig, fx.read_only + 1, BIG_BYTES, 0)), -EFAULT, "pread", fx.big, DIO)                \
+  X(pread_ro_bounced, "read-only buffer, O_DIRECT, not page-aligned, 4 tasks",                                     \
+    DIRECT(waited(kvik_file_pread(fx.rbig, fx.read_only + 1, BIG_BYTES, 0, TASK, &fx.out_future))), -EFAULT,        \
+    "pread", fx.big, DIO)                                                                                           \
+  X(read_holed_bounced, "a bad page in the middle, O_DIRECT, not page-aligned",                                    \
+    DIRECT(kvik_file_read(fx.rbig, fx.holed + 1, BIG_BYTES, 0)), -EFAULT, "pread", "(524287 of 1048576 bytes", DIO) \
+  X(batch_read_ro_bounced, "read-only buffer, O_DIRECT, not page-aligned, batch",                                  \
+    DIRECT(batch_result(fx.rbig, KVIK_BATCH_READ, fx.read_only + 1)), -EFAULT, NULL, NULL, DIO)                    \
+  X(write_none, "inaccessible buffer", kvik_file_write(fx.wbig, fx.no_access, BIG_BYTES, 0), -EFAULT, "pwrite",     \
+    fx.big_out, IN_CHILD)                                                                                           \
+  X(write_none_direct, "inaccessible buffer, O_DIRECT",                                                             \
+    DIRECT(kvik_file_write(fx.wbig, fx.no_access, BIG_BYTES, 0)), -EFAULT, "pwrite", fx.big_out, DIO)              \
+  X(write_none_bounced, "inaccessible buffer, O_DIRECT, not page-aligned",                                         \
+    DIRECT(kvik_file_write(fx.wbig, fx.no_access + 1, BIG_BYTES, 0)), -EFAULT, "pwrite", fx.big_out, DIO)          \
+  X(pwrite_none_bounced, "inaccessible buffer, O_DIRECT, not page-aligned, 4 tasks",                                \
+    DIRECT(waited(kvik_file_pwrite(fx.wbig, fx.no_access + 1, BIG_BYTES, 0, TASK, &fx.out_future))), -EFAULT,       \
+    "pwrite", fx.big_out, DIO)                                                                                      \
+  X(write_holed_direct, "a bad page in the middle, O_DIRECT", DIRECT(kvik_file_write(fx.wbig, fx.holed, BIG_BYTES, \
+    0)), -EFAULT, "pwrite", "(524288 of 1048576 bytes", DIO)                                                       \
+  X(batch_write_none, "inaccessible buffer, O_DIRECT, batch", DIRECT(batch_result(fx.wbig, KVIK_BATCH_WRITE,       \
+    fx.no_access)), -EFAULT, NULL, NULL, DIO)
 
 #define FUTURE_CASES(X)                                                                                             \
   X(wait_null, "NULL future", kvik_future_wait(NULL), -EINVAL, "kvik_future_wait", "NULL future", 0)                \
@@ -577,6 +649,7 @@ static long long free_null_handles(void) {
 
 FILE_OPEN_CASES(DEFINE_RUN_)
 FILE_IO_CASES(DEFINE_RUN_)
+BAD_BUFFER_CASES(DEFINE_RUN_)
 FUTURE_CASES(DEFINE_RUN_)
 MMAP_CASES(DEFINE_RUN_)
 PAGE_CACHE_CASES(DEFINE_RUN_)
@@ -632,7 +705,7 @@ static int run_in_child(const bad_case *c, long long *rc, char *message, size_t 
   if (pid == 0) {
     close(fds[0]);
     long long result = c->run();
-    const char *m = kvik_last_error();
+    const char *m = fx.message_kept ? fx.message : kvik_last_error();
     int sent = write(fds[1], &result, sizeof result) == (ssize_t)sizeof result && write(fds[1], m, strlen(m) + 1) > 0;
     _exit(sent ? 0 : 3);
   }
@@ -703,6 +776,7 @@ static void print_row(const bad_case *c, long long rc, const char *message) {
 static int skip_reason(const bad_case *c, const char **why) {
   *why = (c->flags & NEEDS_NON_ROOT) && geteuid() == 0 ? "running as root, which may read and write any file"
          : (c->flags & NEEDS_REMOTE) && !fx.remote   ? "kvik was built without remote support"
+         : (c->flags & NEEDS_DIRECT_IO) && !fx.direct_io ? "no O_DIRECT in the test's directory"
                                                      : NULL;
   return *why != NULL;
 }
@@ -745,7 +819,7 @@ static void run_case(const bad_case *c) {
   }
   if (verbose) print_row(c, rc, message);
   check_result(c, rc, message);
-  if (rc < 0) check_no_output(c);
+  if (rc < 0 && !(c->flags & IN_CHILD)) check_no_output(c); /* a child's outputs stay there */
   free_outputs();
 }
 
@@ -757,6 +831,7 @@ static void run_cases(const char *title, const bad_case *cases, size_t n) {
 static void run_catalogue(void) {
   const bad_case open_cases[] = {FILE_OPEN_CASES(ROW_)};
   const bad_case io_cases[] = {FILE_IO_CASES(ROW_)};
+  const bad_case buffer_cases[] = {BAD_BUFFER_CASES(ROW_)};
   const bad_case future_cases[] = {FUTURE_CASES(ROW_)};
   const bad_case mmap_cases[] = {MMAP_CASES(ROW_)};
   const bad_case page_cache_cases[] = {PAGE_CACHE_CASES(ROW_)};
@@ -766,6 +841,7 @@ static void run_catalogue(void) {
   const bad_case remote_cases[] = {REMOTE_CASES(ROW_)};
   run_cases("Opening files", open_cases, COUNT_OF(open_cases));
   run_cases("File IO", io_cases, COUNT_OF(io_cases));
+  run_cases("Buffers the process cannot use", buffer_cases, COUNT_OF(buffer_cases));
   run_cases("Futures", future_cases, COUNT_OF(future_cases));
   run_cases("Mapped files", mmap_cases, COUNT_OF(mmap_cases));
   run_cases("Page cache and direct IO", page_cache_cases, COUNT_OF(page_cache_cases));
@@ -883,6 +959,12 @@ static void make_paths(void) {
   if (mkdir(fx.ro_src, 0755) != 0 || mkdir(fx.ro_dir, 0755) != 0) FAIL_AT("mkdir: %s", strerror(errno));
   fx.ro_file = test_path(fx.ro_dir, "data");
   fx.ro_new = test_path(fx.ro_dir, "new");
+  fx.big = test_path(fx.dir, "big");
+  unsigned char *bytes = malloc(BIG_BYTES);
+  test_fill(bytes, BIG_BYTES, 24);
+  test_write_file(fx.big, bytes, BIG_BYTES);
+  free(bytes);
+  fx.big_out = test_path(fx.dir, "big-out");
   char *ro_src_file = test_path(fx.ro_src, "data");
   test_write_file(ro_src_file, fx.buf, FILE_BYTES);
   free(ro_src_file);
@@ -931,7 +1013,20 @@ static void make_batch_ops(void) {
   for (int i = 0; i < 3; i++) fx.ops3[i] = fx.op_read;
 }
 
+static unsigned char *map_buffer(int prot) {
+  void *map = mmap(NULL, BIG_BYTES + 4096, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) FAIL_AT("mmap: %s", strerror(errno));
+  return map;
+}
+
 static void open_fixtures(void) {
+  fx.direct_io = kvik_direct_io_supported(fx.dir) == 1;
+  fx.read_only = map_buffer(PROT_READ);
+  fx.no_access = map_buffer(PROT_NONE);
+  fx.holed = map_buffer(PROT_READ | PROT_WRITE);
+  ASSERT_EQ(mprotect(fx.holed + BIG_BYTES / 2, 4096, PROT_NONE), 0);
+  ASSERT_OK(kvik_file_open(fx.big, "r", 0, &fx.rbig));
+  ASSERT_OK(kvik_file_open(fx.big_out, "w", 0644, &fx.wbig));
   ASSERT_OK(kvik_file_open(fx.file, "r", 0, &fx.rfile));
   ASSERT_OK(kvik_file_open(fx.out_path, "w", 0644, &fx.wfile));
   ASSERT_OK(kvik_file_open(fx.closed_path, "w+", 0644, &fx.closed));
@@ -953,10 +1048,16 @@ static void close_fixtures(void) {
   kvik_file_free(fx.rfile);
   kvik_file_free(fx.wfile);
   kvik_file_free(fx.closed);
+  kvik_file_free(fx.rbig);
+  kvik_file_free(fx.wbig);
+  munmap(fx.read_only, BIG_BYTES + 4096);
+  munmap(fx.no_access, BIG_BYTES + 4096);
+  munmap(fx.holed, BIG_BYTES + 4096);
   kvik_remote_free(fx.remote);
   kvik_remote_free(fx.closed_remote);
   char **paths[] = {&fx.file, &fx.missing, &fx.notdir, &fx.too_long, &fx.fifo, &fx.unreadable, &fx.locked_new,
-                    &fx.out_path, &fx.closed_path, &fx.ro_src, &fx.ro_dir, &fx.ro_file, &fx.ro_new};
+                    &fx.out_path, &fx.closed_path, &fx.ro_src, &fx.ro_dir, &fx.ro_file, &fx.ro_new,
+                    &fx.big,      &fx.big_out};
   for (size_t i = 0; i < COUNT_OF(paths); i++) free(*paths[i]);
   test_rmdir(fx.dir);
 }
