@@ -174,6 +174,23 @@ static void run_split_task(io_task *t) {
   kvik__device_read_end(&t->read, kvik__pool_in_worker());
 }
 
+/* A write to an append handle (see kvik__source.append): one task, under the file's append lock
+ * from its first byte to its last, so that the write(2) calls of a device write's chunks follow
+ * each other at the end of the file. */
+static void run_append_task(io_task *t) {
+  kvik__device_settle(); /* the reads this thread deferred do not wait for the lock */
+  kvik__append in_progress;
+  kvik__append_enter(&in_progress, t->source->append);
+  size_t done = 0;
+  kvik__source *src = t->source;
+  int rc = kvik__memory_on_device(&t->mem)
+               ? kvik__device_write(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size,
+                                    src->transfer, src->self, &done)
+               : src->transfer(src->self, t->op, t->buf, t->size, t->offset, &done);
+  kvik__append_leave(&in_progress);
+  task_done(t, done, rc);
+}
+
 /* Reads into device memory on pool threads may complete after the task returns (see
  * kvik__device_read_end); everything else completes here, after the thread's deferred reads
  * (kvik__device_write settles them itself). */
@@ -181,6 +198,10 @@ static void run_io_task(kvik__task *base) {
   io_task *t = (io_task *)base;
   if (t->split) {
     run_split_task(t);
+    return;
+  }
+  if (t->source->append && t->op == KVIK__WRITE) {
+    run_append_task(t);
     return;
   }
   if (t->via_cufile) {
@@ -218,6 +239,11 @@ int kvik__request_check_args(const kvik__request *req) {
   return 0;
 }
 
+/* Whether the request appends: a write to an append handle. */
+static int appends(const kvik__request *req) {
+  return req->source->append && req->op == KVIK__WRITE;
+}
+
 static int check(const kvik__request *req, kvik_future **out) {
   int rc = kvik__request_check_args(req);
   if (rc < 0) return rc;
@@ -238,7 +264,7 @@ static plan plan_request(const kvik__request *req, const kvik__memory *mem, int 
   size_t ts = req->task_size;
   plan p = {0, req->size, 0, single ? req->size : ts, 0};
   kvik__gds_file *gds = req->source->gds;
-  if (stream_ordered || !gds || mem->kind != KVIK_MEMORY_DEVICE ||
+  if (stream_ordered || appends(req) || !gds || mem->kind != KVIK_MEMORY_DEVICE ||
       req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD) || !kvik__gds_handle(gds))
     return p;
   size_t a = KVIK__GDS_ALIGNMENT, misalign = (size_t)req->offset % a;
@@ -315,8 +341,8 @@ static void lay_out_split(const kvik__request *req, const kvik__memory *mem, kvi
   }
 }
 
-/* Everything up to running: checks, classification, the owner's acquisition, the append offset,
- * and a future with its tasks laid out (one task when `single`, besides a cuFile head and tail).
+/* Everything up to running: checks, classification, the owner's acquisition, and a future with
+ * its tasks laid out (one task when `single` or for an append, besides a cuFile head and tail).
  * Zero-copy reads are left out of requests in stream order: their registration would wait for
  * the stream that waits for them. */
 static int prepare(kvik__request *req, int single, int stream_ordered, kvik_future **out, size_t *ntasks_out) {
@@ -327,7 +353,7 @@ static int prepare(kvik__request *req, int single, int stream_ordered, kvik_futu
   kvik__source *src = req->source;
   if (kvik__owner_acquire(&src->owner) < 0)
     return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, src->name);
-  if (src->append_end && req->op == KVIK__WRITE) req->offset = atomic_fetch_add(src->append_end, (int64_t)req->size);
+  if (appends(req)) single = 1;
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
   plan p = plan_request(req, &mem, single, stream_ordered);
   size_t split_count = split_tasks(req, &mem, &p, single, stream_ordered);
@@ -361,7 +387,7 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   int rc = kvik__init();
   if (rc < 0) return rc;
   size_t task_size = req->task_size ? req->task_size : (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
-  int inline_run = req->size == 0 || (blocking && req->size <= task_size) ||
+  int inline_run = req->size == 0 || (blocking && (req->size <= task_size || appends(req))) ||
                    req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   size_t ntasks;
   rc = prepare(req, inline_run, 0, out, &ntasks);
@@ -420,10 +446,13 @@ static void finish_cufile_async(void *arg) {
   kvik__future_task_done(t->future, result < 0 ? 0 : (size_t)result, result < 0 ? (int)result : 0);
 }
 
-/* Whether cuFile's own stream API serves the request: a cuFile file and device memory. */
+/* Whether cuFile's own stream API serves the request: a cuFile file and device memory, and no
+ * append (cuFile writes at offsets). */
 static int cufile_serves_stream(const kvik__request *req) {
   kvik__memory mem;
-  if (!req->source->gds || kvik__init() < 0 || kvik__memory_classify(req->fn, req->buf, &mem) < 0) return 0;
+  if (!req->source->gds || appends(req) || kvik__init() < 0 ||
+      kvik__memory_classify(req->fn, req->buf, &mem) < 0)
+    return 0;
   return kvik__gds_async_possible(req->source->gds, &mem);
 }
 
