@@ -337,10 +337,29 @@ typedef struct kvik_file kvik_file;
  * O_CLOEXEC always applies. `mode` is the permission of a created file (e.g. 0644).
  *
  * Append handles ("a", "a+"): every write goes to the end of the file and ignores its offset
- * argument, as pwrite(2) does on an O_APPEND descriptor. Each write through the handle lands
- * as one contiguous range even when several threads write at once, which O_APPEND cannot give
- * for writes split over threads. Writes by other processes at the same time are not ordered
- * with these.
+ * argument. The descriptor has O_APPEND, and kvik writes through it with write(2), so the kernel
+ * places each call at the end of the file as it is at that moment; kvik computes no offset. So:
+ *  - an append never overwrites anything, whoever else appends to the file or cuts it: after a
+ *    truncation the next append lands at the new end;
+ *  - an append that fails part way (ENOSPC, EIO ...) keeps the bytes that reached the file, a
+ *    prefix of its buffer (kvik_future_bytes_done() counts them), and takes no room beyond them:
+ *    the next append lands right after them;
+ *  - in this process, the appends to one file (through any of its append handles: the same
+ *    device and inode) run one at a time, each as one sequential task, so each lands as one
+ *    contiguous range however many threads, futures, batches and streams append at once. Which
+ *    of the appends in flight at the same time goes first is not defined; while one runs, the
+ *    others wait (a pool thread each, for futures).
+ * Against writes that do not go through this process's append handles (another process's, or
+ * the application's own through another descriptor), an append is contiguous only within each
+ * of its write(2) calls: host memory goes in one call (Linux moves at most 2 GiB - 4 KiB per
+ * call), device memory in one call per bounce buffer (see GPU memory, below), and a call that a
+ * signal interrupts or the file system cuts short leaves the rest to another. Another process's
+ * O_APPEND write may land between two of these calls, never inside or over one. (That is the
+ * kernel's O_APPEND on a local file system; NFS does not make O_APPEND atomic across clients,
+ * so there a write from another machine may land over an append.) Appends go through the page
+ * cache (the O_DIRECT settings leave them) and never through cuFile, which writes at offsets:
+ * device memory is staged through the bounce buffers. pwrite(2) on kvik_file_fd() of an append
+ * handle appends too (Linux ignores its offset on O_APPEND descriptors).
  *
  * On success stores a new handle in *file and returns 0. Errors: -EINVAL (NULL argument,
  * unknown flag string), -EISDIR (a directory), -ESPIPE (a FIFO or socket: kvik's IO is
@@ -367,8 +386,8 @@ KVIK_API int kvik_file_closed(const kvik_file *file);
  * then belong to another file). Thread-safe. */
 KVIK_API int kvik_file_fd(const kvik_file *file);
 
-/* The descriptor's open flags as fcntl(F_GETFL) gives them, with O_APPEND added for append
- * handles. -EBADF if closed. Thread-safe. */
+/* The descriptor's open flags as fcntl(F_GETFL) gives them (with O_APPEND for append handles).
+ * -EBADF if closed. Thread-safe. */
 KVIK_API int kvik_file_open_flags(const kvik_file *file);
 
 /* The file's size in bytes, or a negative code. Thread-safe. */
@@ -391,10 +410,10 @@ KVIK_API int64_t kvik_file_size(const kvik_file *file);
  */
 KVIK_API ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset);
 
-/* Write `size` bytes from `buf` at `file_offset` (at the end for append handles), in parallel,
- * and wait. Returns `size`, or a negative code: a write that cannot complete (ENOSPC, EIO,
- * EFBIG, EFAULT where the process cannot read `buf` ...) returns that errno, and the detail
- * message says how many bytes were written. Thread-safe. */
+/* Write `size` bytes from `buf` at `file_offset` in parallel, and wait; for append handles at the
+ * end, on the calling thread (see kvik_file_open). Returns `size`, or a negative code: a write
+ * that cannot complete (ENOSPC, EIO, EFBIG, EFAULT where the process cannot read `buf` ...)
+ * returns that errno, and the detail message says how many bytes were written. Thread-safe. */
 KVIK_API ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t file_offset);
 
 /* Start a read like kvik_file_read() without waiting: stores a future in *future and returns 0,
@@ -535,7 +554,9 @@ KVIK_API int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64
                                   kvik_future **future);
 
 /* Write like kvik_file_write() in the order of `stream`; see kvik_file_read_async(). The
- * future's result is `size` or the write's error. Thread-safe. */
+ * future's result is `size` or the write's error. On an append handle the call synchronises the
+ * stream and writes before it returns (an append waits for the file's other appends, and no
+ * stream may wait for that). Thread-safe. */
 KVIK_API int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t file_offset,
                                    void *stream, kvik_future **future);
 
@@ -747,8 +768,8 @@ KVIK_API int kvik_remote_supported(char *detail, size_t len);
  * bytes go through cuFileRead/cuFileWrite, in tasks on the thread pool whose file offsets are
  * 4 KiB aligned: an unaligned head and tail of the range go the POSIX way, so cuFile never
  * rewrites a partial page that a neighbouring task writes too, and the bytes that reach the file
- * or the buffer are the same as in POSIX mode. Host memory and smaller requests always use POSIX
- * IO.
+ * or the buffer are the same as in POSIX mode. Host memory, smaller requests and appends (see
+ * kvik_file_open) always use POSIX IO.
  */
 
 /* Which path serves a file's device memory. */
@@ -763,8 +784,9 @@ KVIK_API int kvik_file_backend(const kvik_file *file, char *why, size_t len);
  * Raw IO: one transfer between the file and device memory at `dev_base + dev_offset`, on the
  * calling thread, without the thread pool (KvikIO's raw_read/raw_write). `dev_base` should be the
  * start of an allocation (or of a buffer registered with kvik_buffer_register). Through cuFile on
- * a cuFile file (one cuFileRead/cuFileWrite call), else through the bounce buffers. Returns the
- * bytes transferred (a read is short only at end of file) or a negative code. Thread-safe.
+ * a cuFile file (one cuFileRead/cuFileWrite call), else, and for appends, through the bounce
+ * buffers. Returns the bytes transferred (a read is short only at end of file) or a negative
+ * code. Thread-safe.
  */
 KVIK_API ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size, int64_t file_offset,
                                     int64_t dev_offset);

@@ -525,7 +525,8 @@ static int submit_cufile(kvik_batch *b, const char *fn, const kvik_batch_op *ops
 
 /* Whether cuFile's batch takes the operation: device memory on a file that cuFile serves, with a
  * cuFile that has the batch API. The batch runs in one context (*ctx, once known): memory of
- * another, and writes to append handles (the pool finds where those land), go to the pool. */
+ * another, and writes to append handles (the kernel places those, one append of the file at a
+ * time: see request.c), go to the pool. */
 static int route_op(const char *who, const kvik_batch_op *op, int flags, CUcontext *ctx, route *r) {
   kvik__memory mem;
   int rc = kvik__memory_classify(who, op->buf, &mem);

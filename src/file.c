@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "append.h"
 #include "device_io.h"
 #include "error.h"
 #include "file.h"
@@ -30,9 +31,9 @@ struct kvik_file {
   int fd;
   _Atomic int direct_fd;      /* opened on first direct use; see direct_descriptor() */
   _Atomic int direct_refused; /* the file system refused O_DIRECT IO on it */
-  int access;            /* O_RDONLY, O_WRONLY or O_RDWR */
-  int append;
-  _Atomic int64_t append_end; /* where the next append lands */
+  int access;                  /* O_RDONLY, O_WRONLY or O_RDWR */
+  int append;                  /* fd has O_APPEND: the kernel places every write at the end */
+  kvik__append_file append_to; /* an append handle's file */
   kvik__gds_file gds;
   kvik__zc_file zc;
   char path[];
@@ -45,16 +46,15 @@ static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_
 typedef struct {
   const char *text;
   int flags;
-  int append;
 } flag_string;
 
 static const flag_string flag_strings[] = {
-    {"r", O_RDONLY, 0},
-    {"r+", O_RDWR, 0},
-    {"w", O_WRONLY | O_CREAT | O_TRUNC, 0},
-    {"w+", O_RDWR | O_CREAT | O_TRUNC, 0},
-    {"a", O_WRONLY | O_CREAT, 1},
-    {"a+", O_RDWR | O_CREAT, 1},
+    {"r", O_RDONLY},
+    {"r+", O_RDWR},
+    {"w", O_WRONLY | O_CREAT | O_TRUNC},
+    {"w+", O_RDWR | O_CREAT | O_TRUNC},
+    {"a", O_WRONLY | O_CREAT | O_APPEND},
+    {"a+", O_RDWR | O_CREAT | O_APPEND},
 };
 
 static const flag_string *lookup_flags(const char *text) {
@@ -91,8 +91,12 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
     free(f);
     return rc;
   }
-  int64_t size = size_of_fd(f->fd);
-  if (size < 0) rc = kvik__fail_errno((int)-size, "kvik_file_open(\"%s\", \"%s\"): size", path, flags);
+  f->append = (fs->flags & O_APPEND) != 0;
+  struct stat st; /* which file an append handle's appends take turns on (append.h) */
+  if (f->append && fstat(f->fd, &st) != 0)
+    rc = kvik__fail_errno(errno, "kvik_file_open(\"%s\", \"%s\"): fstat", path, flags);
+  else if (f->append)
+    f->append_to = (kvik__append_file){st.st_dev, st.st_ino};
   if (rc == 0) rc = kvik__gds_open(&f->gds, "kvik_file_open", flags, f->path, f->fd, fs->flags & O_ACCMODE);
   if (rc < 0) {
     close(f->fd);
@@ -102,11 +106,10 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   atomic_init(&f->direct_fd, DIRECT_NOT_TRIED);
   atomic_init(&f->direct_refused, 0);
   f->access = fs->flags & O_ACCMODE;
-  f->append = fs->append;
-  atomic_init(&f->append_end, size);
   kvik__zc_init(&f->zc, f->fd);
   kvik__zc_file *zc = f->access == O_WRONLY ? NULL : &f->zc; /* a mapping needs read access */
-  f->source = (kvik__source){{0, 0}, file_transfer, f, f->append ? &f->append_end : NULL, zc, &f->gds, f->path};
+  const kvik__append_file *append_to = f->append ? &f->append_to : NULL;
+  f->source = (kvik__source){{0, 0}, file_transfer, f, append_to, zc, &f->gds, f->path};
   *file = f;
   return 0;
 }
@@ -158,7 +161,7 @@ int kvik_file_open_flags(const kvik_file *file) {
   int flags = fcntl(file->fd, F_GETFL);
   if (flags < 0) rc = kvik__fail_errno(errno, "kvik_file_open_flags(\"%s\")", file->path);
   let_go(file);
-  return rc < 0 ? rc : file->append ? flags | O_APPEND : flags;
+  return rc < 0 ? rc : flags;
 }
 
 int64_t kvik_file_size(const kvik_file *file) {
@@ -196,8 +199,14 @@ static int direct_for(kvik_file *file, kvik__op op) {
   return direct_descriptor(file);
 }
 
+/* An append handle's writes go through its O_APPEND descriptor, in the page cache, where the
+ * kernel places them (kvik__posix_append): `offset` is not used. */
 static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_t offset, size_t *done) {
   kvik_file *file = self;
+  if (file->append && op == KVIK__WRITE) {
+    kvik__posix_target target = {file->fd, -1, file->path};
+    return kvik__posix_append(&target, buf, size, done);
+  }
   kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
   int refused = 0;
   int rc = kvik__posix_io(op, &target, buf, size, offset, done, &refused);
@@ -346,7 +355,8 @@ int kvik_file_backend(const kvik_file *file, char *why, size_t len) {
 }
 
 /* Raw IO runs the whole transfer on this thread in one piece: through one cuFile call, or
- * through the bounce buffers when cuFile does not serve the file. */
+ * through the bounce buffers when cuFile does not serve the file or the write appends (cuFile
+ * writes at offsets). */
 static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, size_t size, int64_t file_offset,
                       int64_t dev_offset) {
   int rc = check_access(fn, file, op);
@@ -361,7 +371,7 @@ static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, 
     return kvik__fail(-EINVAL, "%s(\"%s\"): %p is not device memory", fn, file->path, (void *)base);
   if (kvik__owner_acquire(&file->source.owner) < 0) return closed_error(file, fn);
   ssize_t result;
-  if (kvik__gds_handle(&file->gds)) {
+  if (!(file->append && op == KVIK__WRITE) && kvik__gds_handle(&file->gds)) {
     result = kvik__gds_raw(&file->gds, fn, op, &mem, base, size, file_offset, dev_offset);
   } else {
     /* One task of the whole size: kvik__request_run() runs it on this thread. */

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "append.h"
 #include "bounce.h"
 #include "cuda.h"
 #include "cufile.h"
@@ -20,10 +21,11 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_result;
 static char init_message[KVIK_MESSAGE_MAX];
 
-/* Lock order at fork: remote connections (never held with another lock), buffer registry
- * (which opens cuFile under its lock), cuFile loader (which loads CUDA under its lock), CUDA
- * loader, bounce buffers, pool, completions; released in reverse. */
+/* Lock order at fork: appends in progress and remote connections (neither held with another
+ * lock), buffer registry (which opens cuFile under its lock), cuFile loader (which loads CUDA
+ * under its lock), CUDA loader, bounce buffers, pool, completions; released in reverse. */
 static void prepare(void) {
+  kvik__append_atfork_prepare();
   kvik__http_atfork_prepare();
   kvik__registry_atfork_prepare();
   kvik__cufile_atfork_prepare();
@@ -41,6 +43,7 @@ static void parent(void) {
   kvik__cufile_atfork_parent();
   kvik__registry_atfork_parent();
   kvik__http_atfork_parent();
+  kvik__append_atfork_parent();
 }
 
 static void child(void) {
@@ -52,6 +55,7 @@ static void child(void) {
   kvik__cufile_atfork_child();
   kvik__registry_atfork_child();
   kvik__http_atfork_child();
+  kvik__append_atfork_child();
 }
 
 static void initialise(void) {

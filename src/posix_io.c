@@ -48,6 +48,18 @@ static int transfer_all(kvik__op op, const kvik__posix_target *t, int fd, char *
   return 0;
 }
 
+int kvik__posix_append(const kvik__posix_target *t, const char *buf, size_t size, size_t *done) {
+  for (*done = 0; *done < size;) {
+    size_t left = size - *done;
+    ssize_t r = kvik__write(t->fd, buf + *done, left);
+    if (r < 0) return kvik__fail_errno(errno, "write(\"%s\", %zu bytes at the end)", t->path, left);
+    if (r == 0)
+      return kvik__fail(-EIO, "write(\"%s\", %zu bytes at the end) wrote nothing", t->path, left);
+    *done += (size_t)r;
+  }
+  return 0;
+}
+
 /* How the direct part of a range ended. */
 typedef enum { DIRECT_ALL, DIRECT_STOPPED, DIRECT_REFUSED } direct_outcome;
 

@@ -32,6 +32,14 @@ typedef struct kvik__posix_target {
 int kvik__posix_io(kvik__op op, const kvik__posix_target *target, char *buf, size_t size, int64_t offset,
                    size_t *done, int *direct_refused);
 
+/* Append `size` bytes from `buf` through target->fd, which was opened with O_APPEND, in write(2)
+ * calls, retried while interrupted or short. The kernel places each call at the end of the file
+ * as it is at that moment: no offset is computed here, so nothing is ever overwritten, and bytes
+ * a failed call did not write take no room. Returns 0, or a negative code with a detail message;
+ * *done counts the bytes written, also on failure. */
+int kvik__posix_append(const kvik__posix_target *target, const char *buf, size_t size,
+                       size_t *done);
+
 /* The part of [offset, offset+size) that O_DIRECT may read, from its start: a direct read of the
  * block that holds the end of file fills the whole block in the caller's buffer, bytes past the
  * end included, so direct reads stop at the last whole block (0 where target->fd is no regular

@@ -173,6 +173,23 @@ static void run_split_task(io_task *t) {
   kvik__device_read_end(&t->read, kvik__pool_in_worker());
 }
 
+/* A write to an append handle (see kvik__source.append): one task, under the file's append lock
+ * from its first byte to its last, so that the write(2) calls of a device write's chunks follow
+ * each other at the end of the file. */
+static void run_append_task(io_task *t) {
+  kvik__device_settle(); /* the reads this thread deferred do not wait for the lock */
+  kvik__append in_progress;
+  kvik__append_enter(&in_progress, t->source->append);
+  size_t done = 0;
+  kvik__source *src = t->source;
+  int rc = kvik__memory_on_device(&t->mem)
+               ? kvik__device_write(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size,
+                                    src->transfer, src->self, &done)
+               : src->transfer(src->self, t->op, t->buf, t->size, t->offset, &done);
+  kvik__append_leave(&in_progress);
+  task_done(t, done, rc);
+}
+
 /* Reads into device memory on pool threads may complete after the task returns (see
  * kvik__device_read_end); everything else completes here, after the thread's deferred reads
  * (kvik__device_write settles them itself). */
@@ -180,6 +197,10 @@ static void run_io_task(kvik__task *base) {
   io_task *t = (io_task *)base;
   if (t->split) {
     run_split_task(t);
+    return;
+  }
+  if (t->source->append && t->op == KVIK__WRITE) {
+    run_append_task(t);
     return;
   }
   if (t->via_cufile) {
@@ -224,6 +245,11 @@ static int check(const kvik__request *req, kvik_future **out) {
   return kvik__init();
 }
 
+/* Whether the request appends: a write to an append handle. */
+static int appends(const kvik__request *req) {
+  return req->source->append && req->op == KVIK__WRITE;
+}
+
 /* How a request is cut into tasks: an optional head, a body of tasks of `piece` bytes, an
  * optional tail. Only requests that cuFile serves have a head and a tail: the parts before the
  * first and after the last 4 KiB boundary of the file range, which go the POSIX way, so that every
@@ -237,7 +263,7 @@ static plan plan_request(const kvik__request *req, const kvik__memory *mem, int 
   size_t ts = req->task_size;
   plan p = {0, req->size, 0, single ? req->size : ts, 0};
   kvik__gds_file *gds = req->source->gds;
-  if (!gds || mem->kind != KVIK_MEMORY_DEVICE ||
+  if (appends(req) || !gds || mem->kind != KVIK_MEMORY_DEVICE ||
       req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD) || !kvik__gds_handle(gds))
     return p;
   size_t a = KVIK__GDS_ALIGNMENT, misalign = (size_t)req->offset % a;
@@ -313,8 +339,8 @@ static void lay_out_split(const kvik__request *req, const kvik__memory *mem, kvi
   }
 }
 
-/* Everything up to running: checks, classification, the owner's acquisition, the append offset,
- * and a future with its tasks laid out (one task when `single`, besides a cuFile head and tail). */
+/* Everything up to running: checks, classification, the owner's acquisition, and a future with
+ * its tasks laid out (one task when `single` or for an append, besides a cuFile head and tail). */
 static int prepare(kvik__request *req, int single, kvik_future **out, size_t *ntasks_out) {
   int rc = check(req, out);
   kvik__memory mem;
@@ -323,7 +349,7 @@ static int prepare(kvik__request *req, int single, kvik_future **out, size_t *nt
   kvik__source *src = req->source;
   if (kvik__owner_acquire(&src->owner) < 0)
     return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, src->name);
-  if (src->append_end && req->op == KVIK__WRITE) req->offset = atomic_fetch_add(src->append_end, (int64_t)req->size);
+  if (appends(req)) single = 1;
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
   plan p = plan_request(req, &mem, single);
   size_t split_count = split_tasks(req, &mem, &p, single);
@@ -357,7 +383,7 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   int rc = kvik__init();
   if (rc < 0) return rc;
   size_t task_size = req->task_size ? req->task_size : (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
-  int inline_run = req->size == 0 || (blocking && req->size <= task_size) ||
+  int inline_run = req->size == 0 || (blocking && (req->size <= task_size || appends(req))) ||
                    req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   size_t ntasks = 0;
   rc = prepare(req, inline_run, out, &ntasks);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "append.h"
 #include "device_io.h"
 #include "future.h"
 #include "gds.h"
@@ -18,7 +19,9 @@ typedef struct kvik__source {
   kvik__owner owner;
   kvik__host_transfer transfer; /* moves bytes between host memory and the source */
   void *self;                   /* the handle, passed to transfer */
-  _Atomic int64_t *append_end;  /* where the next write lands, for append handles; else NULL */
+  /* For append handles, the file their writes go to; else NULL. The source's transfer has the
+   * kernel place each write at the end; a request runs as one task under kvik__append_enter(). */
+  const kvik__append_file *append;
   kvik__zc_file *zc;            /* for zero-copy reads into device memory, or NULL */
   kvik__gds_file *gds;          /* how cuFile serves the source, or NULL where it cannot */
   const char *name;             /* the path, for messages */

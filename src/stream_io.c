@@ -20,8 +20,8 @@
  *    KVIK__POOL_IO gives back (that makes CUDA calls, which a host function may not).
  * Host memory needs no ring: the host side moves its bytes in place.
  *
- * Where the driver has no stream memory operations, the caller's thread synchronises the stream
- * and runs the request before it returns, as KvikIO does. cuFile's own stream API serves files
+ * Where the driver has no stream memory operations, and for appends, the caller's thread
+ * synchronises the stream and runs the request before it returns, as KvikIO does. cuFile's own stream API serves files
  * that cuFile serves (its transfer, then a host function that completes the future). */
 #define _GNU_SOURCE
 #include "stream_io.h"
@@ -276,7 +276,6 @@ static void ring_shape(ring *r, const kvik__request *req, const kvik__memory *me
   r->chunks = ceil_div(req->size, r->chunk);
   uint32_t threads = (uint32_t)kvik__setting(KVIK_SETTING_NUM_THREADS);
   r->ntasks = r->chunks < threads ? r->chunks : threads;
-  if (req->source->append_end && req->op == KVIK__WRITE) r->ntasks = 1; /* an append writes in order */
   if (!kvik__memory_on_device(mem)) return;
   uint32_t most = (uint32_t)(MAX_STAGING / r->chunk), want = threads + 2;
   if (want > most) want = most;
@@ -492,6 +491,9 @@ static int check_call(kvik__request *req, kvik_future **out, kvik__memory *mem) 
 
 static int queue_request(const queue *q, kvik__request *req, const kvik__memory *mem, int64_t source_size,
                          CUcontext ctx, kvik_future **out) {
+  /* An append waits its turn behind the file's other appends, whose threads may make CUDA calls
+   * (kvik__append_enter): no stream may wait for it. Nor may cuFile write it, at an offset. */
+  if (req->source->append && req->op == KVIK__WRITE) return run_after_stream(q, req, out);
   if (req->source->gds && kvik__memory_on_device(mem) && kvik__gds_async_possible(req->source->gds, mem)) {
     if (kvik__owner_acquire(&req->source->owner) < 0)
       return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, req->source->name);

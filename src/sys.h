@@ -27,7 +27,7 @@
 typedef enum {
   KVIK__FAULT_OPEN,
   KVIK__FAULT_READ,   /* pread */
-  KVIK__FAULT_WRITE,  /* pwrite */
+  KVIK__FAULT_WRITE,  /* pwrite, write */
   KVIK__FAULT_SYNC,   /* fdatasync */
   KVIK__FAULT_MMAP,   /* mmap, madvise */
   KVIK__FAULT_ALLOC,  /* malloc, calloc, realloc, strdup, strndup, posix_memalign */
@@ -137,6 +137,22 @@ static inline ssize_t kvik__copy_user_at(const char *site, int to_theirs, void *
 }
 #define kvik__copy_user(to_theirs, theirs, mine, n) \
   kvik__copy_user_at(KVIK__SITE, to_theirs, theirs, mine, n)
+
+/* write(2), for descriptors opened with O_APPEND: the kernel places each call at the end. */
+static inline ssize_t kvik__write_at(const char *site, int fd, const void *buf, size_t n) {
+  ssize_t r;
+  do {
+    int err = kvik__fault(KVIK__FAULT_WRITE, site);
+    if (err > 0) {
+      errno = err;
+      r = -1;
+    } else {
+      r = write(fd, buf, err == KVIK__FAULT_SHORT ? kvik__short_count(n) : n);
+    }
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+#define kvik__write(fd, buf, n) kvik__write_at(KVIK__SITE, fd, buf, n)
 
 /* The result of an io_uring read or write as the library takes it: a fault turns it into -errno,
  * or into a short count (the kernel moved all the bytes all the same; the library moves the rest

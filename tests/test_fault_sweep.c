@@ -59,6 +59,7 @@ static const struct {
     {"kvik__open_for_io(", KVIK__FAULT_OPEN},
     {"kvik__pread(", KVIK__FAULT_READ},
     {"kvik__pwrite(", KVIK__FAULT_WRITE},
+    {"kvik__write(", KVIK__FAULT_WRITE},
     {"kvik__fdatasync(", KVIK__FAULT_SYNC},
     {"kvik__mmap(", KVIK__FAULT_MMAP},
     {"kvik__madvise(", KVIK__FAULT_MMAP},
@@ -419,6 +420,47 @@ static int step_batch_write(void) {
   return rc;
 }
 
+/* The file after an append of new_bytes to old_bytes that moved `appended` bytes: the kernel
+ * places each write at the end, so a failed append leaves exactly those after old_bytes. */
+static void check_appended(const char *what, size_t appended) {
+  size_t n;
+  unsigned char *content = test_read_file(env.path, &n);
+  if (n != FILE_BYTES + appended)
+    FAIL_AT("%s: the file has %zu bytes, %zu more than before, but the byte count says %zu", what,
+            n, n - FILE_BYTES, appended);
+  ASSERT_SAME_BYTES(content, env.old_bytes, FILE_BYTES);
+  ASSERT_SAME_BYTES(content + FILE_BYTES, env.new_bytes, appended);
+  free(content);
+}
+
+static int append_once(const void *src) {
+  reset_file(env.old_bytes);
+  kvik_file *f;
+  int rc = open_file("a", KVIK_COMPAT_ON, &f);
+  if (rc < 0) return rc;
+  kvik_future *future;
+  rc = kvik_file_pwrite(f, src, FILE_BYTES, 0, TASK, &future);
+  if (rc < 0) {
+    rc = failed(rc);
+    check_appended("append that did not start", 0);
+  } else {
+    ssize_t n = kvik_future_wait(future);
+    if (n < 0) rc = failed(n);
+    else ASSERT_EQ(n, FILE_BYTES);
+    check_appended("append", kvik_future_bytes_done(future));
+    kvik_future_free(future);
+  }
+  kvik_file_free(f);
+  return rc;
+}
+
+/* An append from host memory (one write(2)), then one from device memory (a write(2) per bounce
+ * buffer). */
+static int step_append(void) {
+  int rc = append_once(env.new_bytes);
+  return rc < 0 ? rc : append_once(env.dev_new);
+}
+
 static int step_mmap(void) {
   reset_file(env.new_bytes);
   kvik_mmap *map;
@@ -524,6 +566,7 @@ static const struct {
     {"read to device", step_read_to_device},
     {"batch", step_batch},
     {"batch writes", step_batch_write},
+    {"append", step_append},
     {"mmap", step_mmap},
     {"page cache", step_page_cache},
     {"pool resize", step_pool},
