@@ -786,7 +786,8 @@ KVIK_API int kvik_file_backend(const kvik_file *file, char *why, size_t len);
  * start of an allocation (or of a buffer registered with kvik_buffer_register). Through cuFile on
  * a cuFile file (one cuFileRead/cuFileWrite call), else, and for appends, through the bounce
  * buffers. Returns the bytes transferred (a read is short only at end of file) or a negative
- * code. Thread-safe.
+ * code. A `size` of 0 returns 0 without looking at `dev_base`, which may then be NULL (an empty
+ * array). Thread-safe.
  */
 KVIK_API ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size, int64_t file_offset,
                                     int64_t dev_offset);

@@ -361,8 +361,10 @@ static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, 
                       int64_t dev_offset) {
   int rc = check_access(fn, file, op);
   if (rc < 0) return rc;
-  if (!base || dev_offset < 0 || file_offset < 0)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer or negative offset", fn, file->path);
+  if (dev_offset < 0 || file_offset < 0)
+    return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset", fn, file->path);
+  if (size == 0) return 0; /* as every other read and write: an empty array has no pointer */
+  if (!base) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", fn, file->path, size);
   kvik__memory mem;
   rc = kvik__init();
   if (rc == 0) rc = kvik__memory_classify(fn, base, &mem);

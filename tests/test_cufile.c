@@ -168,6 +168,9 @@ static void test_raw_io(kvik_file *f) {
   char host[8];
   ASSERT_FAILS(kvik_file_raw_read(f, host, 8, 0, 0), -EINVAL, "not device memory");
   ASSERT_FAILS(kvik_file_raw_read(f, dev, 8, -1, 0), -EINVAL, "negative");
+  ASSERT_EQ(kvik_file_raw_read(f, NULL, 0, 0, 0), 0); /* an empty array: no pointer */
+  ASSERT_EQ(kvik_file_raw_read(f, dev, 0, 0, 0), 0);
+  ASSERT_FAILS(kvik_file_raw_read(f, NULL, 8, 0, 0), -EINVAL, "NULL buffer");
   device_free(dev);
 }
 

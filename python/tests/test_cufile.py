@@ -314,6 +314,20 @@ def test_raw_read_and_write(cupy, path, data, tmp_path, rng):
     assert (tmp_path / "raw.bin").read_bytes() == data[5:1005].tobytes()
 
 
+def test_raw_io_of_empty_arrays(cupy, path, tmp_path):
+    """An empty CuPy array has no pointer: its raw reads and writes move nothing and return 0, as
+    every other read and write does (issue 24)."""
+    empty = cupy.empty(0, dtype=cupy.uint8)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with kvik.CuFile(path) as f:
+        assert f.raw_read(empty) == 0
+        assert f.raw_read_async(empty, stream).check_bytes_done() == 0
+    with kvik.CuFile(tmp_path / "empty.bin", "w") as f:
+        assert f.raw_write(empty) == 0
+        assert f.raw_write_async(empty, stream).check_bytes_done() == 0
+    assert (tmp_path / "empty.bin").read_bytes() == b""
+
+
 def test_raw_async_on_a_stream(cupy, path, data, tmp_path):
     stream = cupy.cuda.Stream(non_blocking=True)
     dev = cupy.zeros(FILE_SIZE, dtype=cupy.uint8)
