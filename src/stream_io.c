@@ -80,6 +80,7 @@ struct ring {
   _Atomic int failed;    /* a chunk failed: the others only pass their flags on */
   _Atomic uint32_t tasks_left;
   int abandoned;         /* the call failed after queueing part of the request */
+  int finish_queued;     /* `finish` is on the stream: it retires the ring */
   int start_rc;          /* the host side could not start: the future's error */
   char message[KVIK_MESSAGE_MAX];
   ring *next_retired;
@@ -407,27 +408,43 @@ static void abandon(const queue *q, ring *r) {
   r->abandoned = 1;
   atomic_store(&r->failed, 1);
   for (uint32_t i = 0; i < FLAG_SLOTS + 2 * r->slots; i++) raise_flag(flag(r, i), UINT32_MAX);
-  q->cu->cuLaunchHostFunc(q->stream, finish, r);
+  if (!r->finish_queued) q->cu->cuLaunchHostFunc(q->stream, finish, r);
 }
 
 #define CUDA_ERROR_NOT_SUPPORTED 801
 
-/* Queue the ring on the stream. On failure nothing runs: either nothing was queued, or what was
- * queued passes without effect on the file. *unsupported says that the driver has no stream
- * memory operations (then nothing was queued). */
-static int queue_ring(const queue *q, ring *r, kvik__request *req, int *unsupported) {
+/* Queue the ring on the stream, which owns it from then on: the ring is freed or retired here on
+ * failure, and must not be touched once `go` is set (the stream may be through it at once). On
+ * failure nothing that touches the file runs: either nothing was queued, or what was queued passes
+ * without effect. *unsupported says that the driver has no stream memory operations (then nothing
+ * was queued). */
+static int queue_ring(const queue *q, ring *r, kvik__request *req, int *unsupported, kvik_future **out) {
+  *unsupported = 0;
+  /* Made first: from here on only a CUDA call can fail, and the driver's state then is its own. */
+  r->future = kvik__future_new(&req->source->owner, r->ntasks + 1, req->size, 0);
+  if (!r->future) {
+    kvik__owner_release(&req->source->owner);
+    ring_free(r);
+    return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory", req->fn, req->source->name);
+  }
   CUresult first = q->cu->cuStreamWaitValue32(q->stream, device_address(flag(r, FLAG_GO)), 1, CU_STREAM_WAIT_VALUE_GEQ);
   *unsupported = first == CUDA_ERROR_NOT_SUPPORTED;
   int rc = kvik__cuda_check(first, q->fn, "cuStreamWaitValue32");
-  if (rc < 0) return rc;
-  rc = queue_body(q, r);
-  if (rc == 0) rc = host_func(q, finish, r);
   if (rc == 0) {
-    r->future = kvik__future_new(&req->source->owner, r->ntasks + 1, req->size, 0);
-    if (!r->future) rc = kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory", req->fn, req->source->name);
+    rc = queue_body(q, r);
+    if (rc == 0 && (rc = host_func(q, finish, r)) == 0) r->finish_queued = 1;
   }
-  if (rc < 0) abandon(q, r);
-  raise_flag(flag(r, FLAG_GO), 1);
+  kvik_future *future = r->future;
+  if (rc < 0) {
+    /* The future never ran a task: completing it releases the source; nothing waits for it. */
+    for (uint32_t i = 0; i <= r->ntasks; i++) kvik__future_task_done(future, 0, rc);
+    kvik_future_free(future);
+    if (first == CUDA_SUCCESS) abandon(q, r);
+    else ring_free(r);
+  } else {
+    *out = future;
+  }
+  if (first == CUDA_SUCCESS) raise_flag(flag(r, FLAG_GO), 1);
   return rc;
 }
 
@@ -508,14 +525,8 @@ static int queue_request(const queue *q, kvik__request *req, const kvik__memory 
     return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, req->source->name);
   }
   int unsupported;
-  rc = queue_ring(q, r, req, &unsupported);
-  if (rc == 0) {
-    *out = r->future;
-    return 0;
-  }
-  kvik__owner_release(&req->source->owner);
-  if (!r->abandoned) ring_free(r);
-  return unsupported ? run_after_stream(q, req, out) : rc;
+  rc = queue_ring(q, r, req, &unsupported, out);
+  return rc < 0 && unsupported ? run_after_stream(q, req, out) : rc;
 }
 
 int kvik__stream_request_start(kvik__request *req, void *stream, int64_t source_size, kvik_future **out) {
