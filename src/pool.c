@@ -17,7 +17,7 @@
 #include "sys.h"
 
 typedef struct pool {
-  const char *name; /* for messages */
+  const char *name;   /* for messages */
   void (*idle)(void); /* called by a worker before it sleeps or exits, or NULL */
   pthread_mutex_t resize_lock, queue_lock;
   pthread_cond_t work_available;
@@ -28,10 +28,12 @@ typedef struct pool {
   _Atomic unsigned running;            /* written under resize_lock */
 } pool;
 
-#define POOL_INIT(pool_name, idle_fn)                                                             \
-  {.name = pool_name, .idle = idle_fn, .resize_lock = PTHREAD_MUTEX_INITIALIZER,                  \
-   .queue_lock = PTHREAD_MUTEX_INITIALIZER, .work_available = PTHREAD_COND_INITIALIZER,           \
-   .configured = 1}
+#define POOL_INIT(pool_name, idle_fn)                                                              \
+  {                                                                                                \
+    .name = pool_name, .idle = idle_fn, .resize_lock = PTHREAD_MUTEX_INITIALIZER,                  \
+    .queue_lock = PTHREAD_MUTEX_INITIALIZER, .work_available = PTHREAD_COND_INITIALIZER,           \
+    .configured = 1                                                                                \
+  }
 
 /* An IO worker finishes the device reads it deferred before it sleeps (device_io.h). */
 static pool pools[KVIK__POOLS] = {POOL_INIT("thread pool", kvik__device_settle),
@@ -43,7 +45,8 @@ static _Thread_local pool *worker_of; /* the pool whose thread this is, or NULL 
  * stopping. */
 static kvik__task *next_task(pool *p, int wait) {
   pthread_mutex_lock(&p->queue_lock);
-  while (wait && !p->stopping && !p->queue_head) pthread_cond_wait(&p->work_available, &p->queue_lock);
+  while (wait && !p->stopping && !p->queue_head)
+    pthread_cond_wait(&p->work_available, &p->queue_lock);
   kvik__task *task = p->stopping ? NULL : p->queue_head;
   if (task) {
     p->queue_head = task->next;
@@ -168,7 +171,8 @@ static int resize(pool *p, unsigned nthreads) {
 }
 
 int kvik__pool_resize(unsigned nthreads) {
-  if (worker_of) return kvik__fail(-EDEADLK, "%s: cannot resize from one of its own threads", worker_of->name);
+  if (worker_of)
+    return kvik__fail(-EDEADLK, "%s: cannot resize from one of its own threads", worker_of->name);
   int rc = 0;
   for (int i = 0; i < KVIK__POOLS; i++) {
     int one = resize(&pools[i], nthreads);

@@ -68,9 +68,10 @@ struct ring {
   int64_t offset;
   size_t size, chunk;
   uint32_t chunks;
-  uint32_t slots;        /* 0: host memory, moved in place */
-  uint32_t prefill_from; /* reads into device memory: from this chunk on, a slot first gets the
-                            buffer's own bytes, so that those past the end of file stay as they were */
+  uint32_t slots; /* 0: host memory, moved in place */
+  /* Reads into device memory: from this chunk on, a slot first gets the buffer's own bytes, so
+   * that those past the end of file stay as they were. */
+  uint32_t prefill_from;
   uint32_t ntasks;
   CUcontext ctx;
   _Atomic uint32_t *flags;
@@ -79,9 +80,9 @@ struct ring {
   _Atomic uint32_t next; /* the next chunk a host task takes */
   _Atomic int failed;    /* a chunk failed: the others only pass their flags on */
   _Atomic uint32_t tasks_left;
-  int abandoned;         /* the call failed after queueing part of the request */
-  int finish_queued;     /* `finish` is on the stream: it retires the ring */
-  int start_rc;          /* the host side could not start: the future's error */
+  int abandoned;     /* the call failed after queueing part of the request */
+  int finish_queued; /* `finish` is on the stream: it retires the ring */
+  int start_rc;      /* the host side could not start: the future's error */
   char message[KVIK_MESSAGE_MAX];
   ring *next_retired;
   host_task tasks[];
@@ -89,7 +90,9 @@ struct ring {
 
 static _Atomic uint32_t *flag(const ring *r, uint32_t i) { return &r->flags[i]; }
 static _Atomic uint32_t *filled(const ring *r, uint32_t s) { return &r->flags[FLAG_SLOTS + s]; }
-static _Atomic uint32_t *avail(const ring *r, uint32_t s) { return &r->flags[FLAG_SLOTS + r->slots + s]; }
+static _Atomic uint32_t *avail(const ring *r, uint32_t s) {
+  return &r->flags[FLAG_SLOTS + r->slots + s];
+}
 static CUdeviceptr device_address(_Atomic uint32_t *word) { return (CUdeviceptr)(uintptr_t)word; }
 
 static size_t chunk_len(const ring *r, uint32_t k) {
@@ -105,8 +108,8 @@ static void raise_flag(_Atomic uint32_t *word, uint32_t value) {
   }
 }
 
-/* Wait until the device raised *word to `value`: polls, from 1 µs up to 100 µs apart (a 4 MiB copy
- * takes about 80 µs at 50 GB/s). */
+/* Wait until the device raised *word to `value`: polls, from 1 µs up to 100 µs apart (a 4 MiB
+ * copy takes about 80 µs at 50 GB/s). */
 static void await_flag(_Atomic uint32_t *word, uint32_t value) {
   long pause = 1000;
   while (atomic_load_explicit(word, memory_order_acquire) < value) {
@@ -121,7 +124,9 @@ static void await_flag(_Atomic uint32_t *word, uint32_t value) {
 static int move_chunk(ring *r, uint32_t k, size_t *done) {
   size_t len = chunk_len(r, k);
   int64_t at = r->offset + (int64_t)((size_t)k * r->chunk);
-  if (!r->slots) return r->source->transfer(r->source->self, r->op, r->buf + (size_t)k * r->chunk, len, at, done);
+  if (!r->slots)
+    return r->source->transfer(r->source->self, r->op, r->buf + (size_t)k * r->chunk, len, at,
+                               done);
   uint32_t s = k % r->slots;
   char *slot = r->slot[s];
   if (r->op == KVIK__WRITE) {
@@ -173,7 +178,7 @@ static void run_host_task(kvik__task *base) {
 /* ---- rings that the streams have passed ------------------------------------------------------ */
 
 static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
-static ring *retired;     /* guarded by retired_lock */
+static ring *retired;      /* guarded by retired_lock */
 static int release_queued; /* guarded by retired_lock */
 
 static void ring_free(ring *r) {
@@ -217,7 +222,8 @@ static void retire(ring *r) {
   retired = r;
   int queue = !release_queued;
   release_queued = 1;
-  if (queue && kvik__pool_submit(KVIK__POOL_IO, &release_task, &release_task) < 0) release_queued = 0;
+  if (queue && kvik__pool_submit(KVIK__POOL_IO, &release_task, &release_task) < 0)
+    release_queued = 0;
   pthread_mutex_unlock(&retired_lock);
 }
 
@@ -235,9 +241,11 @@ static void start(void *arg) {
   int rc = kvik__pool_submit(KVIK__POOL_HOST, &r->tasks[0].base, &r->tasks[r->ntasks - 1].base);
   if (rc == 0) return;
   r->start_rc = rc;
-  snprintf(r->message, sizeof r->message, "%s(\"%s\"): %s", r->fn, r->source->name, kvik_last_error());
+  snprintf(r->message, sizeof r->message, "%s(\"%s\"): %s", r->fn, r->source->name,
+           kvik_last_error());
   atomic_store(&r->failed, 1);
-  for (uint32_t i = 0; i < r->ntasks; i++) run_host_task(&r->tasks[i].base); /* nothing to wait for */
+  for (uint32_t i = 0; i < r->ntasks; i++)
+    run_host_task(&r->tasks[i].base); /* nothing to wait for */
 }
 
 static void finish(void *arg) {
@@ -253,11 +261,12 @@ static void finish(void *arg) {
 
 /* The context a stream belongs to; for the default stream the current one, else that of the
  * memory, else device 0's primary context. */
-static int stream_context(const char *fn, const kvik__cuda_api *cu, void *stream, const kvik__memory *mem,
-                          CUcontext *ctx) {
+static int stream_context(const char *fn, const kvik__cuda_api *cu, void *stream,
+                          const kvik__memory *mem, CUcontext *ctx) {
   *ctx = NULL;
   /* Handles 0, 1 and 2 stand for the default, legacy and per-thread default streams. */
-  if ((uintptr_t)stream > 2) return kvik__cuda_check(cu->cuStreamGetCtx((CUstream)stream, ctx), fn, "cuStreamGetCtx");
+  if ((uintptr_t)stream > 2)
+    return kvik__cuda_check(cu->cuStreamGetCtx((CUstream)stream, ctx), fn, "cuStreamGetCtx");
   int rc = kvik__cuda_check(cu->cuCtxGetCurrent(ctx), fn, "cuCtxGetCurrent");
   if (rc < 0 || *ctx) return rc;
   if (mem->ctx) {
@@ -270,7 +279,8 @@ static int stream_context(const char *fn, const kvik__cuda_api *cu, void *stream
 static uint32_t ceil_div(size_t a, size_t b) { return (uint32_t)(a / b + (a % b != 0)); }
 
 /* The chunks, slots and host tasks of a request. */
-static void ring_shape(ring *r, const kvik__request *req, const kvik__memory *mem, int64_t source_size) {
+static void ring_shape(ring *r, const kvik__request *req, const kvik__memory *mem,
+                       int64_t source_size) {
   size_t task = req->task_size ? req->task_size : (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
   size_t floor = req->size / MAX_CHUNKS + 1, chunk = task > floor ? task : floor;
   r->chunk = (chunk + PAGE - 1) / PAGE * PAGE;
@@ -288,8 +298,8 @@ static void ring_shape(ring *r, const kvik__request *req, const kvik__memory *me
 
 /* A ring for the request in *out, its pinned memory taken (the context current). Returns 0 or a
  * negative code with a message. */
-static int ring_new(const kvik__request *req, const kvik__memory *mem, CUcontext ctx, int64_t source_size,
-                    ring **out) {
+static int ring_new(const kvik__request *req, const kvik__memory *mem, CUcontext ctx,
+                    int64_t source_size, ring **out) {
   ring shape = {.ctx = ctx};
   ring_shape(&shape, req, mem, source_size);
   ring *r = *out = kvik__calloc(1, sizeof *r + shape.ntasks * sizeof r->tasks[0]);
@@ -304,11 +314,13 @@ static int ring_new(const kvik__request *req, const kvik__memory *mem, CUcontext
   atomic_init(&r->tasks_left, r->ntasks);
   for (uint32_t i = 0; i < r->ntasks; i++)
     r->tasks[i] = (host_task){{i + 1 < r->ntasks ? &r->tasks[i + 1].base : NULL, run_host_task}, r};
-  r->flags_bytes = ((FLAG_SLOTS + 2 * (size_t)r->slots) * sizeof(uint32_t) + PAGE - 1) / PAGE * PAGE;
+  r->flags_bytes =
+      ((FLAG_SLOTS + 2 * (size_t)r->slots) * sizeof(uint32_t) + PAGE - 1) / PAGE * PAGE;
   int rc = kvik__pinned_get(req->fn, r->flags_bytes, (void **)&r->flags);
   if (rc == 0 && r->slots && !(r->slot = kvik__calloc(r->slots, sizeof *r->slot)))
     rc = kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory", req->fn, req->source->name);
-  for (uint32_t s = 0; rc == 0 && s < r->slots; s++) rc = kvik__pinned_get(req->fn, r->chunk, (void **)&r->slot[s]);
+  for (uint32_t s = 0; rc == 0 && s < r->slots; s++)
+    rc = kvik__pinned_get(req->fn, r->chunk, (void **)&r->slot[s]);
   if (rc < 0) {
     ring_free(r);
     *out = NULL;
@@ -325,14 +337,15 @@ typedef struct queue {
 } queue;
 
 static int wait_value(const queue *q, _Atomic uint32_t *word, uint32_t value) {
-  return kvik__cuda_check(q->cu->cuStreamWaitValue32(q->stream, device_address(word), value, CU_STREAM_WAIT_VALUE_GEQ),
-                          q->fn, "cuStreamWaitValue32");
+  return kvik__cuda_check(
+      q->cu->cuStreamWaitValue32(q->stream, device_address(word), value, CU_STREAM_WAIT_VALUE_GEQ),
+      q->fn, "cuStreamWaitValue32");
 }
 
 static int write_value(const queue *q, _Atomic uint32_t *word, uint32_t value) {
-  return kvik__cuda_check(
-      q->cu->cuStreamWriteValue32(q->stream, device_address(word), value, CU_STREAM_WRITE_VALUE_DEFAULT), q->fn,
-      "cuStreamWriteValue32");
+  return kvik__cuda_check(q->cu->cuStreamWriteValue32(q->stream, device_address(word), value,
+                                                      CU_STREAM_WRITE_VALUE_DEFAULT),
+                          q->fn, "cuStreamWriteValue32");
 }
 
 static int host_func(const queue *q, CUhostFn fn, void *arg) {
@@ -342,13 +355,15 @@ static int host_func(const queue *q, CUhostFn fn, void *arg) {
 static char *chunk_at(const ring *r, uint32_t k) { return r->buf + (size_t)k * r->chunk; }
 
 static int to_device(const queue *q, const ring *r, uint32_t k) {
-  return kvik__cuda_check(q->cu->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)chunk_at(r, k), r->slot[k % r->slots],
-                                                   chunk_len(r, k), q->stream),
+  return kvik__cuda_check(q->cu->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)chunk_at(r, k),
+                                                   r->slot[k % r->slots], chunk_len(r, k),
+                                                   q->stream),
                           q->fn, "cuMemcpyHtoDAsync");
 }
 
 static int to_host(const queue *q, const ring *r, uint32_t k) {
-  return kvik__cuda_check(q->cu->cuMemcpyDtoHAsync(r->slot[k % r->slots], (CUdeviceptr)(uintptr_t)chunk_at(r, k),
+  return kvik__cuda_check(q->cu->cuMemcpyDtoHAsync(r->slot[k % r->slots],
+                                                   (CUdeviceptr)(uintptr_t)chunk_at(r, k),
                                                    chunk_len(r, k), q->stream),
                           q->fn, "cuMemcpyDtoHAsync");
 }
@@ -395,7 +410,8 @@ static int queue_device_write(const queue *q, ring *r) {
 
 static int queue_body(const queue *q, ring *r) {
   int rc = host_func(q, start, r);
-  if (rc == 0 && r->slots) rc = r->op == KVIK__READ ? queue_device_read(q, r) : queue_device_write(q, r);
+  if (rc == 0 && r->slots)
+    rc = r->op == KVIK__READ ? queue_device_read(q, r) : queue_device_write(q, r);
   if (rc == 0) rc = wait_value(q, flag(r, FLAG_DONE), 1);
   return rc;
 }
@@ -418,7 +434,8 @@ static void abandon(const queue *q, ring *r) {
  * failure nothing that touches the file runs: either nothing was queued, or what was queued passes
  * without effect. *unsupported says that the driver has no stream memory operations (then nothing
  * was queued). */
-static int queue_ring(const queue *q, ring *r, kvik__request *req, int *unsupported, kvik_future **out) {
+static int queue_ring(const queue *q, ring *r, kvik__request *req, int *unsupported,
+                      kvik_future **out) {
   *unsupported = 0;
   /* Made first: from here on only a CUDA call can fail, and the driver's state then is its own. */
   r->future = kvik__future_new(&req->source->owner, r->ntasks + 1, req->size, 0);
@@ -427,7 +444,8 @@ static int queue_ring(const queue *q, ring *r, kvik__request *req, int *unsuppor
     ring_free(r);
     return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory", req->fn, req->source->name);
   }
-  CUresult first = q->cu->cuStreamWaitValue32(q->stream, device_address(flag(r, FLAG_GO)), 1, CU_STREAM_WAIT_VALUE_GEQ);
+  CUresult first = q->cu->cuStreamWaitValue32(q->stream, device_address(flag(r, FLAG_GO)), 1,
+                                              CU_STREAM_WAIT_VALUE_GEQ);
   *unsupported = first == CUDA_ERROR_NOT_SUPPORTED;
   int rc = kvik__cuda_check(first, q->fn, "cuStreamWaitValue32");
   if (rc == 0) {
@@ -475,7 +493,8 @@ static void finish_cufile(void *arg) {
 
 /* Queue cuFile's transfer and the host function that completes the future, which takes over the
  * caller's acquisition of the source (released here on failure). */
-static int queue_cufile(const queue *q, kvik__request *req, const kvik__memory *mem, kvik_future **out) {
+static int queue_cufile(const queue *q, kvik__request *req, const kvik__memory *mem,
+                        kvik_future **out) {
   kvik__source *src = req->source;
   kvik_future *future = kvik__future_new(&src->owner, 1, req->size, sizeof(cufile_op));
   if (!future) {
@@ -484,7 +503,8 @@ static int queue_cufile(const queue *q, kvik__request *req, const kvik__memory *
   }
   cufile_op *c = kvik__future_extra(future);
   *c = (cufile_op){future, req->fn, src->gds, req->op, {0}};
-  int rc = kvik__gds_enqueue(src->gds, req->fn, req->op, mem, req->buf, req->size, req->offset, q->stream, &c->async);
+  int rc = kvik__gds_enqueue(src->gds, req->fn, req->op, mem, req->buf, req->size, req->offset,
+                             q->stream, &c->async);
   if (rc == 0 && (rc = host_func(q, finish_cufile, c)) < 0)
     q->cu->cuStreamSynchronize(q->stream); /* cuFile's transfer writes into the future */
   if (rc < 0) {
@@ -500,23 +520,26 @@ static int queue_cufile(const queue *q, kvik__request *req, const kvik__memory *
 
 static int check_call(kvik__request *req, kvik_future **out, kvik__memory *mem) {
   int rc = kvik__request_check_args(req);
-  if (rc == 0 && !out) rc = kvik__fail(-EINVAL, "%s(\"%s\"): NULL future", req->fn, req->source->name);
+  if (rc == 0 && !out)
+    rc = kvik__fail(-EINVAL, "%s(\"%s\"): NULL future", req->fn, req->source->name);
   if (rc == 0) rc = kvik__init();
   if (rc == 0) rc = kvik__memory_classify(req->fn, req->buf, mem);
   return rc;
 }
 
-static int queue_request(const queue *q, kvik__request *req, const kvik__memory *mem, int64_t source_size,
-                         CUcontext ctx, kvik_future **out) {
+static int queue_request(const queue *q, kvik__request *req, const kvik__memory *mem,
+                         int64_t source_size, CUcontext ctx, kvik_future **out) {
   /* An append waits its turn behind the file's other appends, whose threads may make CUDA calls
    * (kvik__append_enter): no stream may wait for it. Nor may cuFile write it, at an offset. */
   if (req->source->append && req->op == KVIK__WRITE) return run_after_stream(q, req, out);
-  if (req->source->gds && kvik__memory_on_device(mem) && kvik__gds_async_possible(req->source->gds, mem)) {
+  if (req->source->gds && kvik__memory_on_device(mem) &&
+      kvik__gds_async_possible(req->source->gds, mem)) {
     if (kvik__owner_acquire(&req->source->owner) < 0)
       return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, req->source->name);
     return queue_cufile(q, req, mem, out);
   }
-  if (!q->cu->cuStreamWaitValue32 || !q->cu->cuStreamWriteValue32) return run_after_stream(q, req, out);
+  if (!q->cu->cuStreamWaitValue32 || !q->cu->cuStreamWriteValue32)
+    return run_after_stream(q, req, out);
   ring *r;
   int rc = ring_new(req, mem, ctx, source_size, &r);
   if (rc < 0) return rc;
@@ -529,12 +552,14 @@ static int queue_request(const queue *q, kvik__request *req, const kvik__memory 
   return rc < 0 && unsupported ? run_after_stream(q, req, out) : rc;
 }
 
-int kvik__stream_request_start(kvik__request *req, void *stream, int64_t source_size, kvik_future **out) {
+int kvik__stream_request_start(kvik__request *req, void *stream, int64_t source_size,
+                               kvik_future **out) {
   if (out) *out = NULL;
   kvik__memory mem;
   int rc = check_call(req, out, &mem);
   if (rc < 0) return rc;
-  if (req->size == 0) return kvik__request_start(req, 1, out); /* nothing for the stream to wait for */
+  if (req->size == 0)
+    return kvik__request_start(req, 1, out); /* nothing for the stream to wait for */
   const kvik__cuda_api *cu = kvik__cuda(req->fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
   kvik__stream_release_retired();

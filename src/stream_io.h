@@ -11,9 +11,11 @@
  * the source's size now, or negative where unknown: a read's bytes past it keep the buffer's own
  * bytes should the source still end there when the stream reaches the read. Returns 0 with the
  * future in *out, or a negative code with a message (then nothing was queued, and *out is NULL). */
-int kvik__stream_request_start(kvik__request *req, void *stream, int64_t source_size, kvik_future **out);
+int kvik__stream_request_start(kvik__request *req, void *stream, int64_t source_size,
+                               kvik_future **out);
 
-/* Give back the pinned memory of requests the streams have passed. Thread-safe; makes CUDA calls. */
+/* Give back the pinned memory of requests the streams have passed. Thread-safe; makes CUDA
+ * calls. */
 void kvik__stream_release_retired(void);
 
 void kvik__stream_atfork_child(void);
