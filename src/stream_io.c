@@ -21,8 +21,9 @@
  * Host memory needs no ring: the host side moves its bytes in place.
  *
  * Where the driver has no stream memory operations, and for appends, the caller's thread
- * synchronises the stream and runs the request before it returns, as KvikIO does. cuFile's own stream API serves files
- * that cuFile serves (its transfer, then a host function that completes the future). */
+ * synchronises the stream and runs the request before it returns, as KvikIO does. cuFile's own
+ * stream API serves files that cuFile serves (its transfer, then a host function that completes
+ * the future). */
 #define _GNU_SOURCE
 #include "stream_io.h"
 
