@@ -180,7 +180,7 @@ static void run_host_task(kvik__task *base) {
 
 static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
 static ring *retired;      /* guarded by retired_lock */
-static int release_queued; /* guarded by retired_lock */
+static int release_queued; /* release_task is queued and has not started; guarded by retired_lock */
 
 static void ring_free(ring *r) {
   if (!r) return;
@@ -192,25 +192,29 @@ static void ring_free(ring *r) {
   free(r);
 }
 
-static ring *take_retired(void) {
+/* Take the retired rings; `release_started`: the caller is release_task, which may be queued
+ * again from now on (not before: a task must not be in the queue twice). */
+static ring *take_retired(int release_started) {
   pthread_mutex_lock(&retired_lock);
   ring *list = retired;
   retired = NULL;
-  release_queued = 0;
+  if (release_started) release_queued = 0;
   pthread_mutex_unlock(&retired_lock);
   return list;
 }
 
-void kvik__stream_release_retired(void) {
-  for (ring *r = take_retired(), *next; r; r = next) {
-    next = r->next_retired;
-    ring_free(r);
+static void free_rings(ring *list) {
+  for (ring *next; list; list = next) {
+    next = list->next_retired;
+    ring_free(list);
   }
 }
 
+void kvik__stream_release_retired(void) { free_rings(take_retired(0)); }
+
 static void run_release(kvik__task *task) {
   (void)task;
-  kvik__stream_release_retired();
+  free_rings(take_retired(1));
 }
 
 static kvik__task release_task = {NULL, run_release};
@@ -417,14 +421,14 @@ static int queue_body(const queue *q, ring *r) {
   return rc;
 }
 
-/* Part of the request was queued when a call failed: the queued operations must still pass, and
- * the ring must outlive them. Reads into device memory may have copied a slot's stale bytes to
- * the buffer. Should not even the host function that retires the ring queue, it is left: the
- * queued copies still use its memory. */
+/* Part of the request was queued when a call failed: the queued operations must still pass once
+ * `go` is set, and the ring must outlive them. The copies of a read into device memory then put
+ * stale bytes of the slots into the buffer (kvik.h says so). Should not even the host function
+ * that retires the ring queue, the ring is left: the queued copies still use its memory. */
 static void abandon(const queue *q, ring *r) {
   r->abandoned = 1;
   atomic_store(&r->failed, 1);
-  for (uint32_t i = 0; i < FLAG_SLOTS + 2 * r->slots; i++) raise_flag(flag(r, i), UINT32_MAX);
+  for (uint32_t i = FLAG_DONE; i < FLAG_SLOTS + 2 * r->slots; i++) raise_flag(flag(r, i), UINT32_MAX);
   if (!r->finish_queued) q->cu->cuLaunchHostFunc(q->stream, finish, r);
 }
 
