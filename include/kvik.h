@@ -148,6 +148,9 @@ KVIK_API const char *kvik_last_error(void);
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_.
  *
+ * KVIK_SETTING_TASK_SIZE: the bytes of one task of a request; a request is cut into at most
+ * 16384 tasks, so a larger request gets larger tasks (see kvik_file_pread).
+ *
  * KVIK_SETTING_AUTO_DIRECT_IO_READ/WRITE: reads (writes) of host memory through O_DIRECT where the
  * file system takes it: the page-aligned middle of a range through an O_DIRECT descriptor, its
  * unaligned head and tail through the page cache. A buffer that is not page-aligned takes the
@@ -418,8 +421,11 @@ KVIK_API ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, 
 
 /* Start a read like kvik_file_read() without waiting: stores a future in *future and returns 0,
  * or returns a negative code (and creates no future). `task_size` 0 means
- * KVIK_SETTING_TASK_SIZE. Requests smaller than KVIK_SETTING_GDS_THRESHOLD run on the calling
- * thread and return a future that is already done. Thread-safe. */
+ * KVIK_SETTING_TASK_SIZE. A request is cut into at most 16384 tasks, so that what its tasks take
+ * in memory stays bounded: where `size` / `task_size` would make more, its tasks are `size` /
+ * 16384 bytes, rounded up to a multiple of 4 KiB (at the default task size, requests of more
+ * than 64 GiB). Requests smaller than KVIK_SETTING_GDS_THRESHOLD run on the calling thread and
+ * return a future that is already done. Thread-safe. */
 KVIK_API int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset,
                              size_t task_size, kvik_future **future);
 

@@ -250,6 +250,19 @@ static int appends(const kvik__request *req) {
   return req->source->append && req->op == KVIK__WRITE;
 }
 
+/* The most tasks a request is cut into, whose structs come with its future (kvik_file_pread
+ * states the rule), so that their memory stays a few MiB whatever the task size asked for. At
+ * the default task size, only requests beyond 64 GiB reach it. */
+#define MAX_TASKS ((size_t)1 << 14)
+
+/* The task size of a request of `size` bytes asked to run in tasks of `task_size`: that, unless
+ * it makes more than MAX_TASKS tasks; then size / MAX_TASKS, rounded up to a multiple of 4 KiB
+ * (cuFile's alignment, which plan_request() keeps). */
+static size_t capped_task_size(size_t size, size_t task_size) {
+  size_t least = size / MAX_TASKS + (size % MAX_TASKS != 0), a = KVIK__GDS_ALIGNMENT;
+  return task_size >= least ? task_size : (least + a - 1) / a * a;
+}
+
 /* How a request is cut into tasks: an optional head, a body of tasks of `piece` bytes, an
  * optional tail. Only requests that cuFile serves have a head and a tail: the parts before the
  * first and after the last 4 KiB boundary of the file range, which go the POSIX way, so that every
@@ -351,6 +364,7 @@ static int prepare(kvik__request *req, int single, kvik_future **out, size_t *nt
     return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, src->name);
   if (appends(req)) single = 1;
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
+  req->task_size = capped_task_size(req->size, req->task_size);
   plan p = plan_request(req, &mem, single);
   size_t split_count = split_tasks(req, &mem, &p, single);
   size_t ntasks = split_count ? split_count : plan_tasks(&p);
