@@ -302,6 +302,12 @@ KVIK_API int kvik_setting_lookup(const char *name);
  * request and owned by the caller, who frees it with kvik_future_free(). The request's buffer
  * must stay valid until the future is done. A call that fails immediately returns an error
  * and creates no future.
+ *
+ * A request runs as tasks on the thread pool. The first task that fails (after its own
+ * retries, for remote files) decides the request's result: its tasks that have not started yet
+ * then move no bytes, so the error comes back without waiting for the rest of the request.
+ * Tasks that did run before keep what they moved: the message's "(X of Y bytes transferred)"
+ * and kvik_future_bytes_done() count it.
  */
 typedef struct kvik_future kvik_future;
 

@@ -38,6 +38,11 @@ kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requeste
 
 void *kvik__future_extra(kvik_future *future);
 
+/* Whether a task of the future failed: from the first failure on, its result is that failure
+ * whatever its other tasks do, so those that have not started skip their IO (request.c).
+ * One atomic load; thread-safe. */
+int kvik__future_failed(kvik_future *future);
+
 /* The number of tasks the future was created with. */
 size_t kvik__future_tasks(const kvik_future *future);
 

@@ -139,7 +139,8 @@ static void run_front(io_task *t) {
   size_t n;
   kvik__relay *relay = &t->split->relay;
   kvik__relay_open(relay);
-  while (t->read.rc == 0 && (n = take_front(t->split, mapped_from, t->task_size, &at)) > 0) {
+  while (t->read.rc == 0 && !kvik__future_failed(t->future) &&
+         (n = take_front(t->split, mapped_from, t->task_size, &at)) > 0) {
     char *dev = t->buf + (at - t->offset);
     size_t mapped = at >= mapped_from ? kvik__device_read_mapped(&t->read, &t->zc, dev, n, at) : 0;
     kvik__relay_pass(relay);
@@ -161,7 +162,9 @@ static void run_back(io_task *t) {
   int64_t at;
   size_t n;
   size_t piece = back_piece(t->task_size);
-  while (t->read.rc == 0 && (n = take_back(t->split, piece, t->zc.file, &at)) > 0) read_piece(t, at, n);
+  while (t->read.rc == 0 && !kvik__future_failed(t->future) &&
+         (n = take_back(t->split, piece, t->zc.file, &at)) > 0)
+    read_piece(t, at, n);
 }
 
 static void run_split_task(io_task *t) {
@@ -193,8 +196,7 @@ static void run_append_task(io_task *t) {
 /* Reads into device memory on pool threads may complete after the task returns (see
  * kvik__device_read_end); everything else completes here, after the thread's deferred reads
  * (kvik__device_write settles them itself). */
-static void run_io_task(kvik__task *base) {
-  io_task *t = (io_task *)base;
+static void run_task(io_task *t) {
   if (t->split) {
     run_split_task(t);
     return;
@@ -225,6 +227,18 @@ static void run_io_task(kvik__task *base) {
     rc = t->source->transfer(t->source->self, t->op, t->buf, t->size, t->offset, &done);
   }
   task_done(t, done, rc);
+}
+
+/* Once a task of the request failed, that failure is its result: a task that starts after it
+ * moves nothing. The split tasks also stop at a failed piece (split.failed), before its task
+ * reports it. */
+static void run_io_task(kvik__task *base) {
+  io_task *t = (io_task *)base;
+  if (kvik__future_failed(t->future)) {
+    kvik__future_task_done(t->future, 0, 0); /* not task_done(): this task met no end of file */
+    return;
+  }
+  run_task(t);
 }
 
 int kvik__request_check_args(const kvik__request *req) {
