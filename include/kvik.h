@@ -305,7 +305,8 @@ KVIK_API int kvik_setting_lookup(const char *name);
  *
  * A request runs as tasks on the thread pool. The first task that fails (after its own
  * retries, for remote files) decides the request's result: its tasks that have not started yet
- * then move no bytes, so the error comes back without waiting for the rest of the request.
+ * then move no bytes, and remote transfers in flight stop (within about a second, where the
+ * server sends nothing), so the error comes back without waiting for the rest of the request.
  * Tasks that did run before keep what they moved: the message's "(X of Y bytes transferred)"
  * and kvik_future_bytes_done() count it.
  */

@@ -114,6 +114,8 @@ int kvik__future_failed(kvik_future *future) {
   return atomic_load_explicit(&future->failed, memory_order_relaxed);
 }
 
+const atomic_int *kvik__future_failed_flag(kvik_future *future) { return &future->failed; }
+
 size_t kvik__future_tasks(const kvik_future *future) { return future->tasks; }
 
 void kvik__future_hold(kvik_future *future) {

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "cancel.h"
 #include "cuda.h"
 #include "error.h"
 #include "init.h"
@@ -230,15 +231,18 @@ static void run_task(io_task *t) {
 }
 
 /* Once a task of the request failed, that failure is its result: a task that starts after it
- * moves nothing. The split tasks also stop at a failed piece (split.failed), before its task
- * reports it. */
+ * moves nothing, and one that runs watches for it (cancel.h), so that a remote transfer waiting
+ * on its server stops too. The split tasks also stop at a failed piece (split.failed), before
+ * its task reports it. */
 static void run_io_task(kvik__task *base) {
   io_task *t = (io_task *)base;
   if (kvik__future_failed(t->future)) {
     kvik__future_task_done(t->future, 0, 0); /* not task_done(): this task met no end of file */
     return;
   }
+  const atomic_int *outer = kvik__cancel_watch(kvik__future_failed_flag(t->future));
   run_task(t);
+  kvik__cancel_watch(outer); /* the future may be gone: the flag is not read again */
 }
 
 int kvik__request_check_args(const kvik__request *req) {
