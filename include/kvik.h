@@ -148,6 +148,9 @@ KVIK_API const char *kvik_last_error(void);
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_.
  *
+ * KVIK_SETTING_TASK_SIZE: the bytes of one task of a request; a request is cut into at most
+ * 16384 tasks, so a larger request gets larger tasks (see kvik_file_pread).
+ *
  * KVIK_SETTING_AUTO_DIRECT_IO_READ/WRITE: reads (writes) of host memory through O_DIRECT where the
  * file system takes it: the page-aligned middle of a range through an O_DIRECT descriptor, its
  * unaligned head and tail through the page cache. A buffer that is not page-aligned takes the
@@ -299,6 +302,13 @@ KVIK_API int kvik_setting_lookup(const char *name);
  * request and owned by the caller, who frees it with kvik_future_free(). The request's buffer
  * must stay valid until the future is done. A call that fails immediately returns an error
  * and creates no future.
+ *
+ * A request runs as tasks on the thread pool. The first task that fails (after its own
+ * retries, for remote files) decides the request's result: its tasks that have not started yet
+ * then move no bytes, and remote transfers in flight stop (within about a second, where the
+ * server sends nothing), so the error comes back without waiting for the rest of the request.
+ * Tasks that did run before keep what they moved: the message's "(X of Y bytes transferred)"
+ * and kvik_future_bytes_done() count it.
  */
 typedef struct kvik_future kvik_future;
 
@@ -418,8 +428,11 @@ KVIK_API ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, 
 
 /* Start a read like kvik_file_read() without waiting: stores a future in *future and returns 0,
  * or returns a negative code (and creates no future). `task_size` 0 means
- * KVIK_SETTING_TASK_SIZE. Requests smaller than KVIK_SETTING_GDS_THRESHOLD run on the calling
- * thread and return a future that is already done. Thread-safe. */
+ * KVIK_SETTING_TASK_SIZE. A request is cut into at most 16384 tasks, so that what its tasks take
+ * in memory stays bounded: where `size` / `task_size` would make more, its tasks are `size` /
+ * 16384 bytes, rounded up to a multiple of 4 KiB (at the default task size, requests of more
+ * than 64 GiB). Requests smaller than KVIK_SETTING_GDS_THRESHOLD run on the calling thread and
+ * return a future that is already done. Thread-safe. */
 KVIK_API int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset,
                              size_t task_size, kvik_future **future);
 

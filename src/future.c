@@ -18,6 +18,7 @@ struct kvik_future {
   _Atomic size_t tasks_left;
   _Atomic size_t bytes_done;
   _Atomic size_t read_end; /* the first end of file a task of a read met; SIZE_MAX: none */
+  atomic_int failed;       /* set with first_error: tasks that start after it do nothing */
   size_t requested;
   kvik__owner *owner;
   /* Guarded by completion_lock. */
@@ -95,6 +96,7 @@ kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requeste
   atomic_init(&future->tasks_left, ntasks);
   atomic_init(&future->bytes_done, 0);
   atomic_init(&future->read_end, SIZE_MAX);
+  atomic_init(&future->failed, 0);
   future->requested = requested;
   future->owner = owner;
   lock();
@@ -106,6 +108,13 @@ kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requeste
 }
 
 void *kvik__future_extra(kvik_future *future) { return future->extra; }
+
+/* Relaxed: the flag only tells a task to skip its IO; what it reports is ordered by the lock. */
+int kvik__future_failed(kvik_future *future) {
+  return atomic_load_explicit(&future->failed, memory_order_relaxed);
+}
+
+const atomic_int *kvik__future_failed_flag(kvik_future *future) { return &future->failed; }
 
 size_t kvik__future_tasks(const kvik_future *future) { return future->tasks; }
 
@@ -150,6 +159,7 @@ void kvik__future_task_done(kvik_future *future, size_t bytes, int code) {
     if (!future->first_error) {
       future->first_error = code;
       snprintf(future->message, sizeof future->message, "%s", kvik_last_error());
+      atomic_store(&future->failed, 1);
     }
     unlock();
   }
@@ -265,6 +275,7 @@ void kvik__future_atfork_child(void) {
   while (in_flight) {
     kvik_future *future = in_flight;
     future->first_error = KVIK_ECANCELED_BY_FORK;
+    atomic_store(&future->failed, 1);
     future->holds = 0; /* a stream callback holding it does not run in the child either */
     snprintf(future->message, sizeof future->message,
              "IO request of %zu bytes was in flight in the parent process at fork(); "

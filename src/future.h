@@ -7,6 +7,7 @@
 #ifndef KVIK_SRC_FUTURE_H
 #define KVIK_SRC_FUTURE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "kvik.h"
@@ -37,6 +38,15 @@ int kvik__owner_is_closed(const kvik__owner *owner);
 kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requested, size_t extra);
 
 void *kvik__future_extra(kvik_future *future);
+
+/* Whether a task of the future failed: from the first failure on, its result is that failure
+ * whatever its other tasks do, so those that have not started skip their IO (request.c).
+ * One atomic load; thread-safe. */
+int kvik__future_failed(kvik_future *future);
+
+/* The flag behind kvik__future_failed(), nonzero once a task failed, for layers below the
+ * future that may only read a flag (cancel.h). Valid until the future is done. */
+const atomic_int *kvik__future_failed_flag(kvik_future *future);
 
 /* The number of tasks the future was created with. */
 size_t kvik__future_tasks(const kvik_future *future);

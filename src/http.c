@@ -100,6 +100,7 @@ void kvik__http_atfork_child(void) {}
 #include <string.h>
 #include <time.h>
 
+#include "cancel.h"
 #include "settings.h"
 #include "sys.h"
 
@@ -234,6 +235,7 @@ typedef struct transfer {
   int status_seen;    /* the write callback has looked at the status */
   int range_ignored;  /* a range request answered with 200, not with the whole object: aborted */
   int overflow;       /* more body than capacity: aborted */
+  int cancelled;      /* the work it is part of was cancelled (cancel.h): aborted */
   char error_body[512]; /* the start of an error response's body, for the S3 error code */
   size_t error_len;
 } transfer;
@@ -267,6 +269,17 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
   memcpy(t->req->dest + t->resp.received, data, n);
   t->resp.received += n;
   return n;
+}
+
+/* libcurl calls this often while a transfer runs, about once a second when nothing moves; a
+ * nonzero answer aborts it. So a transfer stalled on its server stops soon after the work it is
+ * part of is cancelled. */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+  transfer *t = arg;
+  (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+  t->cancelled = kvik__cancelled();
+  return t->cancelled;
 }
 
 /* A header's value as messages show it: printable characters only, cut to the buffer. */
@@ -314,6 +327,9 @@ static void set_request_options(CURL *curl, transfer *t, char *range, struct cur
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, t);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, t);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, t);
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
   /* Fewer reads from the socket than with libcurl's 16 KiB (see RECEIVE_BUFFER). */
   curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, RECEIVE_BUFFER);
   if (req->ca_file) curl_easy_setopt(curl, CURLOPT_CAINFO, req->ca_file);
@@ -405,6 +421,10 @@ static int check_content_range(const transfer *t, char *why, size_t len) {
 static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *why, size_t len) {
   const kvik__http_request *req = t->req;
   long status = t->resp.status;
+  if (t->cancelled) {
+    snprintf(why, len, "cancelled");
+    return -ECANCELED;
+  }
   /* An empty body never reaches on_body(): look at the status here too. */
   if (t->range_ignored || (cc == CURLE_OK && range_ignored(req, status))) {
     snprintf(why, len, "the server answered 200 with the whole object instead of the range");
@@ -473,11 +493,16 @@ static int attempt(CURL *curl, const kvik__http_request *req, kvik__http_respons
   return classify(&t, cc, errbuf, why, len);
 }
 
-/* 0.1 s before the second attempt, doubling up to 10 s. */
+/* How often a wait between attempts asks whether it was cancelled. */
+#define BACK_OFF_POLL_MS 10
+
+/* 0.1 s before the second attempt, doubling up to 10 s; cut short once cancelled (cancel.h). */
 static void back_off(unsigned failed_attempts) {
   int64_t ms = failed_attempts > 7 ? 10000 : (int64_t)100 << (failed_attempts - 1);
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+  for (; ms > 0 && !kvik__cancelled(); ms -= BACK_OFF_POLL_MS) {
+    struct timespec ts = {0, (long)(ms < BACK_OFF_POLL_MS ? ms : BACK_OFF_POLL_MS) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+  }
 }
 
 static void describe_request(const kvik__http_request *req, char *what, size_t len) {
@@ -500,13 +525,22 @@ int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp)
   if (!h) return kvik__fail(-ENOMEM, "%s: %s of \"%s\": curl_easy_init failed", req->fn, what, req->display);
   unsigned max_attempts = (unsigned)kvik__setting(KVIK_SETTING_HTTP_MAX_ATTEMPTS), n = 0;
   int rc;
-  do {
-    if (n > 0) back_off(n);
-    rc = attempt(h->curl, req, resp, why, sizeof why);
+  for (;;) {
+    if (kvik__cancelled()) {
+      rc = -ECANCELED;
+      break;
+    }
+    rc = attempt(h->curl, req, resp, why, sizeof why); /* -ECANCELED where on_progress stopped it */
     n++;
-  } while (rc < 0 && retryable(rc) && n < max_attempts);
+    if (rc == 0 || !retryable(rc) || n >= max_attempts) break;
+    back_off(n);
+  }
   release_handle(h);
   if (rc == 0) return 0;
+  /* Only the work that cancelled it sees this: the failure that did came first (cancel.h). */
+  if (rc == -ECANCELED)
+    return kvik__fail(rc, "%s: %s of \"%s\": cancelled, as another task of the request failed",
+                      req->fn, what, req->display);
   if (n > 1) return kvik__fail(rc, "%s: %s of \"%s\": %s (gave up after %u attempts)", req->fn, what, req->display, why, n);
   return kvik__fail(rc, "%s: %s of \"%s\": %s", req->fn, what, req->display, why);
 }

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "cancel.h"
 #include "cuda.h"
 #include "error.h"
 #include "init.h"
@@ -139,7 +140,8 @@ static void run_front(io_task *t) {
   size_t n;
   kvik__relay *relay = &t->split->relay;
   kvik__relay_open(relay);
-  while (t->read.rc == 0 && (n = take_front(t->split, mapped_from, t->task_size, &at)) > 0) {
+  while (t->read.rc == 0 && !kvik__future_failed(t->future) &&
+         (n = take_front(t->split, mapped_from, t->task_size, &at)) > 0) {
     char *dev = t->buf + (at - t->offset);
     size_t mapped = at >= mapped_from ? kvik__device_read_mapped(&t->read, &t->zc, dev, n, at) : 0;
     kvik__relay_pass(relay);
@@ -161,7 +163,9 @@ static void run_back(io_task *t) {
   int64_t at;
   size_t n;
   size_t piece = back_piece(t->task_size);
-  while (t->read.rc == 0 && (n = take_back(t->split, piece, t->zc.file, &at)) > 0) read_piece(t, at, n);
+  while (t->read.rc == 0 && !kvik__future_failed(t->future) &&
+         (n = take_back(t->split, piece, t->zc.file, &at)) > 0)
+    read_piece(t, at, n);
 }
 
 static void run_split_task(io_task *t) {
@@ -193,8 +197,7 @@ static void run_append_task(io_task *t) {
 /* Reads into device memory on pool threads may complete after the task returns (see
  * kvik__device_read_end); everything else completes here, after the thread's deferred reads
  * (kvik__device_write settles them itself). */
-static void run_io_task(kvik__task *base) {
-  io_task *t = (io_task *)base;
+static void run_task(io_task *t) {
   if (t->split) {
     run_split_task(t);
     return;
@@ -227,6 +230,21 @@ static void run_io_task(kvik__task *base) {
   task_done(t, done, rc);
 }
 
+/* Once a task of the request failed, that failure is its result: a task that starts after it
+ * moves nothing, and one that runs watches for it (cancel.h), so that a remote transfer waiting
+ * on its server stops too. The split tasks also stop at a failed piece (split.failed), before
+ * its task reports it. */
+static void run_io_task(kvik__task *base) {
+  io_task *t = (io_task *)base;
+  if (kvik__future_failed(t->future)) {
+    kvik__future_task_done(t->future, 0, 0); /* not task_done(): this task met no end of file */
+    return;
+  }
+  const atomic_int *outer = kvik__cancel_watch(kvik__future_failed_flag(t->future));
+  run_task(t);
+  kvik__cancel_watch(outer); /* the future may be gone: the flag is not read again */
+}
+
 int kvik__request_check_args(const kvik__request *req) {
   const char *fn = req->fn, *name = req->source->name;
   if (!req->buf && req->size > 0) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", fn, name, req->size);
@@ -248,6 +266,19 @@ static int check(const kvik__request *req, kvik_future **out) {
 /* Whether the request appends: a write to an append handle. */
 static int appends(const kvik__request *req) {
   return req->source->append && req->op == KVIK__WRITE;
+}
+
+/* The most tasks a request is cut into, whose structs come with its future (kvik_file_pread
+ * states the rule), so that their memory stays a few MiB whatever the task size asked for. At
+ * the default task size, only requests beyond 64 GiB reach it. */
+#define MAX_TASKS ((size_t)1 << 14)
+
+/* The task size of a request of `size` bytes asked to run in tasks of `task_size`: that, unless
+ * it makes more than MAX_TASKS tasks; then size / MAX_TASKS, rounded up to a multiple of 4 KiB
+ * (cuFile's alignment, which plan_request() keeps). */
+static size_t capped_task_size(size_t size, size_t task_size) {
+  size_t least = size / MAX_TASKS + (size % MAX_TASKS != 0), a = KVIK__GDS_ALIGNMENT;
+  return task_size >= least ? task_size : (least + a - 1) / a * a;
 }
 
 /* How a request is cut into tasks: an optional head, a body of tasks of `piece` bytes, an
@@ -351,6 +382,7 @@ static int prepare(kvik__request *req, int single, kvik_future **out, size_t *nt
     return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, src->name);
   if (appends(req)) single = 1;
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
+  req->task_size = capped_task_size(req->size, req->task_size);
   plan p = plan_request(req, &mem, single);
   size_t split_count = split_tasks(req, &mem, &p, single);
   size_t ntasks = split_count ? split_count : plan_tasks(&p);

@@ -142,6 +142,49 @@ static void test_read_eio(void) {
   read_all_and_compare();
 }
 
+/* The first failure stops the request (issue 24, item 4): on one thread, the tasks queued behind
+ * the task that failed make no system call, the result is that failure, and its message counts
+ * the bytes the tasks before it moved. A read whose third pread fails, and a write whose
+ * pwrites fail once a budget of 2.5 tasks is spent (the third task's second pwrite). */
+static void test_failure_skips_queued_tasks(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
+  const size_t ntasks = FILE_BYTES / TASK + 1;
+  char expect[80];
+  kvik_file *f;
+  kvik_future *fut;
+  ASSERT_OK(kvik_file_open(path, "r", 0, &f));
+  shim_reset();
+  atomic_store(&shim.read_errno, EIO);
+  atomic_store(&shim.read_fail_at, 3);
+  ASSERT_OK(kvik_file_pread(f, buf, FILE_BYTES, 0, TASK, &fut));
+  ASSERT_FAILS(kvik_future_wait(fut), -EIO, "Input/output error");
+  snprintf(expect, sizeof expect, "(%d of %zu bytes transferred)", 2 * TASK, FILE_BYTES);
+  if (!strstr(kvik_last_error(), expect)) FAIL_AT("message lacks %s", expect);
+  ASSERT_EQ(kvik_future_bytes_done(fut), 2 * TASK);
+  if (atomic_load(&shim_io_calls) != 3)
+    FAIL_AT("a read of %zu tasks whose third pread failed made %ld preads", ntasks,
+            atomic_load(&shim_io_calls));
+  kvik_future_free(fut);
+  kvik_file_free(f);
+
+  const long budget = 2 * TASK + TASK / 2;
+  ASSERT_OK(kvik_file_open(path, "r+", 0, &f));
+  shim_reset();
+  atomic_store(&shim.write_errno, EIO);
+  atomic_store(&shim.write_budget, budget);
+  ASSERT_OK(kvik_file_pwrite(f, ref, FILE_BYTES, 0, TASK, &fut));
+  ASSERT_FAILS(kvik_future_wait(fut), -EIO, "Input/output error");
+  snprintf(expect, sizeof expect, "(%ld of %zu bytes transferred)", budget, FILE_BYTES);
+  if (!strstr(kvik_last_error(), expect)) FAIL_AT("message lacks %s", expect);
+  if (atomic_load(&shim_io_calls) != 4)
+    FAIL_AT("a write of %zu tasks that failed in its third made %ld pwrites", ntasks,
+            atomic_load(&shim_io_calls));
+  kvik_future_free(fut);
+  kvik_file_free(f);
+  shim_reset();
+  read_all_and_compare(); /* the file is unchanged: the write put back the bytes it had */
+}
+
 int main(void) {
   dir = test_mkdtemp();
   path = test_path(dir, SHIM_TARGET_MARK);
@@ -157,6 +200,7 @@ int main(void) {
   test_enospc_part_way();
   test_real_enospc();
   test_read_eio();
+  test_failure_skips_queued_tasks();
   free(ref);
   free(buf);
   free(path);

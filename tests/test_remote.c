@@ -485,6 +485,62 @@ static void test_faults(const char *fault) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 3));
 }
 
+/* A read of 8 MiB of fault/MODE/large in 64 KiB tasks (128 of them) on 4 threads, into `dest`,
+ * which fails: with the first failure, after its 3 attempts, and promptly (a watchdog of 30 s),
+ * having made at most 3 requests per thread, since the tasks still queued make none. */
+#define FAILING_READ (8 << 20)
+#define FAILING_TASK (64 << 10)
+#define FAILING_THREADS 4
+static void read_that_fails(const char *fault, const char *mode, void *dest) {
+  char url[512], transferred[64];
+  snprintf(url, sizeof url, "%s/%s/large", fault, mode);
+  kvik_remote_options o;
+  kvik_remote_options_init(&o);
+  o.size = 64 << 20;
+  kvik_remote *r = open_ok(url, &o);
+  long before = fault_server_requests();
+  kvik_future *f;
+  ASSERT_OK(kvik_remote_pread(r, dest, FAILING_READ, 0, FAILING_TASK, &f));
+  ssize_t got = kvik_future_wait_for(f, 30 * (int64_t)1000000000);
+  if (got == -ETIMEDOUT) FAIL_AT("%s: a read that failed still ran after 30 s", url);
+  ASSERT_FAILS(got, KVIK_EREMOTE_SHORT, "gave up after 3 attempts");
+  ASSERT(!strstr(kvik_last_error(), "cancelled")); /* the failure that cancelled the others */
+  snprintf(transferred, sizeof transferred, "(0 of %d bytes transferred)", FAILING_READ);
+  ASSERT(strstr(kvik_last_error(), transferred));
+  long requests = fault_server_requests() - before - 1; /* this count's own request */
+  if (requests > FAILING_THREADS * 3)
+    FAIL_AT("%s: a read of %d tasks on %d threads made %ld requests", url,
+            FAILING_READ / FAILING_TASK, FAILING_THREADS, requests);
+  printf("ok: %s: the read failed after %ld requests\n", url, requests);
+  kvik_future_free(f);
+  kvik_remote_free(r);
+}
+
+/* The first task of a read to fail fails the read (issue 24, item 4). From a server that cuts
+ * every body, each thread tries one task and the read fails: the queued tasks make no request
+ * (the old code made all 384, in 20 s). From one that cuts the range from byte 0 and stalls the
+ * others (fault stall-S), the stalled transfers stop as soon as the first task failed, where they
+ * would wait for KVIK_SETTING_HTTP_TIMEOUT, be tried again, and the read take minutes. */
+static void test_failure_stops_read(const char *fault) {
+  int64_t threads_before;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads_before));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, FAILING_THREADS));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 3));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_TIMEOUT, 60));
+  char *host = malloc(FAILING_READ);
+  read_that_fails(fault, "truncate", host);
+  read_that_fails(fault, "stall-100", host);
+  free(host);
+  if (have_cuda) {
+    CUdeviceptr dev;
+    CU_OK(cu.cuMemAlloc_v2(&dev, FAILING_READ));
+    read_that_fails(fault, "truncate", (void *)dev);
+    read_that_fails(fault, "stall-100", (void *)dev);
+    CU_OK(cu.cuMemFree_v2(dev));
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, threads_before));
+}
+
 /* A 206 of the right length whose Content-Range is wrong, missing or garbled (fault modes
  * shifted, badtotal, nocontentrange, garbledrange) fails with KVIK_ERANGE_MISMATCH, on the first
  * attempt: through one request, and through tasks that each meet it. */
@@ -693,6 +749,7 @@ int main(void) {
   test_http_concurrent(http, 1);
   test_known_size_asks_nothing(fault);
   test_faults(fault);
+  test_failure_stops_read(fault);
   test_wrong_ranges(fault);
   test_whole_object_answers(fault);
   test_bad_content_length(fault);

@@ -258,7 +258,7 @@ class FaultServer(ThreadingHTTPServer):
 FAULT_KINDS = {
     "ok": None, "flaky": int, "status": int, "slow": float, "truncate": None, "short": None,
     "oversize": None, "norange": None, "drop": None, "shifted": None, "badtotal": None,
-    "nocontentrange": None, "garbledrange": None, "badlength": str,
+    "nocontentrange": None, "garbledrange": None, "badlength": str, "stall": float,
 }
 OVERSIZE_FILLER = b"\xa5" * 100
 
@@ -353,14 +353,16 @@ class FaultHandler(BaseHTTPRequestHandler):
         span = self._requested_span(size)
         if span is None:
             return self._send_text(416, "not satisfiable\n", [("Content-Range", f"bytes */{size}")])
-        return self._send_span(kind, path, size, *span)
+        return self._send_span(kind, path, size, *span, number)
 
-    def _send_span(self, kind, path, size, start, end, partial):
+    def _send_span(self, kind, path, size, start, end, partial, number):
         """Bytes [start, end) of the file (partial: as a 206), as `kind` spoils them."""
         status = 206 if partial else 200
-        if kind == "truncate":
+        if kind in ("truncate", "stall"):
             self._start(status, end - start, _content_range(start, end, size, partial))
             self._send_bytes(path, start, (end - start) // 2)
+            if kind == "stall" and start > 0:
+                time.sleep(number)
             return self._hang_up()
         if kind == "short":
             end = start + (end - start) // 2
@@ -480,9 +482,13 @@ class FaultHandler(BaseHTTPRequestHandler):
                 self.connection.sendfile(f, offset, count)
 
     def _hang_up(self):
-        """Close the connection mid-exchange; socketserver then closes the socket."""
+        """Close the connection mid-exchange; socketserver then closes the socket. The client
+        may have closed it first (`stall`)."""
         self.close_connection = True
-        self.connection.shutdown(socket.SHUT_RDWR)
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _parse_fault_mode(mode):
@@ -938,6 +944,22 @@ class SelfTest:
             _expect(e.partial == self.medium[:5000], f"{len(e.partial)} bytes before the cut")
             return
         raise AssertionError("the body was complete")
+
+    def check_fault_stall(self):
+        """fault stall-2: a range from 0 cut at once, another stalled after half its body"""
+        try:
+            _http("GET", f"{self.fault}/stall-2/medium", {"Range": "bytes=0-9999"}, timeout=1)
+        except http.client.IncompleteRead as e:
+            _expect(e.partial == self.medium[:5000], f"{len(e.partial)} bytes before the cut")
+        else:
+            raise AssertionError("the body from 0 was complete")
+        start = time.monotonic()
+        try:
+            _http("GET", f"{self.fault}/stall-2/medium", {"Range": "bytes=100-1099"}, timeout=0.3)
+        except TimeoutError:
+            _expect(time.monotonic() - start < 1, "the headers were slow")
+            return
+        raise AssertionError("the body from 100 did not stall")
 
     def check_fault_short(self):
         """fault short: a well-formed 206 of half the range"""
