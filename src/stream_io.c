@@ -7,8 +7,9 @@
  * the stream in a host function until pool threads had copied the data, and it did hang, with
  * CuPy loading a kernel while the read was queued.)
  *
- * So a request queues all of its CUDA work on the caller's thread, during the call:
- *  - a wait for the flag `go`, which the call sets once everything is queued;
+ * So a request queues all of its CUDA work on the caller's thread, during the call, at most a few
+ * hundred operations (a stream's queue holds about a thousand; a call that finds it full waits
+ * for the device to take some, which it can, as it waits for nothing the call holds back):
  *  - a host function, `start`, that hands the request's host side to KVIK__POOL_HOST (whose
  *    threads make no CUDA call) when the stream reaches it, and returns;
  *  - for device memory, the copies between the buffer and a ring of pinned slots, a chunk each,
@@ -42,16 +43,17 @@
 #include "sys.h"
 
 /* A request's chunks: at most this many (larger chunks for larger requests), since each costs
- * the call a few queued operations. */
-#define MAX_CHUNKS 4096u
+ * the call three queued operations, and a stream queues about a thousand before a call that
+ * queues more waits for the device. */
+#define MAX_CHUNKS 256u
 /* The pinned slots of one request: at most this many bytes, and at least two slots. */
-#define MAX_STAGING ((size_t)128 << 20)
+#define MAX_STAGING ((size_t)256 << 20)
 #define PAGE ((size_t)4096)
 
 /* The flags, in pinned memory; each a 32-bit word the device reads or writes. Chunk k is in slot
  * k % slots; a slot's flags count chunks: filled = k + 1 once chunk k is in it, avail = k + 1 once
  * chunk k may be put in it. */
-enum { FLAG_GO, FLAG_DONE, FLAG_SLOTS };
+enum { FLAG_DONE, FLAG_SLOTS };
 
 typedef struct ring ring;
 
@@ -81,10 +83,11 @@ struct ring {
   _Atomic uint32_t next; /* the next chunk a host task takes */
   _Atomic int failed;    /* a chunk failed: the others only pass their flags on */
   _Atomic uint32_t tasks_left;
-  int abandoned;     /* the call failed after queueing part of the request */
-  int finish_queued; /* `finish` is on the stream: it retires the ring */
-  int start_rc;      /* the host side could not start: the future's error */
+  int start_rc; /* the host side could not start: the future's error, and its message */
   char message[KVIK_MESSAGE_MAX];
+  int abandoned; /* the call failed after queueing `start`: its error, and its message */
+  int abandon_rc;
+  char abandon_message[KVIK_MESSAGE_MAX];
   ring *next_retired;
   host_task tasks[];
 };
@@ -242,7 +245,6 @@ void kvik__stream_atfork_child(void) {
 
 static void start(void *arg) {
   ring *r = arg;
-  if (r->abandoned) return;
   int rc = kvik__pool_submit(KVIK__POOL_HOST, &r->tasks[0].base, &r->tasks[r->ntasks - 1].base);
   if (rc == 0) return;
   r->start_rc = rc;
@@ -253,13 +255,16 @@ static void start(void *arg) {
     run_host_task(&r->tasks[i].base); /* nothing to wait for */
 }
 
+/* The future's last share; for an abandoned request, whose caller got the error, the future is
+ * freed here. */
 static void finish(void *arg) {
   ring *r = arg;
-  kvik_future *future = r->abandoned ? NULL : r->future;
-  int rc = r->start_rc;
-  if (rc < 0) kvik__set_message(r->message);
+  kvik_future *future = r->future;
+  int abandoned = r->abandoned, rc = abandoned ? r->abandon_rc : r->start_rc;
+  if (rc < 0) kvik__set_message(abandoned ? r->abandon_message : r->message);
   retire(r);
-  if (future) kvik__future_task_done(future, 0, rc);
+  kvik__future_task_done(future, 0, rc);
+  if (abandoned) kvik_future_free(future);
 }
 
 /* ---- the call ------------------------------------------------------------------------------- */
@@ -414,60 +419,63 @@ static int queue_device_write(const queue *q, ring *r) {
 }
 
 static int queue_body(const queue *q, ring *r) {
-  int rc = host_func(q, start, r);
-  if (rc == 0 && r->slots)
-    rc = r->op == KVIK__READ ? queue_device_read(q, r) : queue_device_write(q, r);
+  int rc = 0;
+  if (r->slots) rc = r->op == KVIK__READ ? queue_device_read(q, r) : queue_device_write(q, r);
   if (rc == 0) rc = wait_value(q, flag(r, FLAG_DONE), 1);
+  if (rc == 0) rc = host_func(q, finish, r);
   return rc;
 }
 
-/* Part of the request was queued when a call failed: the queued operations must still pass once
- * `go` is set, and the ring must outlive them. The copies of a read into device memory then put
- * stale bytes of the slots into the buffer (kvik.h says so). Should not even the host function
- * that retires the ring queue, the ring is left: the queued copies still use its memory. */
-static void abandon(const queue *q, ring *r) {
+/* The call failed after `start` was queued: what is queued must still pass, and the host tasks
+ * must end before the ring and the future go. The flags the stream would have raised are raised
+ * now, so the host tasks run to their end without moving anything (they see `failed`); the
+ * copies of a read into device memory then put stale bytes of the slots into the buffer, and a
+ * write may have written part of the range (kvik.h says so). `finish`, queued behind the wait for
+ * `done`, frees both; should even that not queue, both are left, as the host tasks use them. */
+static void abandon(const queue *q, ring *r, int rc) {
+  snprintf(r->abandon_message, sizeof r->abandon_message, "%s", kvik_last_error());
   r->abandoned = 1;
+  r->abandon_rc = rc;
   atomic_store(&r->failed, 1);
-  for (uint32_t i = FLAG_DONE; i < FLAG_SLOTS + 2 * r->slots; i++) raise_flag(flag(r, i), UINT32_MAX);
-  if (!r->finish_queued) q->cu->cuLaunchHostFunc(q->stream, finish, r);
+  for (uint32_t i = FLAG_SLOTS; i < FLAG_SLOTS + 2 * r->slots; i++)
+    raise_flag(flag(r, i), UINT32_MAX);
+  if (wait_value(q, flag(r, FLAG_DONE), 1) == 0) host_func(q, finish, r);
+  kvik__set_message(r->abandon_message);
 }
 
 #define CUDA_ERROR_NOT_SUPPORTED 801
 
-/* Queue the ring on the stream, which owns it from then on: the ring is freed or retired here on
- * failure, and must not be touched once `go` is set (the stream may be through it at once). On
- * failure nothing that touches the file runs: either nothing was queued, or what was queued passes
- * without effect. *unsupported says that the driver has no stream memory operations (then nothing
- * was queued). */
+/* Queue the ring on the stream, which owns it from then on: freed here when nothing could be
+ * queued, else retired by `finish`; it must not be touched once `start` is queued (the stream may
+ * be through it at once). *unsupported says that the driver has no stream memory operations
+ * (then nothing was queued). */
 static int queue_ring(const queue *q, ring *r, kvik__request *req, int *unsupported,
                       kvik_future **out) {
-  *unsupported = 0;
-  /* Made first: from here on only a CUDA call can fail, and the driver's state then is its own. */
-  r->future = kvik__future_new(&req->source->owner, r->ntasks + 1, req->size, 0);
-  if (!r->future) {
+  /* Made first: past `start` only a CUDA call can fail. */
+  kvik_future *future = kvik__future_new(&req->source->owner, r->ntasks + 1, req->size, 0);
+  if (!future) {
+    *unsupported = 0;
     kvik__owner_release(&req->source->owner);
     ring_free(r);
     return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory", req->fn, req->source->name);
   }
-  CUresult first = q->cu->cuStreamWaitValue32(q->stream, device_address(flag(r, FLAG_GO)), 1,
-                                              CU_STREAM_WAIT_VALUE_GEQ);
-  *unsupported = first == CUDA_ERROR_NOT_SUPPORTED;
-  int rc = kvik__cuda_check(first, q->fn, "cuStreamWaitValue32");
-  if (rc == 0) {
-    rc = queue_body(q, r);
-    if (rc == 0 && (rc = host_func(q, finish, r)) == 0) r->finish_queued = 1;
-  }
-  kvik_future *future = r->future;
-  if (rc < 0) {
-    /* The future never ran a task: completing it releases the source; nothing waits for it. */
+  r->future = future;
+  /* A write of what `done` holds: nothing, but it asks the driver for stream memory operations
+   * before anything that matters is queued. */
+  CUresult probe = q->cu->cuStreamWriteValue32(q->stream, device_address(flag(r, FLAG_DONE)), 0,
+                                               CU_STREAM_WRITE_VALUE_DEFAULT);
+  *unsupported = probe == CUDA_ERROR_NOT_SUPPORTED;
+  int rc = kvik__cuda_check(probe, q->fn, "cuStreamWriteValue32");
+  if (rc == 0) rc = host_func(q, start, r);
+  if (rc < 0) { /* `start` was not queued: nothing runs */
     for (uint32_t i = 0; i <= r->ntasks; i++) kvik__future_task_done(future, 0, rc);
     kvik_future_free(future);
-    if (first == CUDA_SUCCESS) abandon(q, r);
-    else ring_free(r);
-  } else {
-    *out = future;
+    ring_free(r);
+    return rc;
   }
-  if (first == CUDA_SUCCESS) raise_flag(flag(r, FLAG_GO), 1);
+  rc = queue_body(q, r);
+  if (rc < 0) abandon(q, r, rc);
+  else *out = future;
   return rc;
 }
 

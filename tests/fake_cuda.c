@@ -569,6 +569,7 @@ struct CUctx_st {
 
 static int g_device_count;
 static long g_copy_delay_us;
+static long g_queue_depth; /* operations a stream holds before a call that queues one waits */
 static struct CUctx_st g_primary[MAX_DEVICES];
 /* Contexts of cuCtxCreate. They are never freed, only marked destroyed, so that a handle that
  * outlived its context is still recognised and answered with an error. */
@@ -620,6 +621,7 @@ CUresult cuInit(unsigned flags) {
   if (!atomic_load(&g_initialized)) {
     int devices = (int)env_long("FAKE_CUDA_DEVICES", 1, MAX_DEVICES);
     g_copy_delay_us = env_long("FAKE_CUDA_COPY_DELAY_US", 200, 60L * 1000 * 1000);
+    g_queue_depth = env_long("FAKE_CUDA_QUEUE_DEPTH", 1024, 1L << 30);
     if (devices == 0) {
       result = CUDA_ERROR_NO_DEVICE;
     } else if (!g_device_view && arena_setup() != 0) {
@@ -1009,9 +1011,13 @@ static CUresult stream_get(CUstream handle, CUstream *out) {
   return found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* Queue o on s; on failure (the stream is being destroyed) o is not queued. */
+/* Queue o on s; on failure (the stream is being destroyed) o is not queued. As with the real
+ * driver, whose streams hold about a thousand operations, a full stream makes the call wait until
+ * the stream ran some (0: no bound). */
 static CUresult stream_enqueue(CUstream s, op *o) {
   pthread_mutex_lock(&s->lock);
+  while (g_queue_depth && s->queued - s->completed >= (unsigned long long)g_queue_depth && !s->closing)
+    pthread_cond_wait(&s->done, &s->lock);
   int closing = s->closing;
   if (!closing) {
     o->next = NULL;

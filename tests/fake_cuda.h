@@ -7,9 +7,10 @@
  *  - Device memory the CPU cannot touch: device pointers lie in a PROT_NONE mapping, so a CPU
  *    access crashes and pread()/pwrite() into one fails with EFAULT, as with a real GPU.
  *  - Streams that really are asynchronous: one worker thread each, running the stream's work in
- *    order. Every asynchronous copy waits FAKE_CUDA_COPY_DELAY_US microseconds (default 200)
- *    before it copies, so that a host buffer reused before its copy finished shows up as
- *    corrupted data.
+ *    order, holding at most FAKE_CUDA_QUEUE_DEPTH operations (default 1024; 0: no bound) before a
+ *    call that queues another waits, as the real driver's streams do. Every asynchronous copy
+ *    waits FAKE_CUDA_COPY_DELAY_US microseconds (default 200) before it copies, so that a host
+ *    buffer reused before its copy finished shows up as corrupted data.
  *  - A thread-local context stack, pointer attributes, pinned and registered host memory, events,
  *    stream memory operations (cuStreamWaitValue32_v2/WriteValue32_v2) on device or pinned memory.
  *  - The driver's rules that hang real programs: a host function may make no driver call
