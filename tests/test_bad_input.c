@@ -773,10 +773,17 @@ static void print_row(const bad_case *c, long long rc, const char *message) {
   fputs(" |\n", stdout);
 }
 
+#ifdef KVIK_TEST_NO_FORK
+static const int no_fork = 1;
+#else
+static const int no_fork = 0;
+#endif
+
 static int skip_reason(const bad_case *c, const char **why) {
   *why = (c->flags & NEEDS_NON_ROOT) && geteuid() == 0 ? "running as root, which may read and write any file"
          : (c->flags & NEEDS_REMOTE) && !fx.remote   ? "kvik was built without remote support"
          : (c->flags & NEEDS_DIRECT_IO) && !fx.direct_io ? "no O_DIRECT in the test's directory"
+         : (c->flags & IN_CHILD) && no_fork ? "runs in a child process, which ThreadSanitizer cannot follow"
                                                      : NULL;
   return *why != NULL;
 }
