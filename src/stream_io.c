@@ -298,7 +298,9 @@ static void ring_shape(ring *r, const kvik__request *req, const kvik__memory *me
   uint32_t threads = (uint32_t)kvik__setting(KVIK_SETTING_NUM_THREADS);
   r->ntasks = r->chunks < threads ? r->chunks : threads;
   if (!kvik__memory_on_device(mem)) return;
-  uint32_t most = (uint32_t)(MAX_STAGING / r->chunk), want = threads + 2;
+  /* Two slots a thread: the stream empties them in order, so a thread that finished a chunk
+   * finds a free slot while a slower one still reads an earlier chunk. */
+  uint32_t most = (uint32_t)(MAX_STAGING / r->chunk), want = 2 * threads;
   if (want > most) want = most;
   if (want < 2) want = 2;
   r->slots = r->chunks < want ? r->chunks : want;
@@ -433,14 +435,16 @@ static int queue_body(const queue *q, ring *r) {
  * write may have written part of the range (kvik.h says so). `finish`, queued behind the wait for
  * `done`, frees both; should even that not queue, both are left, as the host tasks use them. */
 static void abandon(const queue *q, ring *r, int rc) {
-  snprintf(r->abandon_message, sizeof r->abandon_message, "%s", kvik_last_error());
+  char message[KVIK_MESSAGE_MAX]; /* the caller's; the ring may be gone once `finish` is queued */
+  snprintf(message, sizeof message, "%s", kvik_last_error());
+  memcpy(r->abandon_message, message, sizeof message);
   r->abandoned = 1;
   r->abandon_rc = rc;
   atomic_store(&r->failed, 1);
   for (uint32_t i = FLAG_SLOTS; i < FLAG_SLOTS + 2 * r->slots; i++)
     raise_flag(flag(r, i), UINT32_MAX);
   if (wait_value(q, flag(r, FLAG_DONE), 1) == 0) host_func(q, finish, r);
-  kvik__set_message(r->abandon_message);
+  kvik__set_message(message);
 }
 
 #define CUDA_ERROR_NOT_SUPPORTED 801
