@@ -184,6 +184,8 @@ static void run_host_task(kvik__task *base) {
 static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
 static ring *retired;      /* guarded by retired_lock */
 static int release_queued; /* release_task is queued and has not started; guarded by retired_lock */
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint32_t *probe_page; /* pinned, made once; guarded by probe_lock */
 
 static void ring_free(ring *r) {
   if (!r) return;
@@ -237,6 +239,8 @@ static void retire(ring *r) {
 
 void kvik__stream_atfork_child(void) {
   pthread_mutex_init(&retired_lock, NULL);
+  pthread_mutex_init(&probe_lock, NULL);
+  probe_page = NULL;
   retired = NULL; /* pinned memory of the parent's CUDA, which the child cannot use */
   release_queued = 0;
 }
@@ -298,9 +302,10 @@ static void ring_shape(ring *r, const kvik__request *req, const kvik__memory *me
   uint32_t threads = (uint32_t)kvik__setting(KVIK_SETTING_NUM_THREADS);
   r->ntasks = r->chunks < threads ? r->chunks : threads;
   if (!kvik__memory_on_device(mem)) return;
-  /* Two slots a thread: the stream empties them in order, so a thread that finished a chunk
-   * finds a free slot while a slower one still reads an earlier chunk. */
-  uint32_t most = (uint32_t)(MAX_STAGING / r->chunk), want = 2 * threads;
+  /* Two slots more than threads: the stream empties them in order, so a thread that finished a
+   * chunk finds a free slot while a slower one still reads an earlier chunk. (Two a thread ran
+   * slower on an H100: bench/stream_read.py, 0.64x against 0.83x.) */
+  uint32_t most = (uint32_t)(MAX_STAGING / r->chunk), want = threads + 2;
   if (want > most) want = most;
   if (want < 2) want = 2;
   r->slots = r->chunks < want ? r->chunks : want;
@@ -449,6 +454,15 @@ static void abandon(const queue *q, ring *r, int rc) {
 
 #define CUDA_ERROR_NOT_SUPPORTED 801
 
+/* The word a request's first operation writes (see queue_ring). */
+static int probe_word(const char *fn, _Atomic uint32_t **word) {
+  pthread_mutex_lock(&probe_lock);
+  int rc = probe_page ? 0 : kvik__pinned_get(fn, PAGE, (void **)&probe_page);
+  *word = probe_page;
+  pthread_mutex_unlock(&probe_lock);
+  return rc;
+}
+
 /* Queue the ring on the stream, which owns it from then on: freed here when nothing could be
  * queued, else retired by `finish`; it must not be touched once `start` is queued (the stream may
  * be through it at once). *unsupported says that the driver has no stream memory operations
@@ -464,12 +478,15 @@ static int queue_ring(const queue *q, ring *r, kvik__request *req, int *unsuppor
     return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory", req->fn, req->source->name);
   }
   r->future = future;
-  /* A write of what `done` holds: nothing, but it asks the driver for stream memory operations
-   * before anything that matters is queued. */
-  CUresult probe = q->cu->cuStreamWriteValue32(q->stream, device_address(flag(r, FLAG_DONE)), 0,
-                                               CU_STREAM_WRITE_VALUE_DEFAULT);
+  /* A write into a word of its own asks the driver for stream memory operations before anything
+   * that matters is queued (not into the ring, which a failure below frees at once). */
+  _Atomic uint32_t *word;
+  int rc = probe_word(q->fn, &word);
+  CUresult probe = rc < 0 ? CUDA_SUCCESS
+                          : q->cu->cuStreamWriteValue32(q->stream, device_address(word), 0,
+                                                        CU_STREAM_WRITE_VALUE_DEFAULT);
   *unsupported = probe == CUDA_ERROR_NOT_SUPPORTED;
-  int rc = kvik__cuda_check(probe, q->fn, "cuStreamWriteValue32");
+  if (rc == 0) rc = kvik__cuda_check(probe, q->fn, "cuStreamWriteValue32");
   if (rc == 0) rc = host_func(q, start, r);
   if (rc < 0) { /* `start` was not queued: nothing runs */
     for (uint32_t i = 0; i <= r->ntasks; i++) kvik__future_task_done(future, 0, rc);
