@@ -3,7 +3,8 @@
 #   1. build kvik into build-gpu/ and run every C test; there the `device_system` test runs the
 #      device tests against the real driver, with files larger than 4 GiB;
 #   2. reads into CuPy and PyTorch memory (tests/test_frameworks.py); the Python package's tests
-#      with CuPy, and bench/python_read.py into NumPy and CuPy arrays; then `kvik info`;
+#      with CuPy and PyTorch (stream-ordered IO beside their frees and module loads among them),
+#      bench/python_read.py into NumPy and CuPy arrays, bench/stream_read.py; then `kvik info`;
 #   3. GPUDirect Storage: `kvik info FILE` says how compat mode AUTO and OFF serve a file on the
 #      test directory's file system and on /dev/shm; then `kvik bench --device`: reads of a SIZE
 #      file in the page cache into device memory, then writes from device memory (a smaller file),
@@ -54,6 +55,7 @@ echo "== Python package with CuPy (and Zarr's GPU buffers where zarr is importab
 KVIK_BUILD_DIR=$build "$root/scripts/test_python.sh" --offline -q -rs
 PYTHONPATH=$root/build-python/site:$PYTHONPATH python3 "$root/bench/python_read.py" --dir "$tmp" --size 1G
 PYTHONPATH=$root/build-python/site:$PYTHONPATH python3 "$root/bench/python_read.py" --dir "$tmp" --size 1G --device
+PYTHONPATH=$root/build-python/site:$PYTHONPATH python3 "$root/bench/stream_read.py" --dir "$tmp" --size 2G
 
 echo "== kvik info"
 "$build/kvik" info "$tmp"
