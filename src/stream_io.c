@@ -112,14 +112,17 @@ static void raise_flag(_Atomic uint32_t *word, uint32_t value) {
   }
 }
 
-/* Wait until the device raised *word to `value`: polls, from 1 µs up to 100 µs apart (a 4 MiB
- * copy takes about 80 µs at 50 GB/s). */
-static void await_flag(_Atomic uint32_t *word, uint32_t value) {
+/* Wait until the device raised *word to `value` (1), or until the request failed (0): then the
+ * device may never raise it, as the operations that would were not queued (see abandon()). Polls,
+ * from 1 µs up to 100 µs apart (a 4 MiB copy takes about 80 µs at 50 GB/s). */
+static int await_flag(const ring *r, _Atomic uint32_t *word, uint32_t value) {
   long pause = 1000;
   while (atomic_load_explicit(word, memory_order_acquire) < value) {
+    if (atomic_load(&r->failed)) return 0;
     kvik__pause_ns(pause);
     if (pause < 100000) pause *= 2;
   }
+  return 1;
 }
 
 /* ---- the host side -------------------------------------------------------------------------- */
@@ -133,15 +136,17 @@ static int move_chunk(ring *r, uint32_t k, size_t *done) {
                                done);
   uint32_t s = k % r->slots;
   char *slot = r->slot[s];
+  int rc = 0;
   if (r->op == KVIK__WRITE) {
-    await_flag(filled(r, s), k + 1);
-    int rc = r->source->transfer(r->source->self, KVIK__WRITE, slot, len, at, done);
+    if (await_flag(r, filled(r, s), k + 1))
+      rc = r->source->transfer(r->source->self, KVIK__WRITE, slot, len, at, done);
     raise_flag(avail(r, s), k + r->slots + 1);
     return rc;
   }
-  await_flag(avail(r, s), k + 1);
-  int rc = r->source->transfer(r->source->self, KVIK__READ, slot, len, at, done);
-  if (rc == 0 && *done < len && k < r->prefill_from) memset(slot + *done, 0, len - *done);
+  if (await_flag(r, avail(r, s), k + 1)) {
+    rc = r->source->transfer(r->source->self, KVIK__READ, slot, len, at, done);
+    if (rc == 0 && *done < len && k < r->prefill_from) memset(slot + *done, 0, len - *done);
+  }
   raise_flag(filled(r, s), k + 1);
   return rc;
 }
@@ -171,7 +176,7 @@ static void run_host_task(kvik__task *base) {
     if (one < 0) {
       rc = one;
       atomic_store(&r->failed, 1);
-    } else if (r->op == KVIK__READ && done < chunk_len(r, k)) {
+    } else if (r->op == KVIK__READ && done < chunk_len(r, k) && !atomic_load(&r->failed)) {
       kvik__future_read_ended(r->future, (size_t)k * r->chunk + done);
     }
   }
@@ -434,11 +439,12 @@ static int queue_body(const queue *q, ring *r) {
 }
 
 /* The call failed after `start` was queued: what is queued must still pass, and the host tasks
- * must end before the ring and the future go. The flags the stream would have raised are raised
- * now, so the host tasks run to their end without moving anything (they see `failed`); the
- * copies of a read into device memory then put stale bytes of the slots into the buffer, and a
- * write may have written part of the range (kvik.h says so). `finish`, queued behind the wait for
- * `done`, frees both; should even that not queue, both are left, as the host tasks use them. */
+ * must end before the ring and the future go. Marked failed, the host tasks move nothing more,
+ * stop waiting for flags that the operations not queued would have raised, and raise the flags
+ * the queued ones wait for; the copies of a read into device memory then put stale bytes of the
+ * slots into the buffer, and a write may have written part of the range (kvik.h says so).
+ * `finish`, queued behind the wait for `done`, frees both; should even that not queue, both are
+ * left, as the host tasks use them. */
 static void abandon(const queue *q, ring *r, int rc) {
   char message[KVIK_MESSAGE_MAX]; /* the caller's; the ring may be gone once `finish` is queued */
   snprintf(message, sizeof message, "%s", kvik_last_error());
@@ -446,8 +452,6 @@ static void abandon(const queue *q, ring *r, int rc) {
   r->abandoned = 1;
   r->abandon_rc = rc;
   atomic_store(&r->failed, 1);
-  for (uint32_t i = FLAG_SLOTS; i < FLAG_SLOTS + 2 * r->slots; i++)
-    raise_flag(flag(r, i), UINT32_MAX);
   if (wait_value(q, flag(r, FLAG_DONE), 1) == 0) host_func(q, finish, r);
   kvik__set_message(message);
 }
