@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs kvik into a temporary prefix and builds the hello example against it three ways:
-# pkg-config (shared), pkg-config --static, and CMake's find_package(kvik). Also checks that the
-# shared library exports kvik_ symbols only.
+# pkg-config (shared), pkg-config --static, and CMake's find_package(kvik); each program, and the
+# installed kvik command, runs without LD_LIBRARY_PATH. Also checks that the shared library exports
+# kvik_ symbols only.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$1 src=$(cd "$2" && pwd)
@@ -11,9 +12,12 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 pc=$(dirname "$(find "$work/prefix" -name kvik.pc)")
 libdir=$(dirname "$pc")
 export PKG_CONFIG_PATH="$pc"
+unset LD_LIBRARY_PATH
 
-cc "$src/examples/hello.c" $(pkg-config --cflags --libs kvik) -Wl,-rpath,"$libdir" -o "$work/hello-shared"
+# The README's line, as it stands: the .pc file puts the library directory in the RPATH.
+cc "$src/examples/hello.c" $(pkg-config --cflags --libs kvik) -o "$work/hello-shared"
 "$work/hello-shared" "$work/f1"
+"$work/prefix/bin/kvik" info "$work" >/dev/null
 
 # libkvik.a by name, so that the linker cannot pick the shared library; then what it needs.
 cc -static-libgcc "$src/examples/hello.c" $(pkg-config --cflags kvik) "$libdir/libkvik.a" \
