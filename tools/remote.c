@@ -21,12 +21,14 @@
 extern char **environ;
 
 static const char cat_usage[] =
-    "usage: kvik cat URL [options]\n"
+    "usage: kvik cat URL|PATH [options]\n"
     "\n"
-    "Write a remote object, or a byte range of it, to stdout or a file. It is read with\n"
-    "kvik_remote_pread, in parallel range requests, 64 MiB at a time: the next 64 MiB are read\n"
-    "while the last are written, so at most 128 MiB of memory are held whatever the object's size.\n"
+    "Write a remote object or a local file, or a byte range of it, to stdout or a file. It is read\n"
+    "with kvik_remote_pread (parallel range requests) or kvik_file_pread, 64 MiB at a time: the\n"
+    "next 64 MiB are read while the last are written, so at most 128 MiB of memory are held\n"
+    "whatever the size.\n"
     "\n"
+    "PATH: a local file, as a path or a file:// URL (file:///data/x.bin; no %-escapes).\n"
     "URL: http(s)://..., s3://BUCKET/KEY or a WebHDFS URL (.../webhdfs/v1/PATH). S3 credentials,\n"
     "region and endpoint come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,\n"
     "AWS_DEFAULT_REGION and AWS_ENDPOINT_URL. Messages never show credentials.\n"
@@ -164,7 +166,9 @@ static int open_remote(const char *command, const struct remote_options *o, kvik
 /* ---- cat --------------------------------------------------------------------------------- */
 
 struct cat {
-  kvik_remote *remote;
+  kvik_remote *remote; /* the source: a remote object, */
+  kvik_file *file;     /* or a local file */
+  const char *name;    /* the source, for messages */
   int fd;
   const char *output; /* for messages: the file's name, or "stdout" */
   unsigned char *buf[2];
@@ -188,8 +192,9 @@ static int write_all(int fd, const unsigned char *buf, size_t len) {
 }
 
 static int cat_start(struct cat *c, int slot, size_t len, uint64_t offset) {
-  if (kvik_remote_pread(c->remote, c->buf[slot], len, (int64_t)offset, 0, &c->future[slot]) < 0) return cli_fail("cat");
-  return CLI_OK;
+  int rc = c->file ? kvik_file_pread(c->file, c->buf[slot], len, (int64_t)offset, 0, &c->future[slot])
+                   : kvik_remote_pread(c->remote, c->buf[slot], len, (int64_t)offset, 0, &c->future[slot]);
+  return rc < 0 ? cli_fail("cat") : CLI_OK;
 }
 
 /* Wait for the chunk in `slot`, which must hold all `len` bytes: reads stop short only at the
@@ -200,8 +205,8 @@ static int cat_wait(struct cat *c, int slot, size_t len, uint64_t offset) {
   kvik_future_free(c->future[slot]);
   c->future[slot] = NULL;
   if ((size_t)n == len) return CLI_OK;
-  fprintf(stderr, "kvik cat: %s: %zd of %zu bytes at offset %llu: did the object shrink?\n",
-          kvik_remote_url(c->remote), n, len, (unsigned long long)offset);
+  fprintf(stderr, "kvik cat: %s: %zd of %zu bytes at offset %llu: did the %s shrink?\n", c->name, n,
+          len, (unsigned long long)offset, c->file ? "file" : "object");
   return CLI_ERROR;
 }
 
@@ -239,10 +244,42 @@ static void cat_range(const struct remote_options *o, int64_t object_size, uint6
   *end = o->has_size && o->size < total - *begin ? *begin + o->size : total;
 }
 
+/* The local file that `url` names, or NULL for a remote object: a path without a scheme, or a
+ * file:// URL (file:///PATH, file://localhost/PATH). */
+static const char *local_path(const char *url) {
+  static const char scheme[] = "file://";
+  if (strncmp(url, scheme, sizeof scheme - 1) == 0) {
+    const char *path = url + sizeof scheme - 1;
+    return strncmp(path, "localhost/", 10) == 0 ? path + 9 : path;
+  }
+  return strstr(url, "://") ? NULL : url;
+}
+
+/* Open the source and learn its size. */
+static int cat_open_source(struct cat *c, const struct remote_options *o, int64_t *size) {
+  const char *path = local_path(o->url);
+  c->name = path ? path : o->url;
+  if (!path) {
+    if (open_remote("cat", o, &c->remote) != CLI_OK) return CLI_ERROR;
+    c->name = kvik_remote_url(c->remote);
+    *size = kvik_remote_size(c->remote);
+    return CLI_OK;
+  }
+  if (o->kind != KVIK_REMOTE_AUTO) {
+    fprintf(stderr, "kvik cat: %s: --kind is for remote objects, and this is a local file\n", path);
+    return CLI_USAGE;
+  }
+  if (kvik_file_open(path, "r", 0, &c->file) < 0 || (*size = kvik_file_size(c->file)) < 0)
+    return cli_fail("cat");
+  return CLI_OK;
+}
+
 static int cat_run(struct cat *c, const struct remote_options *o) {
-  if (open_remote("cat", o, &c->remote) != CLI_OK) return CLI_ERROR;
+  int64_t size = 0;
+  int rc = cat_open_source(c, o, &size);
+  if (rc != CLI_OK) return rc;
   uint64_t begin, end;
-  cat_range(o, kvik_remote_size(c->remote), &begin, &end);
+  cat_range(o, size, &begin, &end);
   if (cat_open_output(c, o->output) != CLI_OK) return CLI_ERROR;
   size_t chunk = min_size(CAT_CHUNK, end - begin);
   for (int i = 0; i < 2 && chunk > 0; i++)
@@ -256,6 +293,7 @@ static int cat_cleanup(struct cat *c, int rc) {
   for (int i = 0; i < 2; i++) kvik_future_free(c->future[i]);
   for (int i = 0; i < 2; i++) free(c->buf[i]);
   kvik_remote_free(c->remote);
+  kvik_file_free(c->file);
   if (c->fd != STDOUT_FILENO && close(c->fd) < 0 && rc == CLI_OK) rc = cat_sys_fail(c->output, errno);
   return rc;
 }
