@@ -256,11 +256,12 @@ int kvik__request_check_args(const kvik__request *req) {
   return 0;
 }
 
-static int check(const kvik__request *req, kvik_future **out) {
+int kvik__request_check(const kvik__request *req, kvik_future **out, kvik__memory *mem) {
   int rc = kvik__request_check_args(req);
   if (rc < 0) return rc;
   if (!out) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL future", req->fn, req->source->name);
-  return kvik__init();
+  rc = kvik__init();
+  return rc < 0 ? rc : kvik__memory_classify(req->fn, req->buf, mem);
 }
 
 /* Whether the request appends: a write to an append handle. */
@@ -373,9 +374,8 @@ static void lay_out_split(const kvik__request *req, const kvik__memory *mem, kvi
 /* Everything up to running: checks, classification, the owner's acquisition, and a future with
  * its tasks laid out (one task when `single` or for an append, besides a cuFile head and tail). */
 static int prepare(kvik__request *req, int single, kvik_future **out, size_t *ntasks_out) {
-  int rc = check(req, out);
   kvik__memory mem;
-  if (rc == 0) rc = kvik__memory_classify(req->fn, req->buf, &mem);
+  int rc = kvik__request_check(req, out, &mem);
   if (rc < 0) return rc;
   kvik__source *src = req->source;
   if (kvik__owner_acquire(&src->owner) < 0)

@@ -47,6 +47,11 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out);
  * was valid as the caller asked it. */
 int kvik__request_check_args(const kvik__request *req);
 
+/* Every check a request gets before it starts: kvik__request_check_args(), a future to store
+ * (`out`), the library's initialisation; then the buffer's kind and context in *mem. Returns 0,
+ * or a negative code with a message. */
+int kvik__request_check(const kvik__request *req, kvik_future **out, kvik__memory *mem);
+
 /* Start the request and wait for it. Returns the byte count or a negative code. */
 ssize_t kvik__request_run(kvik__request *req);
 

@@ -556,15 +556,6 @@ static int queue_cufile(const queue *q, kvik__request *req, const kvik__memory *
 
 /* ---- the entry point ------------------------------------------------------------------------ */
 
-static int check_call(kvik__request *req, kvik_future **out, kvik__memory *mem) {
-  int rc = kvik__request_check_args(req);
-  if (rc == 0 && !out)
-    rc = kvik__fail(-EINVAL, "%s(\"%s\"): NULL future", req->fn, req->source->name);
-  if (rc == 0) rc = kvik__init();
-  if (rc == 0) rc = kvik__memory_classify(req->fn, req->buf, mem);
-  return rc;
-}
-
 static int queue_request(const queue *q, kvik__request *req, const kvik__memory *mem,
                          int64_t source_size, CUcontext ctx, kvik_future **out) {
   /* An append waits its turn behind the file's other appends, whose threads may make CUDA calls
@@ -594,7 +585,7 @@ int kvik__stream_request_start(kvik__request *req, void *stream, int64_t source_
                                kvik_future **out) {
   if (out) *out = NULL;
   kvik__memory mem;
-  int rc = check_call(req, out, &mem);
+  int rc = kvik__request_check(req, out, &mem);
   if (rc < 0) return rc;
   if (req->size == 0)
     return kvik__request_start(req, 1, out); /* nothing for the stream to wait for */
