@@ -731,7 +731,7 @@ int main(int argc, char **argv) {
   defaults = (struct mode){get_or_die(KVIK_SETTING_IO_URING), get_or_die(KVIK_SETTING_GDS_THRESHOLD),
                            get_or_die(KVIK_SETTING_AUTO_DIRECT_IO_READ)};
   char uring_why[WHY_LEN], direct_why[WHY_LEN], path[4096];
-  int uring_ok = kvik_io_uring_available(uring_why, sizeof uring_why);
+  int uring_ok = kvik_io_uring_supported(uring_why, sizeof uring_why);
 
   snprintf(path, sizeof path, "%s/kvik-bench-io-uring-%d", o.dir, (int)getpid());
   atexit(remove_file);

@@ -81,28 +81,33 @@ enum kvik_error {
 #undef KVIK_ERROR_ENUM_
 };
 
-/* cuFile's own failures: a cuFile status s (CU_FILE_DRIVER_NOT_INITIALIZED = 5001 ...
- * CU_FILE_IO_MAX_ERROR, all within 5001..5999) is returned as the code -s, so that
- * KVIK_CUFILE_STATUS() gives back cuFile's number. kvik_err_name() gives the status's name
- * ("CU_FILE_HANDLE_NOT_REGISTERED") and kvik_strerror() what it means. */
+/* Other libraries' failures are returned in one encoding: the number n (1..999) of a failure in
+ * library L's own numbering becomes the code KVIK_E<L>_BASE - n. KVIK_IS_<L>_ERROR(code) tells
+ * such a code apart and a third macro gives back L's number. kvik_err_name() gives L's name for
+ * it and kvik_strerror() L's description. */
+#define KVIK_FOREIGN_CODE_(base, n) ((base) - (n))
+#define KVIK_IS_FOREIGN_CODE_(base, code) ((code) < (base) && (code) > (base) - 1000)
+
+/* cuFile: n is the status's offset from cuFile's CUFILEOP_BASE_ERR (5000), so a status s
+ * (CU_FILE_DRIVER_NOT_INITIALIZED = 5001 ... 5999) is the code -s; KVIK_CUFILE_STATUS() gives
+ * back s, and kvik_err_name() its name ("CU_FILE_HANDLE_NOT_REGISTERED"). */
 #define KVIK_ECUFILE_BASE (-5000)
-#define KVIK_IS_CUFILE_ERROR(code) ((code) < KVIK_ECUFILE_BASE && (code) > KVIK_ECUFILE_BASE - 1000)
-#define KVIK_CUFILE_STATUS(code) (-(code))
+#define KVIK_IS_CUFILE_ERROR(code) KVIK_IS_FOREIGN_CODE_(KVIK_ECUFILE_BASE, code)
+#define KVIK_CUFILE_STATUS(code) (5000 + KVIK_FOREIGN_CODE_(KVIK_ECUFILE_BASE, code))
 
-/* Failed CUDA driver calls: a CUresult r (1..999, e.g. CUDA_ERROR_OUT_OF_MEMORY = 2) is returned
- * as the code KVIK_ECUDA_BASE - r; KVIK_CUDA_RESULT() gives back r. kvik_err_name() gives the
- * driver's name ("CUDA_ERROR_OUT_OF_MEMORY") and kvik_strerror() its description. A result
- * outside 1..999, which no driver defines, is reported as CUDA_ERROR_UNKNOWN (999). */
+/* The CUDA driver: n is the CUresult (CUDA_ERROR_OUT_OF_MEMORY = 2); KVIK_CUDA_RESULT() gives it
+ * back. A result outside 1..999, which no driver defines, is reported as CUDA_ERROR_UNKNOWN
+ * (999). */
 #define KVIK_ECUDA_BASE (-6000)
-#define KVIK_IS_CUDA_ERROR(code) ((code) < KVIK_ECUDA_BASE && (code) > KVIK_ECUDA_BASE - 1000)
-#define KVIK_CUDA_RESULT(code) (KVIK_ECUDA_BASE - (code))
+#define KVIK_IS_CUDA_ERROR(code) KVIK_IS_FOREIGN_CODE_(KVIK_ECUDA_BASE, code)
+#define KVIK_CUDA_RESULT(code) KVIK_FOREIGN_CODE_(KVIK_ECUDA_BASE, code)
 
-/* HTTP error statuses of remote reads: a status s (100..999, e.g. 404) is returned as the code
- * KVIK_EHTTP_BASE - s; KVIK_HTTP_STATUS() gives back s. kvik_err_name() gives "HTTP_404" and
- * kvik_strerror() the reason phrase ("Not Found") for the standard statuses. */
+/* HTTP: n is the error status of a remote read (100..999, e.g. 404); KVIK_HTTP_STATUS() gives it
+ * back, kvik_err_name() gives "HTTP_404" and kvik_strerror() the reason phrase ("Not Found"). */
 #define KVIK_EHTTP_BASE (-7000)
-#define KVIK_IS_HTTP_ERROR(code) ((code) <= KVIK_EHTTP_BASE - 100 && (code) > KVIK_EHTTP_BASE - 1000)
-#define KVIK_HTTP_STATUS(code) (KVIK_EHTTP_BASE - (code))
+#define KVIK_IS_HTTP_ERROR(code)                                                                 \
+  (KVIK_IS_FOREIGN_CODE_(KVIK_EHTTP_BASE, code) && (code) <= KVIK_EHTTP_BASE - 100)
+#define KVIK_HTTP_STATUS(code) KVIK_FOREIGN_CODE_(KVIK_EHTTP_BASE, code)
 
 /* A description of `code` ("No such file or directory", "invalid setting ...", "out of
  * memory"). Accepts any int: unknown codes give "unknown error". CUDA codes are described by
@@ -215,7 +220,7 @@ KVIK_API const char *kvik_last_error(void);
  * 16 MiB, of the CUDA context of the first; the others, and those that find the arena full, go
  * to the pool). Writes to append handles always go to the pool. Where io_uring is missing or
  * refused (Linux before 5.11, a seccomp profile or kernel.io_uring_disabled that forbids it) the
- * pool serves everything, with the same results; kvik_io_uring_available() says which.
+ * pool serves everything, with the same results; kvik_io_uring_supported() says which.
  *
  * The HTTP and remote settings are described with remote files, below.
  *
@@ -451,7 +456,7 @@ KVIK_API int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int
  * file into one buffer while the previous chunk (of the same task, or of the thread's previous
  * task) is copied to the device from another, on a stream of its own, so storage and PCIe work
  * at the same time. Pinned host memory (from
- * cuMemHostAlloc/cudaHostAlloc or kvik_memory_register) and pageable host memory are read and
+ * cuMemHostAlloc/cudaHostAlloc or kvik_host_pin) and pageable host memory are read and
  * written directly.
  *
  * The CUDA driver (libcuda.so.1) is loaded on the first call that needs it, never at build or
@@ -487,16 +492,16 @@ typedef enum kvik_memory_kind {
 KVIK_API int kvik_memory_kind_of(const void *ptr);
 
 /* Page-lock host memory [buf, buf + size) for every CUDA context, so that device transfers
- * from and to it skip the bounce buffers (cuMemHostRegister). Pair with kvik_memory_deregister().
+ * from and to it skip the bounce buffers (cuMemHostRegister). Pair with kvik_host_unpin().
  * Returns 0; -EINVAL (NULL or size 0); KVIK_ECUDA_UNAVAILABLE; a CUDA error code
  * (KVIK_IS_CUDA_ERROR; for instance that of CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED when the
  * range is already registered). Thread-safe. */
-KVIK_API int kvik_memory_register(void *buf, size_t size);
+KVIK_API int kvik_host_pin(void *buf, size_t size);
 
-/* Undo kvik_memory_register(buf, ...). Returns 0, -EINVAL, KVIK_ECUDA_UNAVAILABLE or a CUDA
+/* Undo kvik_host_pin(buf, ...). Returns 0, -EINVAL, KVIK_ECUDA_UNAVAILABLE or a CUDA
  * error code (KVIK_IS_CUDA_ERROR; that of CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED when not
  * registered). Thread-safe. */
-KVIK_API int kvik_memory_deregister(void *buf);
+KVIK_API int kvik_host_unpin(void *buf);
 
 /* Wait until the work queued on CUDA stream `stream` is done (cuStreamSynchronize), for callers
  * that pass kvik memory written on a stream of theirs, since kvik's copies run on streams of its
@@ -796,7 +801,7 @@ KVIK_API int kvik_file_backend(const kvik_file *file, char *why, size_t len);
 /*
  * Raw IO: one transfer between the file and device memory at `dev_base + dev_offset`, on the
  * calling thread, without the thread pool (KvikIO's raw_read/raw_write). `dev_base` should be the
- * start of an allocation (or of a buffer registered with kvik_buffer_register). Through cuFile on
+ * start of an allocation (or of a buffer registered with kvik_cufile_buffer_register). Through cuFile on
  * a cuFile file (one cuFileRead/cuFileWrite call), else, and for appends, through the bounce
  * buffers. Returns the bytes transferred (a read is short only at end of file) or a negative
  * code. A `size` of 0 returns 0 without looking at `dev_base`, which may then be NULL (an empty
@@ -810,25 +815,25 @@ KVIK_API ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size
 /*
  * Register with cuFile the whole device allocation that `ptr` points into (cuFileBufRegister), so
  * that GDS transfers into it skip cuFile's own bounce buffers. `flags` is passed to cuFile (0).
- * Pair with kvik_buffer_deregister(), before the memory is freed. Where cuFile is not in use
+ * Pair with kvik_cufile_buffer_deregister(), before the memory is freed. Where cuFile is not in use
  * (compat mode ON, or AUTO without cuFile) the registration is only recorded, so the same code
  * runs everywhere. Errors: -EINVAL (NULL, or not device memory), the code of
  * CU_FILE_MEMORY_ALREADY_REGISTERED (the allocation is registered already),
  * KVIK_ECUFILE_UNAVAILABLE (compat mode OFF without cuFile), cuFile and CUDA codes. Thread-safe.
  */
-KVIK_API int kvik_buffer_register(const void *ptr, int flags);
+KVIK_API int kvik_cufile_buffer_register(const void *ptr, int flags);
 
-/* Undo kvik_buffer_register() for the allocation `ptr` points into. Returns 0, or the code of
+/* Undo kvik_cufile_buffer_register() for the allocation `ptr` points into. Returns 0, or the code of
  * CU_FILE_MEMORY_NOT_REGISTERED if it is not registered, or a cuFile code. Thread-safe. */
-KVIK_API int kvik_buffer_deregister(const void *ptr);
+KVIK_API int kvik_cufile_buffer_deregister(const void *ptr);
 
 /* Register CUDA stream `stream` with cuFile (cuFileStreamRegister; `flags` are cuFile's
  * CU_FILE_STREAM_* bits), which makes kvik_file_read_async/write_async on cuFile files faster.
  * Where cuFile is not in use (compat mode ON, or AUTO without cuFile) it does nothing and returns
- * 0; with compat mode OFF and no cuFile it fails with KVIK_ECUFILE_UNAVAILABLE. Pair with kvik_stream_deregister() before the
+ * 0; with compat mode OFF and no cuFile it fails with KVIK_ECUFILE_UNAVAILABLE. Pair with kvik_cufile_stream_deregister() before the
  * stream is destroyed. Thread-safe. */
-KVIK_API int kvik_stream_register(void *stream, unsigned flags);
-KVIK_API int kvik_stream_deregister(void *stream);
+KVIK_API int kvik_cufile_stream_register(void *stream, unsigned flags);
+KVIK_API int kvik_cufile_stream_deregister(void *stream);
 
 /* ---- Batch IO ---------------------------------------------------------------------------- */
 
@@ -918,7 +923,7 @@ KVIK_API void kvik_batch_free(kvik_batch *batch);
  * to `len` bytes with the NUL; may be NULL) what was found: "available (Linux 6.18)", or "not
  * available: " and what refused it, with the kernel's release. Found once, by setting up a
  * small ring, and kept. Returns 1 or 0. Thread-safe. */
-KVIK_API int kvik_io_uring_available(char *why, size_t len);
+KVIK_API int kvik_io_uring_supported(char *why, size_t len);
 
 /* ---- cuFile driver ----------------------------------------------------------------------- */
 
@@ -1020,7 +1025,7 @@ typedef enum kvik_runtime_lib { KVIK_LIB_CUDA = 0, KVIK_LIB_CUFILE = 1 } kvik_ru
 /* Whether `lib` can be loaded on this machine. Returns 1 and writes the path it was loaded from
  * into `detail`, or returns 0 and writes the loader's reason into `detail`; -EINVAL for an
  * unknown library. `detail` may be NULL. Thread-safe. */
-KVIK_API int kvik_runtime_lib_probe(kvik_runtime_lib lib, char *detail, size_t len);
+KVIK_API int kvik_runtime_lib_supported(kvik_runtime_lib lib, char *detail, size_t len);
 
 /* Whether files in directory `dir` can be opened with O_DIRECT and read and written with it
  * (tested with a temporary file, removed again). Returns 1, or 0 when the file system refuses

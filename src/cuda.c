@@ -153,13 +153,12 @@ int kvik__cuda_for_pointers(const char *fn, const kvik__cuda_api **out) {
                     fn, why);
 }
 
-#define CUDA_ERROR_UNKNOWN 999
 
 int kvik__cuda_check(CUresult result, const char *fn, const char *call) {
   if (result == CUDA_SUCCESS) return 0;
   const char *name = kvik__cuda_error_name(result), *text = kvik__cuda_error_text(result);
   /* No driver defines a result outside the range that kvik's codes leave for CUDA. */
-  int code = KVIK_ECUDA_BASE - (result > 0 && result < 1000 ? result : CUDA_ERROR_UNKNOWN);
+  int code = kvik__foreign_code(KVIK_ECUDA_BASE, result, CUDA_ERROR_UNKNOWN);
   return kvik__fail(code, "%s: %s: %s (%s)", fn, call, name ? name : "unknown CUDA error",
                     text ? text : "no description");
 }

@@ -19,6 +19,7 @@ typedef void (*CUhostFn)(void *user_data);
 #define CUDA_ERROR_NOT_READY 600
 #define CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
 #define CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED 713
+#define CUDA_ERROR_UNKNOWN 999
 
 #define CU_POINTER_ATTRIBUTE_CONTEXT 1
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
@@ -107,7 +108,7 @@ const kvik__cuda_api *kvik__cuda_if_present(void);
  * be loaded (then a pointer may be device memory that kvik cannot recognise). Thread-safe. */
 int kvik__cuda_for_pointers(const char *fn, const kvik__cuda_api **api);
 
-/* Turn a failed driver call into its kvik code, KVIK_ECUDA_BASE - result (that of
+/* Turn a failed driver call into its kvik code (kvik__foreign_code(): that of
  * CUDA_ERROR_UNKNOWN for a result outside 1..999), with a message "<fn>: <call>: <error name>
  * (<error text>)". Returns 0 for CUDA_SUCCESS. */
 int kvik__cuda_check(CUresult result, const char *fn, const char *call);

@@ -70,8 +70,9 @@ static const char *status_name(int status) {
 
 /* cuFile's status as a kvik code; a CUDA driver error inside cuFile as that CUDA error's code. */
 static int status_code(kvik__cufile_error status) {
-  if (status.err != KVIK__CU_FILE_CUDA_DRIVER_ERROR || status.cu_err == CUDA_SUCCESS) return -status.err;
-  return KVIK_ECUDA_BASE - (status.cu_err > 0 && status.cu_err < 1000 ? status.cu_err : 999);
+  if (status.err != KVIK__CU_FILE_CUDA_DRIVER_ERROR || status.cu_err == CUDA_SUCCESS)
+    return KVIK_FOREIGN_CODE_(KVIK_ECUFILE_BASE, status.err - KVIK__CUFILE_STATUS_BASE);
+  return kvik__foreign_code(KVIK_ECUDA_BASE, status.cu_err, CUDA_ERROR_UNKNOWN);
 }
 
 static void close_at_exit(void);

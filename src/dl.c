@@ -1,4 +1,4 @@
-/* dlopen() with its error kept, and the probe behind kvik_runtime_lib_probe(). */
+/* dlopen() with its error kept, and the probe behind kvik_runtime_lib_supported(). */
 #define _GNU_SOURCE
 #include "dl.h"
 
@@ -22,9 +22,9 @@ void *kvik__dl_open(const char *soname, char *why, size_t len) {
 
 static const char *const sonames[] = {"libcuda.so.1", "libcufile.so.0"};
 
-int kvik_runtime_lib_probe(kvik_runtime_lib lib, char *detail, size_t len) {
+int kvik_runtime_lib_supported(kvik_runtime_lib lib, char *detail, size_t len) {
   if ((unsigned)lib >= sizeof sonames / sizeof sonames[0])
-    return kvik__fail(-EINVAL, "kvik_runtime_lib_probe: unknown library %d", (int)lib);
+    return kvik__fail(-EINVAL, "kvik_runtime_lib_supported: unknown library %d", (int)lib);
   void *handle = kvik__dl_open(sonames[lib], detail, len);
   if (!handle) return 0;
   struct link_map *map = NULL;

@@ -14,6 +14,13 @@ int kvik__fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 
  * ": <strerror>" appended, and -err is returned. */
 int kvik__fail_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The code of failure n in another library's numbering (kvik.h: KVIK_E<L>_BASE - n), where
+ * `base` is KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE or KVIK_EHTTP_BASE; an n outside 1..999 is
+ * reported as `unknown`. */
+static inline int kvik__foreign_code(int base, long n, int unknown) {
+  return KVIK_FOREIGN_CODE_(base, n > 0 && n < 1000 ? (int)n : unknown);
+}
+
 /* Replace this thread's detail message with a copy of `message`. */
 void kvik__set_message(const char *message);
 

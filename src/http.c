@@ -442,8 +442,10 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
   if (status < 200 || status >= 300 || (req->range_header && status != 206 && status != 200)) {
     char s3_code[96];
     s3_error_code(t->error_body, s3_code, sizeof s3_code);
-    snprintf(why, len, "HTTP %ld %s%s", status, kvik_strerror(KVIK_EHTTP_BASE - (int)status), s3_code);
-    return status >= 100 && status <= 999 ? KVIK_EHTTP_BASE - (int)status : KVIK_EREMOTE;
+    int code = status >= 100 && status <= 999 ? KVIK_FOREIGN_CODE_(KVIK_EHTTP_BASE, (int)status)
+                                              : KVIK_EREMOTE;
+    snprintf(why, len, "HTTP %ld %s%s", status, kvik_strerror(code), s3_code);
+    return code;
   }
   int rc = req->range_header && status == 206 ? check_content_range(t, why, len) : 0;
   if (rc < 0) return rc;

@@ -112,8 +112,8 @@ static int push_any_context(const char *fn, const kvik__cuda_api *cu) {
   return rc < 0 ? rc : kvik__context_push(fn, ctx);
 }
 
-int kvik_memory_register(void *buf, size_t size) {
-  static const char fn[] = "kvik_memory_register";
+int kvik_host_pin(void *buf, size_t size) {
+  static const char fn[] = "kvik_host_pin";
   if (!buf || size == 0) return kvik__fail(-EINVAL, "%s(%p, %zu): empty range", fn, buf, size);
   const kvik__cuda_api *cu = kvik__cuda(fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
@@ -124,8 +124,8 @@ int kvik_memory_register(void *buf, size_t size) {
   return rc;
 }
 
-int kvik_memory_deregister(void *buf) {
-  static const char fn[] = "kvik_memory_deregister";
+int kvik_host_unpin(void *buf) {
+  static const char fn[] = "kvik_host_unpin";
   if (!buf) return kvik__fail(-EINVAL, "%s: NULL buffer", fn);
   const kvik__cuda_api *cu = kvik__cuda(fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;

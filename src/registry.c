@@ -1,4 +1,4 @@
-/* Registration of device buffers and streams with cuFile (kvik_buffer_register and friends).
+/* Registration of device buffers and streams with cuFile (kvik_cufile_buffer_register and friends).
  *
  * kvik keeps its own record of registered buffers: it finds the allocation from any pointer
  * inside it, reports double registration and unknown buffers the same way whether cuFile is in
@@ -87,8 +87,8 @@ static int device_allocation(const char *fn, const void *ptr, kvik__memory *mem,
 
 static void remove_locked(record *r) { *r = records[--count]; }
 
-int kvik_buffer_register(const void *ptr, int flags) {
-  static const char fn[] = "kvik_buffer_register";
+int kvik_cufile_buffer_register(const void *ptr, int flags) {
+  static const char fn[] = "kvik_cufile_buffer_register";
   kvik__memory mem;
   char *base;
   size_t size;
@@ -116,8 +116,8 @@ int kvik_buffer_register(const void *ptr, int flags) {
   return rc;
 }
 
-int kvik_buffer_deregister(const void *ptr) {
-  static const char fn[] = "kvik_buffer_deregister";
+int kvik_cufile_buffer_deregister(const void *ptr) {
+  static const char fn[] = "kvik_cufile_buffer_deregister";
   kvik__memory mem;
   char *base;
   size_t size;
@@ -154,9 +154,9 @@ static int stream_call(const char *fn, void *stream, unsigned flags, int registe
   return rc;
 }
 
-int kvik_stream_register(void *stream, unsigned flags) { return stream_call("kvik_stream_register", stream, flags, 1); }
+int kvik_cufile_stream_register(void *stream, unsigned flags) { return stream_call("kvik_cufile_stream_register", stream, flags, 1); }
 
-int kvik_stream_deregister(void *stream) { return stream_call("kvik_stream_deregister", stream, 0, 0); }
+int kvik_cufile_stream_deregister(void *stream) { return stream_call("kvik_cufile_stream_deregister", stream, 0, 0); }
 
 /* ---- fork ------------------------------------------------------------------------------------ */
 

@@ -1,4 +1,4 @@
-/* Device buffers and streams registered with cuFile (kvik_buffer_register, kvik_stream_register). */
+/* Device buffers and streams registered with cuFile (kvik_cufile_buffer_register, kvik_cufile_stream_register). */
 #ifndef KVIK_SRC_REGISTRY_H
 #define KVIK_SRC_REGISTRY_H
 

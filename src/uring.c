@@ -347,7 +347,7 @@ static void probe(void) {
   const char *release = uname(&u) == 0 ? u.release : "unknown";
   char saved[KVIK_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", kvik_last_error());
-  if (kvik__uring_create("kvik_io_uring_available", 2, &r) == 0) {
+  if (kvik__uring_create("kvik_io_uring_supported", 2, &r) == 0) {
     kvik__uring_free(r);
     probe_result = 1;
     snprintf(probe_why, sizeof probe_why, "available (Linux %s)", release);
@@ -357,7 +357,7 @@ static void probe(void) {
   kvik__set_message(saved);
 }
 
-int kvik_io_uring_available(char *why, size_t len) {
+int kvik_io_uring_supported(char *why, size_t len) {
   pthread_once(&probe_once, probe);
   if (why && len) snprintf(why, len, "%s", probe_why);
   return probe_result;

@@ -486,12 +486,12 @@ static long long free_null_handles(void) {
   X(batch_op_nothing, "operation of size 0: completes with 0", batch_nothing(), 0, NULL, NULL, 0)
 
 #define MEMORY_CASES(X)                                                                                             \
-  X(register_null, "NULL buffer", kvik_memory_register(NULL, 4096), -EINVAL, "kvik_memory_register", "empty range", \
+  X(register_null, "NULL buffer", kvik_host_pin(NULL, 4096), -EINVAL, "kvik_host_pin", "empty range", \
     0)                                                                                                              \
-  X(register_empty, "size 0", kvik_memory_register(fx.buf, 0), -EINVAL, "kvik_memory_register", "empty range", 0)   \
-  X(deregister_null, "NULL buffer", kvik_memory_deregister(NULL), -EINVAL, "kvik_memory_deregister", "NULL", 0)     \
-  X(probe_unknown, "unknown library", kvik_runtime_lib_probe((kvik_runtime_lib)9, NULL, 0), -EINVAL,                \
-    "kvik_runtime_lib_probe", "unknown library 9", 0)
+  X(register_empty, "size 0", kvik_host_pin(fx.buf, 0), -EINVAL, "kvik_host_pin", "empty range", 0)   \
+  X(deregister_null, "NULL buffer", kvik_host_unpin(NULL), -EINVAL, "kvik_host_unpin", "NULL", 0)     \
+  X(probe_unknown, "unknown library", kvik_runtime_lib_supported((kvik_runtime_lib)9, NULL, 0), -EINVAL,                \
+    "kvik_runtime_lib_supported", "unknown library 9", 0)
 
 #define SET "kvik_setting_set"
 #define PARSE "kvik_setting_parse"

@@ -482,7 +482,7 @@ static void test_host(void) {
 
 /* ---- io_uring ------------------------------------------------------------------------------- */
 
-static int ring_available; /* kvik_io_uring_available(): else the pool serves all, as checked */
+static int ring_available; /* kvik_io_uring_supported(): else the pool serves all, as checked */
 
 /* io_uring instances this process holds. */
 static int rings_open(void) {
@@ -1142,7 +1142,7 @@ int main(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 8));
 
   char why[256];
-  ring_available = kvik_io_uring_available(why, sizeof why);
+  ring_available = kvik_io_uring_supported(why, sizeof why);
   printf("%s\n", why);
   test_host();
   if (!device_run) test_ring(); /* the plain run: io_uring serves host memory alone */

@@ -78,21 +78,21 @@ static void test_without_cufile(void) {
   ASSERT_SAME_BYTES(buf, reference + 5, sizeof buf);
   kvik_file_free(f);
   ASSERT_FAILS(kvik_cufile_open(), KVIK_ECUFILE_UNAVAILABLE, "libcufile.so.0");
-  ASSERT_EQ(kvik_stream_register(NULL, 0), 0);
+  ASSERT_EQ(kvik_cufile_stream_register(NULL, 0), 0);
 }
 
 /* Registration is recorded, with the same errors, where cuFile is not in use. */
 static void test_registration(cufile_kind kind) {
   char *dev = device_alloc(3 * MiB);
-  ASSERT_OK(kvik_buffer_register(dev + 4096, 0));
-  ASSERT_FAILS(kvik_buffer_register(dev, 0), -KVIK__CU_FILE_MEMORY_ALREADY_REGISTERED, "registered already");
+  ASSERT_OK(kvik_cufile_buffer_register(dev + 4096, 0));
+  ASSERT_FAILS(kvik_cufile_buffer_register(dev, 0), -KVIK__CU_FILE_MEMORY_ALREADY_REGISTERED, "registered already");
   ASSERT_EQ(kvik_err_name(-KVIK__CU_FILE_MEMORY_ALREADY_REGISTERED), kvik_err_name(-5023));
   if (kind == FAKE_CUFILE) ASSERT_EQ(fake.live("buffers"), 1);
-  ASSERT_OK(kvik_buffer_deregister(dev + MiB));
-  ASSERT_FAILS(kvik_buffer_deregister(dev), -KVIK__CU_FILE_MEMORY_NOT_REGISTERED, "not registered");
+  ASSERT_OK(kvik_cufile_buffer_deregister(dev + MiB));
+  ASSERT_FAILS(kvik_cufile_buffer_deregister(dev), -KVIK__CU_FILE_MEMORY_NOT_REGISTERED, "not registered");
   char host[16];
-  ASSERT_FAILS(kvik_buffer_register(host, 0), -EINVAL, "not device memory");
-  ASSERT_FAILS(kvik_buffer_register(NULL, 0), -EINVAL, "NULL");
+  ASSERT_FAILS(kvik_cufile_buffer_register(host, 0), -EINVAL, "not device memory");
+  ASSERT_FAILS(kvik_cufile_buffer_register(NULL, 0), -EINVAL, "NULL");
   if (kind == FAKE_CUFILE) ASSERT_EQ(fake.live("buffers"), 0);
   device_free(dev);
 }
@@ -177,7 +177,7 @@ static void test_raw_io(kvik_file *f) {
 static void test_stream_io(kvik_file *f) {
   CUstream s;
   CU_OK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  ASSERT_OK(kvik_stream_register(s, 0));
+  ASSERT_OK(kvik_cufile_stream_register(s, 0));
   ASSERT_EQ(fake.live("streams"), 1);
   char *dev = device_alloc(4 * MiB);
   long before = fake.calls("cuFileReadAsync");
@@ -196,7 +196,7 @@ static void test_stream_io(kvik_file *f) {
   /* A failure of the transfer reaches the future. */
   fake.fail("cuFileReadAsync", 1, KVIK__CU_FILE_IO_ERROR);
   ASSERT_FAILS(kvik_file_read_async(f, dev, MiB, 0, s, &fut), -KVIK__CU_FILE_IO_ERROR, "cuFileReadAsync");
-  ASSERT_OK(kvik_stream_deregister(s));
+  ASSERT_OK(kvik_cufile_stream_deregister(s));
   ASSERT_EQ(fake.live("streams"), 0);
   CU_OK(cu.cuStreamDestroy_v2(s));
   device_free(dev);

@@ -235,7 +235,7 @@ static tbuf tbuf_new(buf_kind kind, size_t size) {
     b.ptr = pinned_alloc(size);
   } else {
     ASSERT_EQ(posix_memalign(&h, PAGE, size), 0);
-    if (kind == BUF_REGISTERED) ASSERT_OK(kvik_memory_register(h, size));
+    if (kind == BUF_REGISTERED) ASSERT_OK(kvik_host_pin(h, size));
     b.ptr = h;
   }
   return b;
@@ -251,7 +251,7 @@ static void tbuf_free(tbuf *b) {
   } else if (b->kind == BUF_PINNED) {
     pinned_free(b->ptr);
   } else {
-    if (b->kind == BUF_REGISTERED) ASSERT_OK(kvik_memory_deregister(b->ptr));
+    if (b->kind == BUF_REGISTERED) ASSERT_OK(kvik_host_unpin(b->ptr));
     free(b->ptr);
   }
   b->ptr = NULL;
@@ -326,7 +326,7 @@ static void check_without_cuda(const char *why) {
   ASSERT_FAILS(kvik_cuda_device_count(), KVIK_ECUDA_UNAVAILABLE, why);
   ASSERT_FAILS(kvik_cuda_driver_version(), KVIK_ECUDA_UNAVAILABLE, why);
   ASSERT_FAILS(kvik_cuda_stream_synchronize(NULL, NULL), KVIK_ECUDA_UNAVAILABLE, why);
-  ASSERT_FAILS(kvik_memory_register(buf, n), KVIK_ECUDA_UNAVAILABLE, why);
+  ASSERT_FAILS(kvik_host_pin(buf, n), KVIK_ECUDA_UNAVAILABLE, why);
   kvik_future *fut = (kvik_future *)&fut;
   ASSERT_FAILS(kvik_file_read_async(f, buf, n, 0, NULL, &fut), KVIK_ECUDA_UNAVAILABLE, why);
   ASSERT(fut == NULL);
@@ -361,18 +361,18 @@ static void test_classification(void) {
               kvik_memory_kind_of(b.ptr), kvik_memory_kind_of(b.ptr + 12345), expected[k]);
     tbuf_free(&b);
   }
-  ASSERT_OK(kvik_memory_register(host, n));
+  ASSERT_OK(kvik_host_pin(host, n));
   ASSERT_EQ(kvik_memory_kind_of(host), KVIK_MEMORY_PINNED);
-  ASSERT_FAILS(kvik_memory_register(host, n), KVIK_ECUDA_BASE - CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
-               "kvik_memory_register");
+  ASSERT_FAILS(kvik_host_pin(host, n), KVIK_ECUDA_BASE - CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+               "kvik_host_pin");
   ASSERT(strcmp(kvik_err_name(KVIK_ECUDA_BASE - CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED),
                 "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED") == 0); /* the driver's name: it is loaded */
-  ASSERT_OK(kvik_memory_deregister(host));
+  ASSERT_OK(kvik_host_unpin(host));
   ASSERT_EQ(kvik_memory_kind_of(host), KVIK_MEMORY_HOST);
-  ASSERT_FAILS(kvik_memory_deregister(host), KVIK_ECUDA_BASE - CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
-               "kvik_memory_deregister");
-  ASSERT_FAILS(kvik_memory_register(NULL, n), -EINVAL, "kvik_memory_register");
-  ASSERT_FAILS(kvik_memory_register(host, 0), -EINVAL, "kvik_memory_register");
+  ASSERT_FAILS(kvik_host_unpin(host), KVIK_ECUDA_BASE - CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+               "kvik_host_unpin");
+  ASSERT_FAILS(kvik_host_pin(NULL, n), -EINVAL, "kvik_host_pin");
+  ASSERT_FAILS(kvik_host_pin(host, 0), -EINVAL, "kvik_host_pin");
   free(host);
   printf("ok: classification of host, pinned, device, pool, managed and registered memory\n");
 }

@@ -548,12 +548,12 @@ static int step_pool(void) {
 
 /* Host memory pinned, and device memory registered with cuFile. */
 static int step_register(void) {
-  int rc = kvik_memory_register(env.buf, FILE_BYTES);
+  int rc = kvik_host_pin(env.buf, FILE_BYTES);
   if (rc < 0) return failed(rc);
-  ASSERT_OK(kvik_memory_deregister(env.buf));
-  rc = kvik_buffer_register(env.dev_buf, 0);
+  ASSERT_OK(kvik_host_unpin(env.buf));
+  rc = kvik_cufile_buffer_register(env.dev_buf, 0);
   if (rc < 0) return failed(rc);
-  ASSERT_OK(kvik_buffer_deregister(env.dev_buf));
+  ASSERT_OK(kvik_cufile_buffer_deregister(env.dev_buf));
   return 0;
 }
 
@@ -827,7 +827,7 @@ static const site_entry *reached(const site_entry *census, size_t n, const char 
 
 /* A site that only a feature this build lacks reaches. */
 static int needs_missing_feature(const char *source_site) {
-  if (!kvik_io_uring_available(NULL, 0) && (strstr(source_site, "/uring.c:") || strstr(source_site, "/staging.c:")))
+  if (!kvik_io_uring_supported(NULL, 0) && (strstr(source_site, "/uring.c:") || strstr(source_site, "/staging.c:")))
     return 1;
   return !kvik_remote_supported(NULL, 0) && (strstr(source_site, "/remote.c:") || strstr(source_site, "/http.c:"));
 }

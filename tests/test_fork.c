@@ -89,7 +89,7 @@ static void expect_events(kvik_batch *b, unsigned n, kvik_batch_status status, s
 }
 
 static void test_batch_ring_in_child(kvik_file *f) {
-  if (!kvik_io_uring_available(NULL, 0)) {
+  if (!kvik_io_uring_supported(NULL, 0)) {
     printf("skip: a batch's io_uring across fork (no io_uring here)\n");
     return;
   }

@@ -5,13 +5,13 @@ static void test_runtime_lib_probe(void) {
   char detail[512];
   for (int lib = KVIK_LIB_CUDA; lib <= KVIK_LIB_CUFILE; lib++) {
     detail[0] = '\0';
-    int found = kvik_runtime_lib_probe((kvik_runtime_lib)lib, detail, sizeof detail);
+    int found = kvik_runtime_lib_supported((kvik_runtime_lib)lib, detail, sizeof detail);
     ASSERT(found == 0 || found == 1);
     ASSERT(detail[0] != '\0'); /* a path when found, the loader's reason when not */
     if (found) ASSERT(strstr(detail, lib == KVIK_LIB_CUDA ? "libcuda" : "libcufile"));
-    ASSERT_EQ(kvik_runtime_lib_probe((kvik_runtime_lib)lib, NULL, 0), found);
+    ASSERT_EQ(kvik_runtime_lib_supported((kvik_runtime_lib)lib, NULL, 0), found);
   }
-  ASSERT_FAILS(kvik_runtime_lib_probe((kvik_runtime_lib)7, detail, sizeof detail), -EINVAL, "unknown library");
+  ASSERT_FAILS(kvik_runtime_lib_supported((kvik_runtime_lib)7, detail, sizeof detail), -EINVAL, "unknown library");
 }
 
 /* The probe must agree with what open(O_DIRECT) and an aligned transfer really do in that

@@ -127,7 +127,7 @@ static int print_settings(void) {
 
 static void print_lib(const char *label, kvik_runtime_lib lib) {
   char detail[512] = "";
-  int found = kvik_runtime_lib_probe(lib, detail, sizeof detail);
+  int found = kvik_runtime_lib_supported(lib, detail, sizeof detail);
   if (found < 0) snprintf(detail, sizeof detail, "%s", kvik_last_error());
   printf("  %-12s %s: %s\n", label, found == 1 ? "found" : "not found", detail);
 }
@@ -286,7 +286,7 @@ static void print_parameters(void) {
 /* What `gdscheck -p` shows, through kvik's API: opening the driver is what tells. */
 static void print_gds(void) {
   char detail[512] = "";
-  int found = kvik_runtime_lib_probe(KVIK_LIB_CUFILE, detail, sizeof detail);
+  int found = kvik_runtime_lib_supported(KVIK_LIB_CUFILE, detail, sizeof detail);
   if (found < 0) snprintf(detail, sizeof detail, "%s", kvik_last_error());
   printf("\nGPUDirect Storage:\n  cuFile: %s: %s\n", found == 1 ? "found" : "not found", detail);
   print_compat_mode();
@@ -350,7 +350,7 @@ static void print_host_io(void) {
   kvik_setting_get(KVIK_SETTING_IO_URING, &mode);
   kvik_setting_get(KVIK_SETTING_GDS_THRESHOLD, &threshold);
   char why[512];
-  int ring = kvik_io_uring_available(why, sizeof why);
+  int ring = kvik_io_uring_supported(why, sizeof why);
   printf("\nhost IO:\n  thread pool: %lld threads: file reads and writes, and the batch operations io_uring does "
          "not take\n  io_uring: %s\n",
          (long long)threads, why);

@@ -128,7 +128,7 @@ static PyObject *py_cufile_parameter_set(PyObject *self, PyObject *args) {
 
 /* ---- memory registration ----------------------------------------------------------------- */
 
-/* Device memory is registered with cuFile (kvik_buffer_register). Host memory is left alone:
+/* Device memory is registered with cuFile (kvik_cufile_buffer_register). Host memory is left alone:
  * kvik reads and writes it directly, without cuFile, so there is nothing to register, and code
  * that registers its buffers runs unchanged on machines with and without a GPU. */
 static PyObject *py_memory_register(PyObject *self, PyObject *obj) {
@@ -136,7 +136,7 @@ static PyObject *py_memory_register(PyObject *self, PyObject *obj) {
   pykvik_buffer buf;
   if (pykvik_buffer_get(obj, 0, &buf) < 0) return NULL;
   int rc = 0;
-  if (buf.device) RC_CALL(rc, kvik_buffer_register(buf.ptr, 0));
+  if (buf.device) RC_CALL(rc, kvik_cufile_buffer_register(buf.ptr, 0));
   pykvik_buffer_release(&buf);
   return none_or_raise(rc);
 }
@@ -146,7 +146,7 @@ static PyObject *py_memory_deregister(PyObject *self, PyObject *obj) {
   pykvik_buffer buf;
   if (pykvik_buffer_get(obj, 0, &buf) < 0) return NULL;
   int rc = 0;
-  if (buf.device) RC_CALL(rc, kvik_buffer_deregister(buf.ptr));
+  if (buf.device) RC_CALL(rc, kvik_cufile_buffer_deregister(buf.ptr));
   pykvik_buffer_release(&buf);
   return none_or_raise(rc);
 }
@@ -250,7 +250,7 @@ static PyObject *py_runtime_lib_probe(PyObject *self, PyObject *args) {
   else return PyErr_Format(PyExc_ValueError, "runtime_lib_probe: unknown library '%s' (expected 'cuda' or 'cufile')", name);
   char detail[1024];
   int found;
-  RC_CALL(found, kvik_runtime_lib_probe(lib, detail, sizeof detail));
+  RC_CALL(found, kvik_runtime_lib_supported(lib, detail, sizeof detail));
   if (found < 0) return pykvik_raise(found);
   return Py_BuildValue("(Os)", found ? Py_True : Py_False, detail);
 }
