@@ -1,9 +1,12 @@
-"""Builds kvik._lib: the extension module, with libkvik's sources and the kvik command compiled in.
+"""Builds kvik._lib: the extension module, with libkvik and the kvik command compiled in.
 
 The library is compiled into the extension rather than linked, so an installed package depends on
-nothing outside itself; like libkvik, it needs no GPU library to build. Only PyInit__lib is
-exported (-fvisibility=hidden), so a libkvik.so loaded elsewhere in the process cannot clash.
-Set KVIK_WERROR=1 to turn warnings into errors (the test suite does).
+nothing outside itself; like libkvik, it needs no GPU library to build. It is CMake's build of the
+library: the sources that src/sources.txt and tools/sources.txt list, with the warnings of
+cmake/warnings.txt and -Werror (KVIK_WERROR=0 lets warnings pass, as CMake's -DKVIK_WERROR=OFF
+does). In a checkout those files lie in the directory above; an sdist carries them in libkvik/.
+Only PyInit__lib is exported (-fvisibility=hidden), so a libkvik.so loaded elsewhere in the
+process cannot clash.
 
 Remote files (kvik.RemoteFile) need libcurl 7.85 or newer, the one library linked from outside
 (Debian: libcurl4-openssl-dev). It is found through pkg-config, else curl-config, else its header
@@ -19,14 +22,56 @@ import sysconfig
 from glob import glob
 
 from setuptools import Extension, setup
+from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+# The library's tree: in an sdist the copy it carries (SdistWithLibrary), else the checkout.
+SDIST_ROOT = os.path.join(HERE, "libkvik")
+ROOT = SDIST_ROOT if os.path.isdir(SDIST_ROOT) else os.path.dirname(HERE)
 
 
 def rel(*parts):
     """A path relative to this directory, as setuptools wants sources to be."""
     return os.path.relpath(os.path.join(*parts), HERE)
+
+
+def read_list(path):
+    """The entries of a list that CMakeLists.txt reads too: one a line, '#' starts a comment."""
+    with open(os.path.join(ROOT, path)) as f:
+        lines = [line.strip() for line in f if not line.startswith("#")]
+    return [line for line in lines if line]
+
+
+def listed_sources(directory):
+    """The files that DIRECTORY/sources.txt names, as paths in the library's tree."""
+    names = read_list(os.path.join(directory, "sources.txt"))
+    return [os.path.join(directory, name) for name in names]
+
+
+def library_headers():
+    """The headers of the library and the command, as paths in the library's tree."""
+    return sorted(os.path.relpath(path, ROOT) for directory in ("include", "src", "tools")
+                  for path in glob(os.path.join(ROOT, directory, "*.h")))
+
+
+def library_files():
+    """What the extension is built from outside this directory: the lists, the sources they name
+    and the headers, as paths in the library's tree."""
+    lists = ["src/sources.txt", "tools/sources.txt", "cmake/warnings.txt"]
+    return lists + listed_sources("src") + listed_sources("tools") + library_headers()
+
+
+class SdistWithLibrary(sdist):
+    """An sdist that builds without the checkout: it carries library_files() in libkvik/.
+    setuptools would copy the extension's sources from ../src/ to ../src/ of the release tree,
+    that is over python/src/ (the file names are shared), so they go in under libkvik/ only."""
+
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, [f for f in files if not f.startswith(os.pardir)])
+        for path in library_files():
+            dest = os.path.join(base_dir, "libkvik", path)
+            self.mkpath(os.path.dirname(dest))
+            self.copy_file(os.path.join(ROOT, path), dest)
 
 
 def library_version():
@@ -106,18 +151,25 @@ def split_flags(flags):
     return parts["-I"], parts["-L"], parts["-l"], other
 
 
-warnings = ["-Wall", "-Wextra", "-Wno-missing-field-initializers", "-Wno-cast-function-type"]
-if os.environ.get("KVIK_WERROR") == "1":
-    warnings.append("-Werror")
+# As CMake compiles the library in its default build (RelWithDebInfo): C11, -O2 (it comes after
+# Python's own flags, so it wins over their -O3, or an -O0 that would void _FORTIFY_SOURCE),
+# hardened libc calls, the warnings. KVIK_BUILDING_LIBRARY stays undefined: no kvik_ function is
+# exported.
+compile_args = ["-std=c11", "-O2", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2",
+                "-fvisibility=hidden", *read_list("cmake/warnings.txt")]
+if os.environ.get("KVIK_WERROR") != "0":
+    compile_args.append("-Werror")
 
+# The extension's own files, the library, and the kvik command less its main(): `python -m kvik`
+# calls cli_main(), which runs every subcommand (bench.c, with bench_device.c for --device, and
+# remote.c for kvik cat and kvik bench URL).
 sources = sorted(glob(rel(HERE, "src", "*.c")))
-# src/fault.c is the test builds' fault injection (CMake's KVIK_FAULT_INJECTION), never shipped.
-sources += sorted(p for p in glob(rel(ROOT, "src", "*.c")) if os.path.basename(p) != "fault.c")
-# tools/remote.c (kvik cat, kvik bench URL) is compiled in where the checkout has it.
-sources += [rel(ROOT, "tools", name) for name in ("kvik.c", "bench.c", "bench_device.c", "remote.c")
-            if os.path.exists(os.path.join(ROOT, "tools", name))]
+sources += [rel(ROOT, path) for path in listed_sources("src") + listed_sources("tools")]
 
-include_dirs = [rel(ROOT, "include"), rel(ROOT, "src"), rel(ROOT, "tools")]
+# The extension and the command include kvik.h and no more of the library; tools/ holds cli.h.
+include_dirs = [rel(ROOT, "include"), rel(ROOT, "tools")]
+# A changed header rebuilds; python/src/'s headers go into the sdist this way too.
+depends = sorted(glob(rel(HERE, "src", "*.h"))) + [rel(ROOT, path) for path in library_headers()]
 library_dirs, libraries, macros, link_args = [], ["dl", "pthread", "m"], [], []
 curl_flags = find_curl()
 if curl_flags is not None:
@@ -130,13 +182,15 @@ if curl_flags is not None:
 
 setup(
     version=library_version(),
+    cmdclass={"sdist": SdistWithLibrary},
     ext_modules=[
         Extension(
             "kvik._lib",
             sources=sources,
             include_dirs=include_dirs,
             define_macros=macros,
-            extra_compile_args=["-std=c11", "-fvisibility=hidden", *warnings],
+            depends=depends,
+            extra_compile_args=compile_args,
             library_dirs=library_dirs,
             libraries=libraries,
             extra_link_args=link_args,

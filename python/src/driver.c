@@ -207,12 +207,13 @@ static int drop_range(const char *path, int64_t offset, int64_t length, int sync
 
 static PyObject *py_drop_file_page_cache(PyObject *self, PyObject *args, PyObject *kwargs) {
   (void)self;
-  static char *keywords[] = {"file", "offset", "length", "sync_first", NULL};
+  static const char *const keywords[] = {"file", "offset", "length", "sync_first", NULL};
   PyObject *file, *offset_obj = NULL, *length_obj = NULL;
   int sync_first = 1;
   int64_t offset, length;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OOp:drop_file_page_cache", keywords, &file, &offset_obj,
-                                   &length_obj, &sync_first) ||
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OOp:drop_file_page_cache",
+                                   PYKVIK_KEYWORDS(keywords), &file, &offset_obj, &length_obj,
+                                   &sync_first) ||
       pykvik_offset_arg(offset_obj, "offset", &offset) < 0 || pykvik_offset_arg(length_obj, "length", &length) < 0)
     return NULL;
   PyObject *path = file_path(file);

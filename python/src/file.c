@@ -116,11 +116,11 @@ typedef struct {
 } CuFileObject;
 
 static int cufile_init(CuFileObject *self, PyObject *args, PyObject *kwargs) {
-  static char *keywords[] = {"file", "flags", NULL};
+  static const char *const keywords[] = {"file", "flags", NULL};
   PyObject *path_bytes = NULL;
   const char *flags = "r";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|s:CuFile", keywords, PyUnicode_FSConverter, &path_bytes,
-                                   &flags))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|s:CuFile", PYKVIK_KEYWORDS(keywords),
+                                   PyUnicode_FSConverter, &path_bytes, &flags))
     return -1;
   kvik_file *file = NULL;
   const char *path = PyBytes_AS_STRING(path_bytes);
@@ -247,10 +247,11 @@ static int io_args_finish(CuFileObject *self, PyObject *buf_obj, PyObject *size_
 /* (buf, size=None, file_offset=0, task_size=None): pread, pwrite, read, write. */
 static int parse_parallel_args(CuFileObject *self, PyObject *args, PyObject *kwargs, const char *format, int writable,
                                io_args *a) {
-  static char *keywords[] = {"buf", "size", "file_offset", "task_size", NULL};
+  static const char *const keywords[] = {"buf", "size", "file_offset", "task_size", NULL};
   PyObject *buf_obj, *size_obj = NULL, *offset_obj = NULL, *task_obj = NULL;
   memset(a, 0, sizeof *a);
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords, &buf_obj, &size_obj, &offset_obj, &task_obj))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, PYKVIK_KEYWORDS(keywords), &buf_obj,
+                                   &size_obj, &offset_obj, &task_obj))
     return -1;
   if (pykvik_offset_arg(offset_obj, "file_offset", &a->file_offset) < 0 ||
       pykvik_size_arg(task_obj, "task_size", 0, &a->task_size) < 0)
@@ -307,11 +308,12 @@ static PyObject *cufile_write(CuFileObject *self, PyObject *args, PyObject *kwar
 
 /* (buf, size=None, file_offset=0, dev_offset=0): raw_read and raw_write. */
 static PyObject *raw_io(CuFileObject *self, PyObject *args, PyObject *kwargs, const char *format, int is_write) {
-  static char *keywords[] = {"buf", "size", "file_offset", "dev_offset", NULL};
+  static const char *const keywords[] = {"buf", "size", "file_offset", "dev_offset", NULL};
   PyObject *buf_obj, *size_obj = NULL, *offset_obj = NULL, *dev_obj = NULL;
   io_args a;
   memset(&a, 0, sizeof a);
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords, &buf_obj, &size_obj, &offset_obj, &dev_obj) ||
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, PYKVIK_KEYWORDS(keywords), &buf_obj,
+                                   &size_obj, &offset_obj, &dev_obj) ||
       pykvik_offset_arg(offset_obj, "file_offset", &a.file_offset) < 0 ||
       pykvik_offset_arg(dev_obj, "dev_offset", &a.dev_offset) < 0 ||
       io_args_finish(self, buf_obj, size_obj, !is_write, &a) < 0)
@@ -373,13 +375,14 @@ static int start_stream_io(void *ctx, kvik_future **future) {
 /* (buf, stream, size=None, file_offset=0, dev_offset=0): raw_read_async and raw_write_async. */
 static PyObject *raw_io_async(CuFileObject *self, PyObject *args, PyObject *kwargs, const char *format,
                               int is_write) {
-  static char *keywords[] = {"buf", "stream", "size", "file_offset", "dev_offset", NULL};
+  static const char *const keywords[] = {"buf", "stream", "size", "file_offset", "dev_offset",
+                                         NULL};
   PyObject *buf_obj, *stream_obj, *size_obj = NULL, *offset_obj = NULL, *dev_obj = NULL;
   io_args a;
   void *stream;
   memset(&a, 0, sizeof a);
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords, &buf_obj, &stream_obj, &size_obj, &offset_obj,
-                                   &dev_obj) ||
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, PYKVIK_KEYWORDS(keywords), &buf_obj,
+                                   &stream_obj, &size_obj, &offset_obj, &dev_obj) ||
       stream_arg(stream_obj, &stream) < 0 || pykvik_offset_arg(offset_obj, "file_offset", &a.file_offset) < 0 ||
       pykvik_offset_arg(dev_obj, "dev_offset", &a.dev_offset) < 0 ||
       io_args_finish(self, buf_obj, size_obj, !is_write, &a) < 0)

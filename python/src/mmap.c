@@ -7,11 +7,13 @@ typedef struct {
 } MmapObject;
 
 static int mmap_init(MmapObject *self, PyObject *args, PyObject *kwargs) {
-  static char *keywords[] = {"file_path", "flags", "initial_map_size", "initial_map_offset", "mode", "map_flags", NULL};
+  static const char *const keywords[] = {"file_path", "flags", "initial_map_size",
+                                         "initial_map_offset", "mode", "map_flags", NULL};
   PyObject *path_bytes = NULL, *size_obj = NULL, *offset_obj = NULL, *mode_obj = NULL, *map_flags = Py_None;
   const char *flags = "r";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|sOOOO:Mmap", keywords, PyUnicode_FSConverter, &path_bytes, &flags,
-                                   &size_obj, &offset_obj, &mode_obj, &map_flags))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|sOOOO:Mmap", PYKVIK_KEYWORDS(keywords),
+                                   PyUnicode_FSConverter, &path_bytes, &flags, &size_obj,
+                                   &offset_obj, &mode_obj, &map_flags))
     return -1;
   size_t map_size;
   int64_t map_offset;
@@ -97,14 +99,15 @@ typedef struct {
 } read_args;
 
 /* `size` defaults to the rest of the mapped range from `offset`, and must fit the buffer. */
-static char *read_keywords[] = {"buf", "size", "offset", NULL};
-static char *pread_keywords[] = {"buf", "size", "offset", "task_size", NULL};
+static const char *const read_keywords[] = {"buf", "size", "offset", NULL};
+static const char *const pread_keywords[] = {"buf", "size", "offset", "task_size", NULL};
 
-static int parse_read_args(MmapObject *self, PyObject *args, PyObject *kwargs, const char *format, char **keywords,
-                           read_args *a) {
+static int parse_read_args(MmapObject *self, PyObject *args, PyObject *kwargs, const char *format,
+                           const char *const *keywords, read_args *a) {
   PyObject *buf_obj, *size_obj = NULL, *offset_obj = NULL, *task_obj = NULL;
   memset(a, 0, sizeof *a);
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords, &buf_obj, &size_obj, &offset_obj, &task_obj) ||
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, PYKVIK_KEYWORDS(keywords), &buf_obj,
+                                   &size_obj, &offset_obj, &task_obj) ||
       !(a->map = open_map(self)) || pykvik_offset_arg(offset_obj, "offset", &a->offset) < 0 ||
       pykvik_size_arg(task_obj, "task_size", 0, &a->task_size) < 0)
     return -1;

@@ -57,6 +57,11 @@ void pykvik_buffer_release(pykvik_buffer *buf);
 int pykvik_size_arg(PyObject *obj, const char *what, size_t if_none, size_t *out);
 int pykvik_offset_arg(PyObject *obj, const char *what, int64_t *out);
 
+/* A keyword list `static const char *const keywords[]`, as PyArg_ParseTupleAndKeywords() takes
+ * it: Python before 3.13 declares that parameter `char **` (string literals are const, as
+ * -Wwrite-strings has them), yet never writes through it. */
+#define PYKVIK_KEYWORDS(keywords) ((char **)(keywords))
+
 /* ---- futures (file.c) ------------------------------------------------------------------- */
 
 /* Starts a kvik request: stores its future in *future and returns 0, or returns a code < 0. */

@@ -65,15 +65,18 @@ static int kind_arg(PyObject *obj, kvik_remote_kind *kind) {
  *              aws_secret_access_key=None, aws_session_token=None, aws_region=None,
  *              aws_endpoint_url=None, webhdfs_user=None) */
 static int remote_init(RemoteObject *self, PyObject *args, PyObject *kwargs) {
-  static char *keywords[] = {"url", "remote_endpoint_type", "nbytes", "aws_access_key_id", "aws_secret_access_key",
-                             "aws_session_token", "aws_region", "aws_endpoint_url", "webhdfs_user", NULL};
+  static const char *const keywords[] = {"url", "remote_endpoint_type", "nbytes",
+                                         "aws_access_key_id", "aws_secret_access_key",
+                                         "aws_session_token", "aws_region", "aws_endpoint_url",
+                                         "webhdfs_user", NULL};
   static const char *const option_names[OPT_COUNT] = {"aws_access_key_id", "aws_secret_access_key",
                                                       "aws_session_token", "aws_region", "aws_endpoint_url",
                                                       "webhdfs_user"};
   PyObject *url_obj, *kind_obj = NULL, *nbytes_obj = NULL, *option_objs[OPT_COUNT] = {NULL};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO$OOOOOO:RemoteHandle", keywords, &url_obj, &kind_obj,
-                                   &nbytes_obj, &option_objs[0], &option_objs[1], &option_objs[2], &option_objs[3],
-                                   &option_objs[4], &option_objs[5]))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO$OOOOOO:RemoteHandle",
+                                   PYKVIK_KEYWORDS(keywords), &url_obj, &kind_obj, &nbytes_obj,
+                                   &option_objs[0], &option_objs[1], &option_objs[2],
+                                   &option_objs[3], &option_objs[4], &option_objs[5]))
     return -1;
   kvik_remote_options options;
   kvik_remote_options_init(&options);
@@ -214,10 +217,11 @@ typedef struct {
 
 /* (buf, size=None, file_offset=0, task_size=None); size defaults to the whole buffer. */
 static int parse_read_args(RemoteObject *self, PyObject *args, PyObject *kwargs, const char *format, read_args *a) {
-  static char *keywords[] = {"buf", "size", "file_offset", "task_size", NULL};
+  static const char *const keywords[] = {"buf", "size", "file_offset", "task_size", NULL};
   PyObject *buf_obj, *size_obj = NULL, *offset_obj = NULL, *task_obj = NULL;
   memset(a, 0, sizeof *a);
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords, &buf_obj, &size_obj, &offset_obj, &task_obj) ||
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, PYKVIK_KEYWORDS(keywords), &buf_obj,
+                                   &size_obj, &offset_obj, &task_obj) ||
       pykvik_offset_arg(offset_obj, "file_offset", &a->file_offset) < 0 ||
       pykvik_size_arg(task_obj, "task_size", 0, &a->task_size) < 0)
     return -1;
