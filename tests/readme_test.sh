@@ -19,7 +19,7 @@ blocks() {
 blocks c >"$work/quickstart.c"
 command=$(blocks sh | grep '^cc quickstart\.c' || true)
 if [ ! -s "$work/quickstart.c" ] || [ -z "$command" ]; then
-  echo "README.md: no C quick start, or no 'cc quickstart.c' line in an sh block after it"
+  echo "README.md: no C block, or no sh block with a line that starts 'cc quickstart.c'"
   exit 1
 fi
 ln -s "$src/include" "$work/include"
