@@ -9,10 +9,16 @@ kvikio code moves over by changing its import::
 
 Remote objects (HTTP, S3, WebHDFS) read the same way through kvik.RemoteFile.
 
+The submodules kvikio code reaches as attributes are there after ``import kvik``:
+kvik.cufile, kvik.cufile_driver, kvik.defaults, kvik.mmap, kvik.remote_file, and kvik.numpy and
+kvik.zarr, which import NumPy and Zarr and so load on first use.
+
 Everything runs on libkvik, compiled into the extension module kvik._lib: a machine without a GPU
 runs the same package, with host memory.
 """
-from . import cufile_driver, defaults, remote_file
+import importlib as _importlib
+
+from . import cufile, cufile_driver, defaults, mmap, remote_file
 from ._device import read_file_to_device
 from ._lib import (
     CuFile,
@@ -49,3 +55,17 @@ __all__ = [
     "read_file_to_device",
     "remote_file",
 ]
+
+# Submodules that import a third-party package load on first use, so that `import kvik` stays
+# cheap (NumPy alone takes longer to import than kvik) and works without Zarr.
+_LAZY_SUBMODULES = ("numpy", "zarr")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        return _importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
