@@ -68,7 +68,7 @@ static _Atomic uint64_t retry_statuses[STATUS_WORDS];
 static const int default_retry_statuses[] = {429, 500, 502, 503, 504};
 
 /* Page-cache reads are bound by memory copies, which scale with cores: one thread per CPU this
- * process may run on serves well out of the box (see the README's benchmark). The cap keeps a
+ * process may run on serves well out of the box (docs/benchmarks.md, host memory). The cap keeps a
  * huge machine from spawning hundreds of mostly idle threads. */
 static int64_t default_num_threads(void) {
   cpu_set_t set;
