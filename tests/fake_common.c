@@ -33,7 +33,8 @@ int fake_api_call(fake_api *api, int fn) {
 
 void fake_api_arm(fake_api *api, int fn, int nth, int code) {
   pthread_mutex_lock(&api->lock);
-  if (api->narmed == FAKE_MAX_ARMED) fake_die("more than %d failures armed at once", FAKE_MAX_ARMED);
+  if (api->narmed == FAKE_MAX_ARMED)
+    fake_die("more than %d failures armed at once", FAKE_MAX_ARMED);
   api->armed[api->narmed++] = (fake_armed){fn, nth == 0, nth, code};
   atomic_store(&api->any_armed, 1);
   pthread_mutex_unlock(&api->lock);

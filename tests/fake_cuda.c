@@ -17,8 +17,9 @@
  *
  * Locks: g_lock guards the registries (allocation records, streams, events, contexts); each
  * stream and event has its own lock for its queue and state; g_arena_lock guards the free list
- * of device memory; g_api.lock (fake_common.h) the armed failures. No lock is held while taking g_lock, and
- * none at all while a stream runs its work (a host function may call back into the fake). */
+ * of device memory; g_api.lock (fake_common.h) the armed failures. No lock is held while taking
+ * g_lock, and none at all while a stream runs its work (a host function may call back into the
+ * fake). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, fallocate, pthread_setname_np */
 #endif
