@@ -11,6 +11,14 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+/* For a fake's list of the functions it exports, X(member, exported symbol, return type,
+ * parameters) as src/cuda.h and src/cufile.h write theirs: declare each under its symbol, so that
+ * a definition that strays from kvik's signature does not compile; number them (FN_member) and
+ * name them (the fake_api's symbols). */
+#define FAKE_DECLARE(member, symbol, ret, params) ret member params __asm__(symbol);
+#define FAKE_FN_ID(member, symbol, ret, params) FN_##member,
+#define FAKE_FN_SYMBOL(member, symbol, ret, params) symbol,
+
 #pragma GCC visibility push(hidden)
 
 /* How the fake names itself in its messages ("fake_cuda", "fake_cufile"); each fake defines it. */

@@ -38,88 +38,20 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- The driver API this file exports (the real driver's symbol names and signatures) ---- */
+/* ---- The driver API this file exports ----------------------------------------------------- */
 
-CUresult cuInit(unsigned flags);
-CUresult cuDriverGetVersion(int *version);
-CUresult cuGetErrorName(CUresult error, const char **name);
-CUresult cuGetErrorString(CUresult error, const char **text);
-CUresult cuDeviceGetCount(int *count);
-CUresult cuDeviceGet(CUdevice *device, int ordinal);
-CUresult cuDeviceGetName(char *name, int len, CUdevice device);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device);
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device);
-CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice device);
-CUresult cuCtxDestroy_v2(CUcontext ctx);
-CUresult cuCtxGetCurrent(CUcontext *ctx);
-CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuCtxPushCurrent_v2(CUcontext ctx);
-CUresult cuCtxPopCurrent_v2(CUcontext *ctx);
-CUresult cuCtxSynchronize(void);
-CUresult cuCtxGetDevice(CUdevice *device);
-CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id);
-CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size);
-CUresult cuMemFree_v2(CUdeviceptr ptr);
-CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t size, CUstream stream);
-CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream);
-CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned flags);
-CUresult cuMemHostAlloc(void **ptr, size_t size, unsigned flags);
-CUresult cuMemFreeHost(void *ptr);
-CUresult cuMemHostRegister_v2(void *ptr, size_t size, unsigned flags);
-CUresult cuMemHostUnregister(void *ptr);
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t size);
-CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t size);
-CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t size);
-CUresult cuPointerGetAttributes(unsigned count, int *attributes, void **data, CUdeviceptr ptr);
-CUresult cuStreamCreate(CUstream *stream, unsigned flags);
-CUresult cuStreamDestroy_v2(CUstream stream);
-CUresult cuStreamSynchronize(CUstream stream);
-CUresult cuStreamQuery(CUstream stream);
-CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx);
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t size, CUstream stream);
-CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t size, CUstream stream);
-CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *user_data);
-CUresult cuEventCreate(CUevent *event, unsigned flags);
-CUresult cuEventDestroy_v2(CUevent event);
-CUresult cuEventRecord(CUevent event, CUstream stream);
-CUresult cuEventSynchronize(CUevent event);
-CUresult cuEventQuery(CUevent event);
-CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags);
-CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags);
-CUresult cuModuleLoadData(CUmodule *module, const void *image);
-CUresult cuModuleUnload(CUmodule module);
+/* src/cuda.h's functions and fake_cuda.h's extras, declared under their symbols (cuMemAlloc_v2,
+ * ...) and counted and failed by those names (fake_common.h). */
+#define ALL_FUNCTIONS(X) KVIK__CUDA_FUNCTIONS(X) FAKE_CUDA_EXTRA_FUNCTIONS(X)
+ALL_FUNCTIONS(FAKE_DECLARE)
 
-/* Every exported driver function, for call counting and fault injection by name. */
-#define FAKE_FUNCTIONS(X)                                                                      \
-  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)     \
-  X(cuDeviceGet) X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) \
-  X(cuCtxCreate_v2) X(cuCtxDestroy_v2) X(cuCtxGetCurrent) X(cuCtxSetCurrent)                    \
-  X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize) X(cuCtxGetDevice) X(cuCtxGetId) \
-  X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAllocManaged)    \
-  X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister_v2) X(cuMemHostUnregister)             \
-  X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemsetD8_v2) X(cuPointerGetAttributes)              \
-  X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuStreamQuery)               \
-  X(cuStreamGetCtx) X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuLaunchHostFunc)         \
-  X(cuEventCreate) X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery)   \
-  X(cuStreamWaitValue32_v2) X(cuStreamWriteValue32_v2) X(cuModuleLoadData) X(cuModuleUnload)
-
-typedef enum fn_id {
-#define FN_ENUM_(name) FN_##name,
-  FAKE_FUNCTIONS(FN_ENUM_)
-#undef FN_ENUM_
-  FN_COUNT
-} fn_id;
-
-static const char *const fn_names[FN_COUNT] = {
-#define FN_NAME_(name) #name,
-    FAKE_FUNCTIONS(FN_NAME_)
-#undef FN_NAME_
-};
+typedef enum fn_id { ALL_FUNCTIONS(FAKE_FN_ID) FN_COUNT } fn_id;
+static const char *const fn_symbols[FN_COUNT] = {ALL_FUNCTIONS(FAKE_FN_SYMBOL)};
 
 /* ---- Call counting and fault injection ---------------------------------------------------- */
 
 const char fake_name[] = "fake_cuda";
-static fake_api g_api = FAKE_API_INIT(fn_names, FN_COUNT);
+static fake_api g_api = FAKE_API_INIT(fn_symbols, FN_COUNT);
 _Static_assert(FN_COUNT <= FAKE_MAX_FUNCTIONS, "raise FAKE_MAX_FUNCTIONS");
 static atomic_long g_copies_beside; /* see fake_cuda_copies_beside_registration() */
 
@@ -167,7 +99,7 @@ static CUresult gate(void) {
   } while (0)
 
 void fake_cuda_fail(const char *symbol, int nth, int error) {
-  int fn = fake_name_index(fn_names, FN_COUNT, symbol);
+  int fn = fake_name_index(fn_symbols, FN_COUNT, symbol);
   if (fn < 0 || nth < 1)
     fake_die("fake_cuda_fail(\"%s\", %d): %s", symbol ? symbol : "(null)", nth,
              fn < 0 ? "no such function in the fake driver" : "nth must be 1 or more");
@@ -609,8 +541,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
 
 /* The real driver resets the primary context when its last reference goes; the fake keeps it
  * usable and only counts, so that fake_cuda_live("primary") shows unbalanced retains. */
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
-  ENTER(cuDevicePrimaryCtxRelease_v2);
+CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
+  ENTER(cuDevicePrimaryCtxRelease);
   if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
   CUresult result = CUDA_SUCCESS;
   pthread_mutex_lock(&g_lock);
@@ -621,8 +553,8 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   return result;
 }
 
-CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice device) {
-  ENTER(cuCtxCreate_v2);
+CUresult cuCtxCreate(CUcontext *ctx, unsigned flags, CUdevice device) {
+  ENTER(cuCtxCreate);
   (void)flags; /* scheduling flags mean nothing to the fake */
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
   if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
@@ -663,15 +595,15 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
-  ENTER(cuCtxPushCurrent_v2);
+CUresult cuCtxPushCurrent(CUcontext ctx) {
+  ENTER(cuCtxPushCurrent);
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
   CUresult result = ctx_check(ctx);
   return result != CUDA_SUCCESS ? result : stack_push(ctx);
 }
 
-CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
-  ENTER(cuCtxPopCurrent_v2);
+CUresult cuCtxPopCurrent(CUcontext *ctx) {
+  ENTER(cuCtxPopCurrent);
   if (t_stack.depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
   CUcontext top = t_stack.ctx[--t_stack.depth];
   if (ctx) *ctx = top;
@@ -938,8 +870,8 @@ CUresult cuStreamCreate(CUstream *stream, unsigned flags) {
 
 /* Unlike the real driver, which returns at once and frees the stream once its work is done,
  * this waits for the queued work: the visible outcome is the same. */
-CUresult cuStreamDestroy_v2(CUstream stream) {
-  ENTER(cuStreamDestroy_v2);
+CUresult cuStreamDestroy(CUstream stream) {
+  ENTER(cuStreamDestroy);
   if (is_default_handle(stream)) return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&g_lock);
   int found = fake_list_find(&g_streams, stream) >= 0 && !stream->is_default;
@@ -1044,8 +976,8 @@ CUresult cuModuleUnload(CUmodule module) {
 
 /* Waits for the context's work and ends its default stream. Allocations, streams and events
  * made in the context stay (the real driver frees them): the live counts show them as leaks. */
-CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  ENTER(cuCtxDestroy_v2);
+CUresult cuCtxDestroy(CUcontext ctx) {
+  ENTER(cuCtxDestroy);
   if (!ctx_known(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
   pthread_mutex_lock(&g_lock);
   int already = atomic_exchange(&ctx->destroyed, 1);
@@ -1104,8 +1036,8 @@ CUresult cuEventCreate(CUevent *event, unsigned flags) {
 }
 
 /* As in the real driver, a marker still queued stays valid: it holds its own reference. */
-CUresult cuEventDestroy_v2(CUevent event) {
-  ENTER(cuEventDestroy_v2);
+CUresult cuEventDestroy(CUevent event) {
+  ENTER(cuEventDestroy);
   pthread_mutex_lock(&g_lock);
   int found = fake_list_remove(&g_events, event);
   pthread_mutex_unlock(&g_lock);
@@ -1202,8 +1134,8 @@ static CUresult host_alloc(void **ptr, size_t size, mem_kind kind, CUcontext ctx
   return result;
 }
 
-CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
-  ENTER(cuMemAlloc_v2);
+CUresult cuMemAlloc(CUdeviceptr *ptr, size_t size) {
+  ENTER(cuMemAlloc);
   CUcontext ctx;
   CUresult result = current_ctx(&ctx);
   return result != CUDA_SUCCESS ? result : device_alloc(ptr, size, KIND_DEVICE, ctx);
@@ -1238,8 +1170,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned flags) {
 
 /* Like cuMemFree of the real driver after an implicit synchronisation: a copy still queued
  * keeps the memory alive until it ran. */
-CUresult cuMemFree_v2(CUdeviceptr ptr) {
-  ENTER(cuMemFree_v2);
+CUresult cuMemFree(CUdeviceptr ptr) {
+  ENTER(cuMemFree);
   CUresult result = wait_for_device();
   return result != CUDA_SUCCESS ? result : record_free((uintptr_t)ptr, KINDS_ON_DEVICE, CUDA_ERROR_INVALID_VALUE);
 }
@@ -1286,8 +1218,8 @@ long fake_cuda_copies_beside_registration(void) { return atomic_load(&g_copies_b
 
 static CUresult register_range(void *ptr, size_t size, unsigned flags);
 
-CUresult cuMemHostRegister_v2(void *ptr, size_t size, unsigned flags) {
-  ENTER(cuMemHostRegister_v2);
+CUresult cuMemHostRegister(void *ptr, size_t size, unsigned flags) {
+  ENTER(cuMemHostRegister);
   atomic_fetch_add(&g_registering, 1);
   CUresult result = register_range(ptr, size, flags);
   atomic_fetch_sub(&g_registering, 1);
@@ -1444,14 +1376,14 @@ static CUresult copy_async(int to_device, CUdeviceptr device, void *host, size_t
   return result;
 }
 
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t size, CUstream stream) {
-  ENTER(cuMemcpyHtoDAsync_v2);
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t size, CUstream stream) {
+  ENTER(cuMemcpyHtoDAsync);
   if (atomic_load(&g_registering) > 0) atomic_fetch_add(&g_copies_beside, 1);
   return copy_async(1, dst, (void *)(uintptr_t)src, size, stream);
 }
 
-CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t size, CUstream stream) {
-  ENTER(cuMemcpyDtoHAsync_v2);
+CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t size, CUstream stream) {
+  ENTER(cuMemcpyDtoHAsync);
   return copy_async(0, src, dst, size, stream);
 }
 
@@ -1474,18 +1406,18 @@ static CUresult copy_now(int to_device, CUdeviceptr device, void *host, size_t s
   return result;
 }
 
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t size) {
-  ENTER(cuMemcpyHtoD_v2);
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t size) {
+  ENTER(cuMemcpyHtoD);
   return copy_now(1, dst, (void *)(uintptr_t)src, size, -1);
 }
 
-CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t size) {
-  ENTER(cuMemcpyDtoH_v2);
+CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t size) {
+  ENTER(cuMemcpyDtoH);
   return copy_now(0, src, dst, size, -1);
 }
 
-CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t size) {
-  ENTER(cuMemsetD8_v2);
+CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t size) {
+  ENTER(cuMemsetD8);
   return copy_now(1, dst, NULL, size, value);
 }
 
@@ -1538,12 +1470,12 @@ static CUresult memop(CUstream stream, op_kind kind, CUdeviceptr addr, unsigned 
   return enqueue_plain(stream, (op){.kind = kind, .word = word, .value = value});
 }
 
-CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags) {
-  ENTER(cuStreamWaitValue32_v2);
+CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags) {
+  ENTER(cuStreamWaitValue32);
   return memop(stream, OP_WAIT_VALUE, addr, value, flags);
 }
 
-CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags) {
-  ENTER(cuStreamWriteValue32_v2);
+CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags) {
+  ENTER(cuStreamWriteValue32);
   return memop(stream, OP_WRITE_VALUE, addr, value, flags);
 }

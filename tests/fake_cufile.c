@@ -35,29 +35,15 @@
 #include "fake_common.h"
 #include "fake_cuda.h" /* CUDA constants beyond those of src/cuda.h */
 
-/* ---- The API this file exports --------------------------------------------------------------
- * Declared from src/cufile.h's own lists, so that a definition below that strays from kvik's
- * signature does not compile. The asm label gives each its exported symbol, which differs from
- * kvik's member name where cufile.h maps a name to a versioned one (cuFileDriverClose_v2). */
-#define FAKE_DECLARE_(member, symbol, ret, params) ret member params __asm__(symbol);
-KVIK__CUFILE_FUNCTIONS(FAKE_DECLARE_)
-KVIK__CUFILE_OPTIONAL_FUNCTIONS(FAKE_DECLARE_)
-#undef FAKE_DECLARE_
+/* ---- The API this file exports ------------------------------------------------------------ */
 
+/* src/cufile.h's functions, declared under their symbols (cuFileDriverClose_v2, ...) and counted
+ * and failed by those names (fake_common.h). */
 #define ALL_FUNCTIONS(X) KVIK__CUFILE_FUNCTIONS(X) KVIK__CUFILE_OPTIONAL_FUNCTIONS(X)
+ALL_FUNCTIONS(FAKE_DECLARE)
 
-typedef enum fn_id {
-#define FN_ENUM_(member, symbol, ret, params) FN_##member,
-  ALL_FUNCTIONS(FN_ENUM_)
-#undef FN_ENUM_
-  FN_COUNT
-} fn_id;
-
-static const char *const fn_symbols[FN_COUNT] = {
-#define FN_SYMBOL_(member, symbol, ret, params) symbol,
-    ALL_FUNCTIONS(FN_SYMBOL_)
-#undef FN_SYMBOL_
-};
+typedef enum fn_id { ALL_FUNCTIONS(FAKE_FN_ID) FN_COUNT } fn_id;
+static const char *const fn_symbols[FN_COUNT] = {ALL_FUNCTIONS(FAKE_FN_SYMBOL)};
 
 #define ALIGN ((size_t)4096)           /* what O_DIRECT needs, and what GDS calls aligned */
 #define BOUNCE_MAX ((size_t)1 << 20)   /* device memory moves through the CPU in pieces this big */
