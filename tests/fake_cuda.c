@@ -17,12 +17,14 @@
  *
  * Locks: g_lock guards the registries (allocation records, streams, events, contexts); each
  * stream and event has its own lock for its queue and state; g_arena_lock guards the free list
- * of device memory; g_fault_lock the armed failures. No lock is held while taking g_lock, and
- * none at all while a stream runs its work (a host function may call back into the fake). */
+ * of device memory; g_api.lock (fake_common.h) the armed failures. No lock is held while taking
+ * g_lock, and none at all while a stream runs its work (a host function may call back into the
+ * fake). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, fallocate, pthread_setname_np */
 #endif
 #include "fake_cuda.h"
+#include "fake_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,127 +38,24 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- The driver API this file exports (the real driver's symbol names and signatures) ---- */
+/* ---- The driver API this file exports ----------------------------------------------------- */
 
-CUresult cuInit(unsigned flags);
-CUresult cuDriverGetVersion(int *version);
-CUresult cuGetErrorName(CUresult error, const char **name);
-CUresult cuGetErrorString(CUresult error, const char **text);
-CUresult cuDeviceGetCount(int *count);
-CUresult cuDeviceGet(CUdevice *device, int ordinal);
-CUresult cuDeviceGetName(char *name, int len, CUdevice device);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device);
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device);
-CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice device);
-CUresult cuCtxDestroy_v2(CUcontext ctx);
-CUresult cuCtxGetCurrent(CUcontext *ctx);
-CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuCtxPushCurrent_v2(CUcontext ctx);
-CUresult cuCtxPopCurrent_v2(CUcontext *ctx);
-CUresult cuCtxSynchronize(void);
-CUresult cuCtxGetDevice(CUdevice *device);
-CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id);
-CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size);
-CUresult cuMemFree_v2(CUdeviceptr ptr);
-CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t size, CUstream stream);
-CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream);
-CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned flags);
-CUresult cuMemHostAlloc(void **ptr, size_t size, unsigned flags);
-CUresult cuMemFreeHost(void *ptr);
-CUresult cuMemHostRegister_v2(void *ptr, size_t size, unsigned flags);
-CUresult cuMemHostUnregister(void *ptr);
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t size);
-CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t size);
-CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t size);
-CUresult cuPointerGetAttributes(unsigned count, int *attributes, void **data, CUdeviceptr ptr);
-CUresult cuStreamCreate(CUstream *stream, unsigned flags);
-CUresult cuStreamDestroy_v2(CUstream stream);
-CUresult cuStreamSynchronize(CUstream stream);
-CUresult cuStreamQuery(CUstream stream);
-CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx);
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t size, CUstream stream);
-CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t size, CUstream stream);
-CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *user_data);
-CUresult cuEventCreate(CUevent *event, unsigned flags);
-CUresult cuEventDestroy_v2(CUevent event);
-CUresult cuEventRecord(CUevent event, CUstream stream);
-CUresult cuEventSynchronize(CUevent event);
-CUresult cuEventQuery(CUevent event);
-CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags);
-CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags);
-CUresult cuModuleLoadData(CUmodule *module, const void *image);
-CUresult cuModuleUnload(CUmodule module);
+/* src/cuda.h's functions and fake_cuda.h's extras, declared under their symbols (cuMemAlloc_v2,
+ * ...) and counted and failed by those names (fake_common.h). */
+#define ALL_FUNCTIONS(X) KVIK__CUDA_FUNCTIONS(X) FAKE_CUDA_EXTRA_FUNCTIONS(X)
+ALL_FUNCTIONS(FAKE_DECLARE)
 
-/* Every exported driver function, for call counting and fault injection by name. */
-#define FAKE_FUNCTIONS(X)                                                                      \
-  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)     \
-  X(cuDeviceGet) X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) \
-  X(cuCtxCreate_v2) X(cuCtxDestroy_v2) X(cuCtxGetCurrent) X(cuCtxSetCurrent)                    \
-  X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize) X(cuCtxGetDevice) X(cuCtxGetId) \
-  X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAllocManaged)    \
-  X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister_v2) X(cuMemHostUnregister)             \
-  X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemsetD8_v2) X(cuPointerGetAttributes)              \
-  X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuStreamQuery)               \
-  X(cuStreamGetCtx) X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuLaunchHostFunc)         \
-  X(cuEventCreate) X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery)   \
-  X(cuStreamWaitValue32_v2) X(cuStreamWriteValue32_v2) X(cuModuleLoadData) X(cuModuleUnload)
-
-typedef enum fn_id {
-#define FN_ENUM_(name) FN_##name,
-  FAKE_FUNCTIONS(FN_ENUM_)
-#undef FN_ENUM_
-  FN_COUNT
-} fn_id;
-
-static const char *const fn_names[FN_COUNT] = {
-#define FN_NAME_(name) #name,
-    FAKE_FUNCTIONS(FN_NAME_)
-#undef FN_NAME_
-};
-
-static fn_id fn_lookup(const char *symbol) {
-  for (int i = 0; i < FN_COUNT; i++)
-    if (symbol && strcmp(fn_names[i], symbol) == 0) return (fn_id)i;
-  return FN_COUNT;
-}
+typedef enum fn_id { ALL_FUNCTIONS(FAKE_FN_ID) FN_COUNT } fn_id;
+static const char *const fn_symbols[FN_COUNT] = {ALL_FUNCTIONS(FAKE_FN_SYMBOL)};
 
 /* ---- Call counting and fault injection ---------------------------------------------------- */
 
-#define MAX_ARMED 64
-
-typedef struct armed_failure {
-  fn_id fn;
-  int countdown; /* calls of fn still to come before the one that fails, that one included */
-  CUresult error;
-} armed_failure;
-
-static atomic_long g_calls[FN_COUNT];
-static pthread_mutex_t g_fault_lock = PTHREAD_MUTEX_INITIALIZER;
-static armed_failure g_armed[MAX_ARMED];
-static int g_narmed;
-static atomic_int g_any_armed; /* lets the common case skip g_fault_lock */
+const char fake_name[] = "fake_cuda";
+static fake_api g_api = FAKE_API_INIT(fn_symbols, FN_COUNT);
+_Static_assert(FN_COUNT <= FAKE_MAX_FUNCTIONS, "raise FAKE_MAX_FUNCTIONS");
 static atomic_long g_copies_beside; /* see fake_cuda_copies_beside_registration() */
 
 static atomic_int g_initialized;
-
-/* Count a call of fn and return the error of a failure armed for this call, if any. */
-static CUresult fire_armed(fn_id fn) {
-  atomic_fetch_add(&g_calls[fn], 1);
-  if (!atomic_load(&g_any_armed)) return CUDA_SUCCESS;
-  CUresult result = CUDA_SUCCESS;
-  pthread_mutex_lock(&g_fault_lock);
-  for (int i = 0; i < g_narmed;) {
-    if (g_armed[i].fn == fn && --g_armed[i].countdown == 0) {
-      if (result == CUDA_SUCCESS) result = g_armed[i].error;
-      g_armed[i] = g_armed[--g_narmed];
-      continue;
-    }
-    i++;
-  }
-  atomic_store(&g_any_armed, g_narmed > 0);
-  pthread_mutex_unlock(&g_fault_lock);
-  return result;
-}
 
 /* ---- The rules of host functions and of calls that wait for the device ------------------
  *
@@ -186,7 +85,7 @@ static CUresult gate(void) {
  * rules above. */
 #define ENTER(name)                                                                            \
   do {                                                                                         \
-    CUresult enter_ = fire_armed(FN_##name);                                                   \
+    CUresult enter_ = fake_api_call(&g_api, FN_##name);                                        \
     if (enter_ != CUDA_SUCCESS) return enter_;                                                 \
     if (!atomic_load(&g_initialized)) return CUDA_ERROR_NOT_INITIALIZED;                       \
     if ((enter_ = gate()) != CUDA_SUCCESS) return enter_;                                      \
@@ -195,38 +94,22 @@ static CUresult gate(void) {
 /* For the few functions the real driver serves before cuInit. */
 #define ENTER_BEFORE_INIT(name)                                                                \
   do {                                                                                         \
-    CUresult enter_ = fire_armed(FN_##name);                                                   \
+    CUresult enter_ = fake_api_call(&g_api, FN_##name);                                        \
     if (enter_ != CUDA_SUCCESS) return enter_;                                                 \
   } while (0)
 
 void fake_cuda_fail(const char *symbol, int nth, int error) {
-  fn_id fn = fn_lookup(symbol);
-  if (fn == FN_COUNT || nth < 1) {
-    fprintf(stderr, "fake_cuda_fail(\"%s\", %d): %s\n", symbol ? symbol : "(null)", nth,
-            fn == FN_COUNT ? "no such function in the fake driver" : "nth must be 1 or more");
-    abort();
-  }
-  pthread_mutex_lock(&g_fault_lock);
-  if (g_narmed == MAX_ARMED) {
-    fprintf(stderr, "fake_cuda_fail: more than %d failures armed at once\n", MAX_ARMED);
-    abort();
-  }
-  g_armed[g_narmed++] = (armed_failure){fn, nth, error};
-  atomic_store(&g_any_armed, 1);
-  pthread_mutex_unlock(&g_fault_lock);
+  int fn = fake_name_index(fn_symbols, FN_COUNT, symbol);
+  if (fn < 0 || nth < 1)
+    fake_die("fake_cuda_fail(\"%s\", %d): %s", symbol ? symbol : "(null)", nth,
+             fn < 0 ? "no such function in the fake driver" : "nth must be 1 or more");
+  fake_api_arm(&g_api, fn, nth, error);
 }
 
-long fake_cuda_calls(const char *symbol) {
-  fn_id fn = fn_lookup(symbol);
-  return fn == FN_COUNT ? -1 : atomic_load(&g_calls[fn]);
-}
+long fake_cuda_calls(const char *symbol) { return fake_api_calls(&g_api, symbol); }
 
 void fake_cuda_reset(void) {
-  pthread_mutex_lock(&g_fault_lock);
-  g_narmed = 0;
-  atomic_store(&g_any_armed, 0);
-  pthread_mutex_unlock(&g_fault_lock);
-  for (int i = 0; i < FN_COUNT; i++) atomic_store(&g_calls[i], 0);
+  fake_api_reset(&g_api);
   atomic_store(&g_copies_beside, 0);
 }
 
@@ -242,26 +125,8 @@ static const char *const live_names[LIVE_COUNT] = {
 static atomic_long g_live[LIVE_COUNT];
 
 long fake_cuda_live(const char *what) {
-  for (int i = 0; i < LIVE_COUNT; i++)
-    if (what && strcmp(live_names[i], what) == 0) return atomic_load(&g_live[i]);
-  return -1;
-}
-
-/* ---- Settings from the environment -------------------------------------------------------- */
-
-/* A non-negative integer from the environment, or `fallback` when unset. A malformed value is
- * a broken test setup, which must not pass as the default: say so and stop. */
-static long env_long(const char *name, long fallback, long max) {
-  const char *text = getenv(name);
-  if (!text || !*text) return fallback;
-  char *end;
-  errno = 0;
-  long value = strtol(text, &end, 10);
-  if (errno || *end || value < 0 || value > max) {
-    fprintf(stderr, "fake CUDA driver: %s='%s' is not a number in [0, %ld]\n", name, text, max);
-    abort();
-  }
-  return value;
+  int i = fake_name_index(live_names, LIVE_COUNT, what);
+  return i < 0 ? -1 : atomic_load(&g_live[i]);
 }
 
 /* ---- Errors ------------------------------------------------------------------------------- */
@@ -352,8 +217,6 @@ static pthread_mutex_t g_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static extent *g_free;               /* free extents of the memfd, sorted by offset */
 static size_t g_nfree, g_free_cap;
 
-static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
 static int arena_setup(void) {
   g_arena_fd = memfd_create("fake-cuda-device-memory", MFD_CLOEXEC);
   if (g_arena_fd < 0) return -1;
@@ -401,7 +264,7 @@ static long long arena_alloc(size_t length) {
  * neighbours. */
 static void arena_free(size_t offset, size_t length) {
   if (fallocate(g_arena_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)length) != 0)
-    fprintf(stderr, "fake CUDA driver: punching a hole in device memory: %s\n", strerror(errno));
+    fprintf(stderr, "fake_cuda: punching a hole in device memory: %s\n", strerror(errno));
   pthread_mutex_lock(&g_arena_lock);
   size_t i = 0;
   while (i < g_nfree && g_free[i].offset < offset) i++;
@@ -619,13 +482,13 @@ CUresult cuInit(unsigned flags) {
   CUresult result = CUDA_SUCCESS;
   pthread_mutex_lock(&g_lock);
   if (!atomic_load(&g_initialized)) {
-    int devices = (int)env_long("FAKE_CUDA_DEVICES", 1, MAX_DEVICES);
-    g_copy_delay_us = env_long("FAKE_CUDA_COPY_DELAY_US", 200, 60L * 1000 * 1000);
-    g_queue_depth = env_long("FAKE_CUDA_QUEUE_DEPTH", 1024, 1L << 30);
+    int devices = (int)fake_env_long("FAKE_CUDA_DEVICES", 1, MAX_DEVICES);
+    g_copy_delay_us = fake_env_long("FAKE_CUDA_COPY_DELAY_US", 200, 60L * 1000 * 1000);
+    g_queue_depth = fake_env_long("FAKE_CUDA_QUEUE_DEPTH", 1024, 1L << 30);
     if (devices == 0) {
       result = CUDA_ERROR_NO_DEVICE;
     } else if (!g_device_view && arena_setup() != 0) {
-      fprintf(stderr, "fake CUDA driver: cannot set up device memory: %s\n", strerror(errno));
+      fprintf(stderr, "fake_cuda: cannot set up device memory: %s\n", strerror(errno));
       result = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
       g_device_count = devices;
@@ -678,8 +541,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
 
 /* The real driver resets the primary context when its last reference goes; the fake keeps it
  * usable and only counts, so that fake_cuda_live("primary") shows unbalanced retains. */
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
-  ENTER(cuDevicePrimaryCtxRelease_v2);
+CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
+  ENTER(cuDevicePrimaryCtxRelease);
   if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
   CUresult result = CUDA_SUCCESS;
   pthread_mutex_lock(&g_lock);
@@ -690,8 +553,8 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   return result;
 }
 
-CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice device) {
-  ENTER(cuCtxCreate_v2);
+CUresult cuCtxCreate(CUcontext *ctx, unsigned flags, CUdevice device) {
+  ENTER(cuCtxCreate);
   (void)flags; /* scheduling flags mean nothing to the fake */
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
   if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
@@ -732,15 +595,15 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
-  ENTER(cuCtxPushCurrent_v2);
+CUresult cuCtxPushCurrent(CUcontext ctx) {
+  ENTER(cuCtxPushCurrent);
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
   CUresult result = ctx_check(ctx);
   return result != CUDA_SUCCESS ? result : stack_push(ctx);
 }
 
-CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
-  ENTER(cuCtxPopCurrent_v2);
+CUresult cuCtxPopCurrent(CUcontext *ctx) {
+  ENTER(cuCtxPopCurrent);
   if (t_stack.depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
   CUcontext top = t_stack.ctx[--t_stack.depth];
   if (ctx) *ctx = top;
@@ -813,42 +676,10 @@ struct CUevent_st {
   CUcontext ctx;
 };
 
-/* A set of live handles, guarded by g_lock: a handle is looked up here before it is used, so a
- * stale or bogus one is an error rather than a crash. */
-typedef struct handle_set {
-  void **items;
-  size_t n, cap;
-} handle_set;
-
-static handle_set g_streams; /* default streams included */
-static handle_set g_events;
-
-static int set_contains(const handle_set *set, const void *item) {
-  for (size_t i = 0; i < set->n; i++)
-    if (set->items[i] == item) return 1;
-  return 0;
-}
-
-static int set_add(handle_set *set, void *item) {
-  if (set->n == set->cap) {
-    size_t cap = set->cap ? 2 * set->cap : 16;
-    void **grown = realloc(set->items, cap * sizeof *grown);
-    if (!grown) return -1;
-    set->items = grown;
-    set->cap = cap;
-  }
-  set->items[set->n++] = item;
-  return 0;
-}
-
-static void set_remove(handle_set *set, const void *item) {
-  for (size_t i = 0; i < set->n; i++) {
-    if (set->items[i] == item) {
-      set->items[i] = set->items[--set->n];
-      return;
-    }
-  }
-}
+/* The live handles, guarded by g_lock: a handle is looked up here before it is used, so a stale
+ * or bogus one is an error rather than a crash. */
+static fake_list g_streams; /* default streams included */
+static fake_list g_events;
 
 static void event_put(CUevent event);
 
@@ -860,16 +691,10 @@ static void stream_put(CUstream s) {
   free(s);
 }
 
-static void sleep_us(long us) {
-  struct timespec t = {us / 1000000, us % 1000000 * 1000};
-  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
-  }
-}
-
 static void op_run(op *o) {
   switch (o->kind) {
   case OP_COPY:
-    sleep_us(g_copy_delay_us);
+    fake_sleep_us(g_copy_delay_us);
     memcpy(o->dst, o->src, o->size);
     break;
   case OP_HOST_FN:
@@ -883,7 +708,7 @@ static void op_run(op *o) {
     t_in_driver_work = 0;
     break;
   case OP_WAIT_VALUE:
-    while (atomic_load(o->word) < o->value) sleep_us(20);
+    while (atomic_load(o->word) < o->value) fake_sleep_us(20);
     break;
   case OP_WRITE_VALUE:
     atomic_store(o->word, o->value);
@@ -922,6 +747,17 @@ static void *stream_worker(void *arg) {
   return NULL;
 }
 
+/* Run what is queued, end the worker and drop the registry's reference; s must already be out
+ * of the registry. */
+static void stream_close(CUstream s) {
+  pthread_mutex_lock(&s->lock);
+  s->closing = 1;
+  pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->worker, NULL);
+  stream_put(s);
+}
+
 /* A new stream of ctx, registered, with its worker running. */
 static CUresult stream_new(CUcontext ctx, int is_default, CUstream *out) {
   CUstream s = calloc(1, sizeof *s);
@@ -938,16 +774,10 @@ static CUresult stream_new(CUcontext ctx, int is_default, CUstream *out) {
   }
   pthread_setname_np(s->worker, is_default ? "fake-cuda-dflt" : "fake-cuda-strm");
   pthread_mutex_lock(&g_lock);
-  int failed = set_add(&g_streams, s);
+  int failed = fake_list_add(&g_streams, s);
   pthread_mutex_unlock(&g_lock);
   if (failed) {
-    /* Nothing was queued: closing now only ends the worker. */
-    pthread_mutex_lock(&s->lock);
-    s->closing = 1;
-    pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->worker, NULL);
-    stream_put(s);
+    stream_close(s); /* nothing was queued: this only ends the worker */
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *out = s;
@@ -971,24 +801,13 @@ static CUresult default_stream(CUcontext ctx, CUstream *out) {
   CUresult result = stream_new(ctx, 1, &s);
   if (result != CUDA_SUCCESS) return result;
   pthread_mutex_lock(&g_lock);
-  if (!ctx->default_stream) {
-    ctx->default_stream = s;
-    s = NULL;
-  }
+  int lost = ctx->default_stream != NULL; /* another thread made it first: ours was never used */
+  if (lost) fake_list_remove(&g_streams, s);
+  else ctx->default_stream = s;
   CUstream winner = ctx->default_stream;
   atomic_fetch_add(&winner->refs, 1);
   pthread_mutex_unlock(&g_lock);
-  if (s) { /* another thread made it first: ours was never used */
-    pthread_mutex_lock(&g_lock);
-    set_remove(&g_streams, s);
-    pthread_mutex_unlock(&g_lock);
-    pthread_mutex_lock(&s->lock);
-    s->closing = 1;
-    pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->worker, NULL);
-    stream_put(s);
-  }
+  if (lost) stream_close(s);
   *out = winner;
   return CUDA_SUCCESS;
 }
@@ -1004,7 +823,7 @@ static CUresult stream_get(CUstream handle, CUstream *out) {
   }
   pthread_mutex_lock(&g_lock);
   /* Default streams are in the set too, but their handles are never given out. */
-  int found = set_contains(&g_streams, handle) && !handle->is_default;
+  int found = fake_list_find(&g_streams, handle) >= 0 && !handle->is_default;
   if (found) atomic_fetch_add(&handle->refs, 1);
   pthread_mutex_unlock(&g_lock);
   if (found) *out = handle;
@@ -1039,17 +858,6 @@ static void stream_wait(CUstream s) {
   pthread_mutex_unlock(&s->lock);
 }
 
-/* Run what is queued, end the worker and drop the registry's reference; s must already be out
- * of the registry. */
-static void stream_close(CUstream s) {
-  pthread_mutex_lock(&s->lock);
-  s->closing = 1;
-  pthread_cond_signal(&s->work);
-  pthread_mutex_unlock(&s->lock);
-  pthread_join(s->worker, NULL);
-  stream_put(s);
-}
-
 CUresult cuStreamCreate(CUstream *stream, unsigned flags) {
   ENTER(cuStreamCreate);
   if (!stream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
@@ -1062,12 +870,12 @@ CUresult cuStreamCreate(CUstream *stream, unsigned flags) {
 
 /* Unlike the real driver, which returns at once and frees the stream once its work is done,
  * this waits for the queued work: the visible outcome is the same. */
-CUresult cuStreamDestroy_v2(CUstream stream) {
-  ENTER(cuStreamDestroy_v2);
+CUresult cuStreamDestroy(CUstream stream) {
+  ENTER(cuStreamDestroy);
   if (is_default_handle(stream)) return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&g_lock);
-  int found = set_contains(&g_streams, stream) && !stream->is_default;
-  if (found) set_remove(&g_streams, stream);
+  int found = fake_list_find(&g_streams, stream) >= 0 && !stream->is_default;
+  if (found) fake_list_remove(&g_streams, stream);
   pthread_mutex_unlock(&g_lock);
   if (!found) return CUDA_ERROR_INVALID_HANDLE;
   atomic_fetch_sub(&g_live[LIVE_STREAMS], 1);
@@ -1168,14 +976,14 @@ CUresult cuModuleUnload(CUmodule module) {
 
 /* Waits for the context's work and ends its default stream. Allocations, streams and events
  * made in the context stay (the real driver frees them): the live counts show them as leaks. */
-CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  ENTER(cuCtxDestroy_v2);
+CUresult cuCtxDestroy(CUcontext ctx) {
+  ENTER(cuCtxDestroy);
   if (!ctx_known(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
   pthread_mutex_lock(&g_lock);
   int already = atomic_exchange(&ctx->destroyed, 1);
   CUstream s = ctx->default_stream;
   ctx->default_stream = NULL;
-  if (s) set_remove(&g_streams, s);
+  if (s) fake_list_remove(&g_streams, s);
   pthread_mutex_unlock(&g_lock);
   if (already) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   if (s) stream_close(s);
@@ -1196,7 +1004,7 @@ static void event_put(CUevent event) {
 /* A live event with a reference for the caller. */
 static CUresult event_get(CUevent handle, CUevent *out) {
   pthread_mutex_lock(&g_lock);
-  int found = set_contains(&g_events, handle);
+  int found = fake_list_find(&g_events, handle) >= 0;
   if (found) atomic_fetch_add(&handle->refs, 1);
   pthread_mutex_unlock(&g_lock);
   if (found) *out = handle;
@@ -1216,7 +1024,7 @@ CUresult cuEventCreate(CUevent *event, unsigned flags) {
   atomic_init(&e->refs, 1);
   e->ctx = ctx;
   pthread_mutex_lock(&g_lock);
-  int failed = set_add(&g_events, e);
+  int failed = fake_list_add(&g_events, e);
   pthread_mutex_unlock(&g_lock);
   if (failed) {
     event_put(e);
@@ -1228,11 +1036,10 @@ CUresult cuEventCreate(CUevent *event, unsigned flags) {
 }
 
 /* As in the real driver, a marker still queued stays valid: it holds its own reference. */
-CUresult cuEventDestroy_v2(CUevent event) {
-  ENTER(cuEventDestroy_v2);
+CUresult cuEventDestroy(CUevent event) {
+  ENTER(cuEventDestroy);
   pthread_mutex_lock(&g_lock);
-  int found = set_contains(&g_events, event);
-  if (found) set_remove(&g_events, event);
+  int found = fake_list_remove(&g_events, event);
   pthread_mutex_unlock(&g_lock);
   if (!found) return CUDA_ERROR_INVALID_HANDLE;
   atomic_fetch_sub(&g_live[LIVE_EVENTS], 1);
@@ -1303,7 +1110,7 @@ CUresult cuEventQuery(CUevent event) {
 static CUresult device_alloc(CUdeviceptr *ptr, size_t size, mem_kind kind, CUcontext ctx) {
   if (!ptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   if (size > ARENA_BYTES) return CUDA_ERROR_OUT_OF_MEMORY;
-  size_t reserved = round_up(size, DEVICE_ALIGN);
+  size_t reserved = fake_round_up(size, DEVICE_ALIGN);
   long long offset = arena_alloc(reserved);
   if (offset < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   uintptr_t start = (uintptr_t)g_device_view + (size_t)offset;
@@ -1318,7 +1125,7 @@ static CUresult device_alloc(CUdeviceptr *ptr, size_t size, mem_kind kind, CUcon
 /* Managed and pinned memory: ordinary page-aligned host memory the CPU may use. */
 static CUresult host_alloc(void **ptr, size_t size, mem_kind kind, CUcontext ctx) {
   if (!ptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
-  size_t reserved = round_up(size, (size_t)sysconf(_SC_PAGESIZE));
+  size_t reserved = fake_round_up(size, (size_t)sysconf(_SC_PAGESIZE));
   void *p = mmap(NULL, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult result = record_new((uintptr_t)p, size, reserved, kind, ctx, ctx->device, p);
@@ -1327,8 +1134,8 @@ static CUresult host_alloc(void **ptr, size_t size, mem_kind kind, CUcontext ctx
   return result;
 }
 
-CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
-  ENTER(cuMemAlloc_v2);
+CUresult cuMemAlloc(CUdeviceptr *ptr, size_t size) {
+  ENTER(cuMemAlloc);
   CUcontext ctx;
   CUresult result = current_ctx(&ctx);
   return result != CUDA_SUCCESS ? result : device_alloc(ptr, size, KIND_DEVICE, ctx);
@@ -1363,8 +1170,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned flags) {
 
 /* Like cuMemFree of the real driver after an implicit synchronisation: a copy still queued
  * keeps the memory alive until it ran. */
-CUresult cuMemFree_v2(CUdeviceptr ptr) {
-  ENTER(cuMemFree_v2);
+CUresult cuMemFree(CUdeviceptr ptr) {
+  ENTER(cuMemFree);
   CUresult result = wait_for_device();
   return result != CUDA_SUCCESS ? result : record_free((uintptr_t)ptr, KINDS_ON_DEVICE, CUDA_ERROR_INVALID_VALUE);
 }
@@ -1411,8 +1218,8 @@ long fake_cuda_copies_beside_registration(void) { return atomic_load(&g_copies_b
 
 static CUresult register_range(void *ptr, size_t size, unsigned flags);
 
-CUresult cuMemHostRegister_v2(void *ptr, size_t size, unsigned flags) {
-  ENTER(cuMemHostRegister_v2);
+CUresult cuMemHostRegister(void *ptr, size_t size, unsigned flags) {
+  ENTER(cuMemHostRegister);
   atomic_fetch_add(&g_registering, 1);
   CUresult result = register_range(ptr, size, flags);
   atomic_fetch_sub(&g_registering, 1);
@@ -1569,14 +1376,14 @@ static CUresult copy_async(int to_device, CUdeviceptr device, void *host, size_t
   return result;
 }
 
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t size, CUstream stream) {
-  ENTER(cuMemcpyHtoDAsync_v2);
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t size, CUstream stream) {
+  ENTER(cuMemcpyHtoDAsync);
   if (atomic_load(&g_registering) > 0) atomic_fetch_add(&g_copies_beside, 1);
   return copy_async(1, dst, (void *)(uintptr_t)src, size, stream);
 }
 
-CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t size, CUstream stream) {
-  ENTER(cuMemcpyDtoHAsync_v2);
+CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t size, CUstream stream) {
+  ENTER(cuMemcpyDtoHAsync);
   return copy_async(0, src, dst, size, stream);
 }
 
@@ -1599,18 +1406,18 @@ static CUresult copy_now(int to_device, CUdeviceptr device, void *host, size_t s
   return result;
 }
 
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t size) {
-  ENTER(cuMemcpyHtoD_v2);
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t size) {
+  ENTER(cuMemcpyHtoD);
   return copy_now(1, dst, (void *)(uintptr_t)src, size, -1);
 }
 
-CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t size) {
-  ENTER(cuMemcpyDtoH_v2);
+CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t size) {
+  ENTER(cuMemcpyDtoH);
   return copy_now(0, src, dst, size, -1);
 }
 
-CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t size) {
-  ENTER(cuMemsetD8_v2);
+CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t size) {
+  ENTER(cuMemsetD8);
   return copy_now(1, dst, NULL, size, value);
 }
 
@@ -1663,12 +1470,12 @@ static CUresult memop(CUstream stream, op_kind kind, CUdeviceptr addr, unsigned 
   return enqueue_plain(stream, (op){.kind = kind, .word = word, .value = value});
 }
 
-CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags) {
-  ENTER(cuStreamWaitValue32_v2);
+CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags) {
+  ENTER(cuStreamWaitValue32);
   return memop(stream, OP_WAIT_VALUE, addr, value, flags);
 }
 
-CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags) {
-  ENTER(cuStreamWriteValue32_v2);
+CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags) {
+  ENTER(cuStreamWriteValue32);
   return memop(stream, OP_WRITE_VALUE, addr, value, flags);
 }

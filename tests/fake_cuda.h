@@ -82,6 +82,32 @@ typedef long (*fake_cuda_copies_beside_registration_fn)(void);
  * cuda.h. Guarded so that src/cuda.h may define any of them later. */
 typedef struct CUmod_st *CUmodule;
 
+/* The driver functions the fake exports beyond those kvik calls (src/cuda.h), in the same form:
+ * X(member, exported symbol, return type, parameters). */
+#define FAKE_CUDA_EXTRA_FUNCTIONS(X)                                                             \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult, (CUdevice device))     \
+  X(cuCtxCreate, "cuCtxCreate_v2", CUresult, (CUcontext * ctx, unsigned flags, CUdevice device)) \
+  X(cuCtxDestroy, "cuCtxDestroy_v2", CUresult, (CUcontext ctx))                                 \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext ctx))                              \
+  X(cuCtxSynchronize, "cuCtxSynchronize", CUresult, (void))                                     \
+  X(cuCtxGetDevice, "cuCtxGetDevice", CUresult, (CUdevice * device))                            \
+  X(cuCtxGetId, "cuCtxGetId", CUresult, (CUcontext ctx, unsigned long long *id))                \
+  X(cuMemAllocAsync, "cuMemAllocAsync", CUresult, (CUdeviceptr * ptr, size_t size, CUstream s)) \
+  X(cuMemFreeAsync, "cuMemFreeAsync", CUresult, (CUdeviceptr ptr, CUstream stream))             \
+  X(cuMemAllocManaged, "cuMemAllocManaged", CUresult,                                           \
+    (CUdeviceptr * ptr, size_t size, unsigned flags))                                           \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult, (CUdeviceptr dst, const void *src, size_t size)) \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult, (void *dst, CUdeviceptr src, size_t size))       \
+  X(cuMemsetD8, "cuMemsetD8_v2", CUresult, (CUdeviceptr dst, unsigned char value, size_t size)) \
+  X(cuStreamQuery, "cuStreamQuery", CUresult, (CUstream stream))                                \
+  X(cuEventQuery, "cuEventQuery", CUresult, (CUevent event))                                    \
+  X(cuStreamWaitValue32, "cuStreamWaitValue32_v2", CUresult,                                    \
+    (CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags))                        \
+  X(cuStreamWriteValue32, "cuStreamWriteValue32_v2", CUresult,                                  \
+    (CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags))                        \
+  X(cuModuleLoadData, "cuModuleLoadData", CUresult, (CUmodule * module, const void *image))     \
+  X(cuModuleUnload, "cuModuleUnload", CUresult, (CUmodule module))
+
 #ifndef CUDA_ERROR_INVALID_VALUE
 #define CUDA_ERROR_INVALID_VALUE 1
 #endif

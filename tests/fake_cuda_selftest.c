@@ -13,26 +13,10 @@
 /* test.h prints kvik's last error when an assertion fails; this program does not link kvik. */
 const char *kvik_last_error(void) { return "(none: the fake driver's selftest does not use kvik)"; }
 
-/* Functions of the fake that kvik does not call (src/cuda.h has those), in the same form. */
-#define EXTRA_FUNCTIONS(X)                                                                     \
-  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult, (CUdevice device))     \
-  X(cuCtxCreate, "cuCtxCreate_v2", CUresult, (CUcontext * ctx, unsigned flags, CUdevice device)) \
-  X(cuCtxDestroy, "cuCtxDestroy_v2", CUresult, (CUcontext ctx))                                 \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext ctx))                              \
-  X(cuCtxSynchronize, "cuCtxSynchronize", CUresult, (void))                                     \
-  X(cuCtxGetDevice, "cuCtxGetDevice", CUresult, (CUdevice * device))                            \
-  X(cuMemAllocAsync, "cuMemAllocAsync", CUresult, (CUdeviceptr * ptr, size_t size, CUstream s)) \
-  X(cuMemFreeAsync, "cuMemFreeAsync", CUresult, (CUdeviceptr ptr, CUstream stream))             \
-  X(cuMemAllocManaged, "cuMemAllocManaged", CUresult, (CUdeviceptr * ptr, size_t size, unsigned flags)) \
-  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult, (CUdeviceptr dst, const void *src, size_t size)) \
-  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult, (void *dst, CUdeviceptr src, size_t size))       \
-  X(cuMemsetD8, "cuMemsetD8_v2", CUresult, (CUdeviceptr dst, unsigned char value, size_t size)) \
-  X(cuStreamQuery, "cuStreamQuery", CUresult, (CUstream stream))                                \
-  X(cuEventQuery, "cuEventQuery", CUresult, (CUevent event))
-
+/* The fake driver's functions that kvik does not call (fake_cuda.h). */
 typedef struct extra_api {
 #define EXTRA_MEMBER_(member, symbol, ret, params) ret(*member) params;
-  EXTRA_FUNCTIONS(EXTRA_MEMBER_)
+  FAKE_CUDA_EXTRA_FUNCTIONS(EXTRA_MEMBER_)
 #undef EXTRA_MEMBER_
 } extra_api;
 
@@ -57,7 +41,7 @@ static void load(void *lib) {
   KVIK__CUDA_FUNCTIONS(LOAD_)
 #undef LOAD_
 #define LOAD_EXTRA_(member, symbol, ret, params) cx.member = (ret(*) params)must_find(lib, symbol);
-  EXTRA_FUNCTIONS(LOAD_EXTRA_)
+  FAKE_CUDA_EXTRA_FUNCTIONS(LOAD_EXTRA_)
 #undef LOAD_EXTRA_
   fake_fail = (fake_cuda_fail_fn)must_find(lib, "fake_cuda_fail");
   fake_calls = (fake_cuda_calls_fn)must_find(lib, "fake_cuda_calls");

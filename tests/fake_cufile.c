@@ -12,8 +12,8 @@
  *
  * Locks: g_lock guards the driver state, the parameters, the statistics and the registries of
  * handles, buffers, streams and batches; each batch has its own lock for its slots, and may take
- * g_lock under it, never the reverse. g_fault_lock guards the armed failures, taken under
- * g_lock. No lock is held during a transfer or a call into CUDA. */
+ * g_lock under it, never the reverse. g_api.lock (fake_common.h) guards the armed failures,
+ * taken under g_lock. No lock is held during a transfer or a call into CUDA. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_DIRECT, pthread_setname_np */
 #endif
@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,37 +32,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fake_common.h"
 #include "fake_cuda.h" /* CUDA constants beyond those of src/cuda.h */
 
-/* ---- The API this file exports --------------------------------------------------------------
- * Declared from src/cufile.h's own lists, so that a definition below that strays from kvik's
- * signature does not compile. The asm label gives each its exported symbol, which differs from
- * kvik's member name where cufile.h maps a name to a versioned one (cuFileDriverClose_v2). */
-#define FAKE_DECLARE_(member, symbol, ret, params) ret member params __asm__(symbol);
-KVIK__CUFILE_FUNCTIONS(FAKE_DECLARE_)
-KVIK__CUFILE_OPTIONAL_FUNCTIONS(FAKE_DECLARE_)
-#undef FAKE_DECLARE_
+/* ---- The API this file exports ------------------------------------------------------------ */
 
+/* src/cufile.h's functions, declared under their symbols (cuFileDriverClose_v2, ...) and counted
+ * and failed by those names (fake_common.h). */
 #define ALL_FUNCTIONS(X) KVIK__CUFILE_FUNCTIONS(X) KVIK__CUFILE_OPTIONAL_FUNCTIONS(X)
+ALL_FUNCTIONS(FAKE_DECLARE)
 
-typedef enum fn_id {
-#define FN_ENUM_(member, symbol, ret, params) FN_##member,
-  ALL_FUNCTIONS(FN_ENUM_)
-#undef FN_ENUM_
-  FN_COUNT
-} fn_id;
-
-static const char *const fn_symbols[FN_COUNT] = {
-#define FN_SYMBOL_(member, symbol, ret, params) symbol,
-    ALL_FUNCTIONS(FN_SYMBOL_)
-#undef FN_SYMBOL_
-};
-
-static fn_id fn_lookup(const char *symbol) {
-  for (int i = 0; i < FN_COUNT; i++)
-    if (symbol && strcmp(fn_symbols[i], symbol) == 0) return (fn_id)i;
-  return FN_COUNT;
-}
+typedef enum fn_id { ALL_FUNCTIONS(FAKE_FN_ID) FN_COUNT } fn_id;
+static const char *const fn_symbols[FN_COUNT] = {ALL_FUNCTIONS(FAKE_FN_SYMBOL)};
 
 #define ALIGN ((size_t)4096)           /* what O_DIRECT needs, and what GDS calls aligned */
 #define BOUNCE_MAX ((size_t)1 << 20)   /* device memory moves through the CPU in pieces this big */
@@ -73,57 +53,12 @@ static const kvik__cufile_error OK = {KVIK__CUFILE_SUCCESS, CUDA_SUCCESS};
 
 static kvik__cufile_error status_of(int status) { return (kvik__cufile_error){status, CUDA_SUCCESS}; }
 
-/* A bug of the caller (kvik or a test): say what and stop, so that no test passes over it. */
-__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *format, ...) {
-  va_list args;
-  va_start(args, format);
-  fputs("fake_cufile: ", stderr);
-  vfprintf(stderr, format, args);
-  fputc('\n', stderr);
-  va_end(args);
-  abort();
-}
-
-static void sleep_us(long us) {
-  struct timespec t = {us / 1000000, us % 1000000 * 1000};
-  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
-  }
-}
-
 /* ---- Call counting and fault injection ------------------------------------------------------ */
 
-#define MAX_ARMED 64
-
-typedef struct armed_failure {
-  fn_id fn;
-  int every;     /* armed with nth 0: every call fails until fake_cufile_reset() */
-  int countdown; /* otherwise: calls still to come before the one that fails, that one included */
-  int status;
-} armed_failure;
-
-static atomic_long g_calls[FN_COUNT];
+const char fake_name[] = "fake_cufile";
+static fake_api g_api = FAKE_API_INIT(fn_symbols, FN_COUNT);
+_Static_assert(FN_COUNT <= FAKE_MAX_FUNCTIONS, "raise FAKE_MAX_FUNCTIONS");
 static atomic_long g_unaligned;
-static pthread_mutex_t g_fault_lock = PTHREAD_MUTEX_INITIALIZER;
-static armed_failure g_armed[MAX_ARMED];
-static int g_narmed;
-static atomic_int g_any_armed; /* lets the common case skip g_fault_lock */
-
-/* The status of a failure armed for this call of fn, or 0. A one-shot failure is spent. */
-static int fire_armed(fn_id fn) {
-  if (!atomic_load(&g_any_armed)) return 0;
-  int status = 0;
-  pthread_mutex_lock(&g_fault_lock);
-  for (int i = 0; i < g_narmed;) {
-    armed_failure *a = &g_armed[i];
-    int fires = a->fn == fn && (a->every || --a->countdown == 0);
-    if (fires && !status) status = a->status;
-    if (fires && !a->every) *a = g_armed[--g_narmed];
-    else i++;
-  }
-  atomic_store(&g_any_armed, g_narmed > 0);
-  pthread_mutex_unlock(&g_fault_lock);
-  return status;
-}
 
 /* ---- Settings from the environment ---------------------------------------------------------- */
 
@@ -131,34 +66,24 @@ static unsigned g_nvfs_major, g_nvfs_minor;
 static int g_version;
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 
-/* A non-negative integer from the environment, or `fallback` when unset. A malformed value is
- * a broken test setup, which must not pass as the default. */
-static long env_long(const char *name, long fallback, long max) {
-  const char *text = getenv(name);
-  if (!text || !*text) return fallback;
-  char *end;
-  errno = 0;
-  long value = strtol(text, &end, 10);
-  if (errno || *end || value < 0 || value > max) die("%s='%s' is not a number in [0, %ld]", name, text, max);
-  return value;
-}
-
 static void env_nvfs(void) {
   const char *text = getenv("FAKE_CUFILE_NVFS");
   if (!text || !*text) return;
   char extra;
   if (sscanf(text, "%u.%u%c", &g_nvfs_major, &g_nvfs_minor, &extra) != 2 || g_nvfs_major == 0)
-    die("FAKE_CUFILE_NVFS='%s' is not an nvidia-fs version such as 2.26", text);
+    fake_die("FAKE_CUFILE_NVFS='%s' is not an nvidia-fs version such as 2.26", text);
 }
 
 /* Read per transfer, so that a test can make IO slow for one phase only. */
-static long io_delay_us(void) { return env_long("FAKE_CUFILE_IO_DELAY_US", 0, 60L * 1000 * 1000); }
+static long io_delay_us(void) {
+  return fake_env_long("FAKE_CUFILE_IO_DELAY_US", 0, 60L * 1000 * 1000);
+}
 
 static void install_fork_handlers(void);
 
 static void load_env(void) {
   env_nvfs();
-  g_version = (int)env_long("FAKE_CUFILE_VERSION", 1150, 1000000);
+  g_version = (int)fake_env_long("FAKE_CUFILE_VERSION", 1150, 1000000);
   install_fork_handlers();
 }
 
@@ -246,15 +171,15 @@ static int open_locked(void) {
   return 0;
 }
 
-/* Count the call, catch a use after close, return an armed failure without doing anything, and
+/* Catch a use after close, count the call, return an armed failure without doing anything, and
  * open the driver where cuFile would. Returns 0 or the status to fail with. An OPEN_DRIVER call
  * that got 0 must call end() when done: cuFileDriverClose refuses to close under it. */
 static int begin(fn_id fn, need n) {
   pthread_once(&g_env_once, load_env);
-  atomic_fetch_add(&g_calls[fn], 1);
   pthread_mutex_lock(&g_lock);
-  if (n != ANY_TIME && g_state == CLOSED) die("%s called after cuFileDriverClose", fn_symbols[fn]);
-  int status = fire_armed(fn);
+  if (n != ANY_TIME && g_state == CLOSED)
+    fake_die("%s called after cuFileDriverClose", fn_symbols[fn]);
+  int status = fake_api_call(&g_api, fn);
   if (status == 0 && n == OPEN_DRIVER) status = open_locked();
   if (status == 0 && n == OPEN_DRIVER) atomic_fetch_add(&g_active, 1);
   pthread_mutex_unlock(&g_lock);
@@ -269,11 +194,11 @@ static void live_add(live_kind kind, long n) { atomic_fetch_add(&g_live[kind], n
  * must not inherit g_lock held by one of them. */
 static void fork_prepare(void) {
   pthread_mutex_lock(&g_lock);
-  pthread_mutex_lock(&g_fault_lock);
+  pthread_mutex_lock(&g_api.lock);
 }
 
 static void fork_parent(void) {
-  pthread_mutex_unlock(&g_fault_lock);
+  pthread_mutex_unlock(&g_api.lock);
   pthread_mutex_unlock(&g_lock);
 }
 
@@ -371,25 +296,6 @@ static int ctx_enter(const cuda_fns *cu, CUcontext own, CUcontext requester) {
 
 /* ---- Registries ----------------------------------------------------------------------------- */
 
-typedef struct ptr_list {
-  void **items;
-  size_t n, cap;
-} ptr_list;
-
-static int list_add(ptr_list *l, void *item) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? 2 * l->cap : 16;
-    void **grown = realloc(l->items, cap * sizeof *grown);
-    if (!grown) return -1;
-    l->items = grown;
-    l->cap = cap;
-  }
-  l->items[l->n++] = item;
-  return 0;
-}
-
-static void list_remove_at(ptr_list *l, size_t i) { l->items[i] = l->items[--l->n]; }
-
 /* Handles are numbers, never reused, rather than addresses: a stale handle is then unknown
  * instead of matching whatever malloc put at its old address. */
 static uintptr_t g_next_id; /* g_lock */
@@ -410,7 +316,7 @@ typedef struct buffer_record {
   size_t length;
 } buffer_record;
 
-static ptr_list g_handles, g_buffers, g_streams, g_batches; /* g_lock */
+static fake_list g_handles, g_buffers, g_streams, g_batches; /* g_lock */
 
 /* g_lock held. */
 static long handle_index(uintptr_t id) {
@@ -462,7 +368,7 @@ static int handle_register(kvik__cufile_handle *fh, const kvik__cufile_descr *de
   h->ino = st.st_ino;
   pthread_mutex_lock(&g_lock);
   if (fd_registered_locked(h->fd)) status = CU_FILE_HANDLE_ALREADY_REGISTERED;
-  else if (list_add(&g_handles, h) != 0) status = CU_FILE_NOMEM_ERROR;
+  else if (fake_list_add(&g_handles, h) != 0) status = CU_FILE_NOMEM_ERROR;
   if (!status) h->id = new_id_locked();
   pthread_mutex_unlock(&g_lock);
   if (status) {
@@ -477,11 +383,12 @@ static int handle_register(kvik__cufile_handle *fh, const kvik__cufile_descr *de
 static void handle_deregister(kvik__cufile_handle fh) {
   pthread_mutex_lock(&g_lock);
   long i = handle_index((uintptr_t)fh);
-  if (i < 0) die("cuFileHandleDeregister(%p): not a registered handle", fh);
+  if (i < 0) fake_die("cuFileHandleDeregister(%p): not a registered handle", fh);
   fake_handle *h = g_handles.items[i];
   if (h->users > 0)
-    die("cuFileHandleDeregister(%p): %ld IO operations on the handle are still queued or running", fh, h->users);
-  list_remove_at(&g_handles, (size_t)i);
+    fake_die("cuFileHandleDeregister(%p): %ld IO operations on the handle are still queued or "
+             "running", fh, h->users);
+  fake_list_remove_at(&g_handles, (size_t)i);
   pthread_mutex_unlock(&g_lock);
   live_add(LIVE_HANDLES, -1);
   int buffered = atomic_load(&h->buffered);
@@ -535,8 +442,6 @@ static ssize_t file_io(fake_handle *h, int write, void *buf, size_t n, off_t off
   return (ssize_t)done;
 }
 
-static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
 /* Device memory, through a host buffer: the file into the buffer, the buffer to the device. */
 static ssize_t device_read(const cuda_fns *cu, fake_handle *h, CUdeviceptr dst, size_t size, off_t offset,
                            unsigned char *bounce, size_t chunk) {
@@ -583,7 +488,7 @@ static ssize_t device_io(const cuda_fns *cu, const io_op *op, const mem_info *m,
   size_t chunk = op->size < BOUNCE_MAX ? op->size : BOUNCE_MAX;
   void *bounce = NULL;
   ssize_t ret = -CU_FILE_NOMEM_ERROR;
-  if (posix_memalign(&bounce, ALIGN, round_up(chunk, ALIGN)) == 0)
+  if (posix_memalign(&bounce, ALIGN, fake_round_up(chunk, ALIGN)) == 0)
     ret = op->write ? device_write(cu, op->h, dev, op->size, op->file_offset, bounce, chunk)
                     : device_read(cu, op->h, dev, op->size, op->file_offset, bounce, chunk);
   free(bounce);
@@ -598,7 +503,8 @@ static int fd_check(const fake_handle *h) {
   struct stat st;
   if (fstat(h->fd, &st) != 0) return -errno;
   if (st.st_dev != h->dev || st.st_ino != h->ino)
-    die("IO through handle %p: its fd %d was closed and reopened for another file", (void *)h->id, h->fd);
+    fake_die("IO through handle %p: its fd %d was closed and reopened for another file",
+             (void *)h->id, h->fd);
   return 0;
 }
 
@@ -607,7 +513,7 @@ static ssize_t io_run(const io_op *op) {
   if (!op->base || op->file_offset < 0 || op->base_offset < 0) return -CU_FILE_INVALID_VALUE;
   if (!aligned((uintptr_t)op->file_offset)) atomic_fetch_add(&g_unaligned, 1);
   long delay = io_delay_us();
-  if (delay) sleep_us(delay);
+  if (delay) fake_sleep_us(delay);
   int rc = fd_check(op->h);
   if (rc < 0) return rc;
   if (op->size == 0) return 0;
@@ -671,7 +577,7 @@ static int buf_register(const void *base, size_t length) {
   *r = (buffer_record){base, length};
   pthread_mutex_lock(&g_lock);
   int status = buffer_index(base) >= 0 ? CU_FILE_MEMORY_ALREADY_REGISTERED : 0;
-  if (!status && list_add(&g_buffers, r) != 0) status = CU_FILE_NOMEM_ERROR;
+  if (!status && fake_list_add(&g_buffers, r) != 0) status = CU_FILE_NOMEM_ERROR;
   pthread_mutex_unlock(&g_lock);
   if (status) free(r);
   else live_add(LIVE_BUFFERS, 1);
@@ -682,19 +588,12 @@ static int buf_deregister(const void *base) {
   pthread_mutex_lock(&g_lock);
   long i = buffer_index(base);
   buffer_record *r = i >= 0 ? g_buffers.items[i] : NULL;
-  if (r) list_remove_at(&g_buffers, (size_t)i);
+  if (r) fake_list_remove_at(&g_buffers, (size_t)i);
   pthread_mutex_unlock(&g_lock);
   if (!r) return CU_FILE_MEMORY_NOT_REGISTERED;
   free(r);
   live_add(LIVE_BUFFERS, -1);
   return 0;
-}
-
-/* g_lock held. */
-static long stream_index(CUstream stream) {
-  for (size_t i = 0; i < g_streams.n; i++)
-    if (g_streams.items[i] == (void *)stream) return (long)i;
-  return -1;
 }
 
 /* Registering a registered stream again only changes its flags, which the fake ignores: it
@@ -703,8 +602,8 @@ static int stream_register(CUstream stream, unsigned flags) {
   if (flags > 0xf) return CU_FILE_INVALID_VALUE; /* the four CU_FILE_STREAM_* bits */
   int status = 0, added = 0;
   pthread_mutex_lock(&g_lock);
-  if (stream_index(stream) < 0) {
-    added = list_add(&g_streams, (void *)stream) == 0;
+  if (fake_list_find(&g_streams, stream) < 0) {
+    added = fake_list_add(&g_streams, (void *)stream) == 0;
     status = added ? 0 : CU_FILE_NOMEM_ERROR;
   }
   pthread_mutex_unlock(&g_lock);
@@ -714,10 +613,9 @@ static int stream_register(CUstream stream, unsigned flags) {
 
 static int stream_deregister(CUstream stream) {
   pthread_mutex_lock(&g_lock);
-  long i = stream_index(stream);
-  if (i >= 0) list_remove_at(&g_streams, (size_t)i);
+  int found = fake_list_remove(&g_streams, stream);
   pthread_mutex_unlock(&g_lock);
-  if (i < 0) return CU_FILE_INVALID_VALUE;
+  if (!found) return CU_FILE_INVALID_VALUE;
   live_add(LIVE_STREAMS, -1);
   return 0;
 }
@@ -887,7 +785,7 @@ static int batch_setup(kvik__cufile_batch_handle *out, unsigned nr) {
   fake_batch *b = batch_new(nr);
   if (!b) return CU_FILE_NOMEM_ERROR;
   pthread_mutex_lock(&g_lock);
-  int failed = list_add(&g_batches, b) != 0;
+  int failed = fake_list_add(&g_batches, b) != 0;
   if (!failed) b->id = new_id_locked();
   pthread_mutex_unlock(&g_lock);
   if (failed) {
@@ -926,10 +824,10 @@ static void batch_release(fake_batch *b) {
 static void batch_destroy(kvik__cufile_batch_handle handle) {
   pthread_mutex_lock(&g_lock);
   long i = batch_index(handle);
-  if (i < 0) die("cuFileBatchIODestroy(%p): not a batch that was set up", handle);
+  if (i < 0) fake_die("cuFileBatchIODestroy(%p): not a batch that was set up", handle);
   fake_batch *b = g_batches.items[i];
-  if (b->users > 0) die("cuFileBatchIODestroy(%p): another thread is using the batch", handle);
-  list_remove_at(&g_batches, (size_t)i);
+  if (b->users > 0) fake_die("cuFileBatchIODestroy(%p): another thread is using the batch", handle);
+  fake_list_remove_at(&g_batches, (size_t)i);
   pthread_mutex_unlock(&g_lock);
   live_add(LIVE_BATCHES, -1);
   batch_stop(b);
@@ -1007,8 +905,8 @@ static struct timespec deadline_after(const struct timespec *timeout) {
 static void wait_done(fake_batch *b, unsigned min_nr, const struct timespec *deadline) {
   while (b->done < min_nr) {
     if (!deadline && min_nr > b->used)
-      die("cuFileBatchIOGetStatus(%p, min_nr %u) with no timeout would wait forever: %u operations outstanding",
-          (void *)b->id, min_nr, b->used);
+      fake_die("cuFileBatchIOGetStatus(%p, min_nr %u) with no timeout would wait forever: "
+               "%u operations outstanding", (void *)b->id, min_nr, b->used);
     if (!deadline) pthread_cond_wait(&b->changed, &b->lock);
     else if (pthread_cond_timedwait(&b->changed, &b->lock, deadline) == ETIMEDOUT) return;
   }
@@ -1373,28 +1271,25 @@ kvik__cufile_error cuFileGetStatsL1(kvik__cufile_stats1 *stats) {
 /* ---- The control API (fake_cufile.h) ------------------------------------------------------- */
 
 /* Why a failure cannot be armed so, or NULL. */
-static const char *unarmable(fn_id fn, int nth, int status) {
-  if (fn == FN_COUNT) return "no such function in the fake cuFile";
-  if (fn == FN_cuFileHandleDeregister || fn == FN_cuFileBatchIODestroy) return "it returns nothing, so cannot fail";
+static const char *unarmable(int fn, int nth, int status) {
+  if (fn < 0) return "no such function in the fake cuFile";
+  if (fn == FN_cuFileHandleDeregister || fn == FN_cuFileBatchIODestroy)
+    return "it returns nothing, so cannot fail";
   if (nth < 0) return "nth must be 0 (every call) or more";
   return status == 0 ? "status 0 is success, not a failure" : NULL;
 }
 
 void fake_cufile_fail(const char *symbol, int nth, int status) {
-  fn_id fn = fn_lookup(symbol);
+  int fn = fake_name_index(fn_symbols, FN_COUNT, symbol);
   const char *why = unarmable(fn, nth, status);
-  if (why) die("fake_cufile_fail(\"%s\", %d, %d): %s", symbol ? symbol : "(null)", nth, status, why);
-  pthread_mutex_lock(&g_fault_lock);
-  if (g_narmed == MAX_ARMED) die("fake_cufile_fail: more than %d failures armed at once", MAX_ARMED);
-  g_armed[g_narmed++] = (armed_failure){fn, nth == 0, nth, status};
-  atomic_store(&g_any_armed, 1);
-  pthread_mutex_unlock(&g_fault_lock);
+  if (why)
+    fake_die("fake_cufile_fail(\"%s\", %d, %d): %s", symbol ? symbol : "(null)", nth, status, why);
+  fake_api_arm(&g_api, fn, nth, status);
 }
 
 long fake_cufile_calls(const char *symbol) {
   if (symbol && strcmp(symbol, "unaligned_io") == 0) return atomic_load(&g_unaligned);
-  fn_id fn = fn_lookup(symbol);
-  return fn == FN_COUNT ? -1 : atomic_load(&g_calls[fn]);
+  return fake_api_calls(&g_api, symbol);
 }
 
 long fake_cufile_live(const char *what) {
@@ -1404,16 +1299,11 @@ long fake_cufile_live(const char *what) {
     pthread_mutex_unlock(&g_lock);
     return open;
   }
-  for (int i = 0; i < LIVE_COUNT; i++)
-    if (what && strcmp(live_names[i], what) == 0) return atomic_load(&g_live[i]);
-  return -1;
+  int i = fake_name_index(live_names, LIVE_COUNT, what);
+  return i < 0 ? -1 : atomic_load(&g_live[i]);
 }
 
 void fake_cufile_reset(void) {
-  pthread_mutex_lock(&g_fault_lock);
-  g_narmed = 0;
-  atomic_store(&g_any_armed, 0);
-  pthread_mutex_unlock(&g_fault_lock);
-  for (int i = 0; i < FN_COUNT; i++) atomic_store(&g_calls[i], 0);
+  fake_api_reset(&g_api);
   atomic_store(&g_unaligned, 0);
 }

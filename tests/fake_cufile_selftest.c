@@ -18,17 +18,10 @@
 /* test.h prints kvik's last error when an assertion fails; this program does not link kvik. */
 const char *kvik_last_error(void) { return "(none: the fake cuFile's selftest does not use kvik)"; }
 
-/* CUDA functions the test uses beyond those kvik calls (src/cuda.h). */
-#define EXTRA_CUDA(X)                                                                            \
-  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult, (CUdevice device))       \
-  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult, (CUdeviceptr dst, const void *src, size_t size))   \
-  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult, (void *dst, CUdeviceptr src, size_t size))         \
-  X(cuMemAllocAsync, "cuMemAllocAsync", CUresult, (CUdeviceptr * ptr, size_t size, CUstream s))   \
-  X(cuMemFreeAsync, "cuMemFreeAsync", CUresult, (CUdeviceptr ptr, CUstream stream))
-
+/* The fake driver's functions that kvik does not call (fake_cuda.h). */
 typedef struct extra_cuda {
 #define EXTRA_MEMBER_(member, symbol, ret, params) ret(*member) params;
-  EXTRA_CUDA(EXTRA_MEMBER_)
+  FAKE_CUDA_EXTRA_FUNCTIONS(EXTRA_MEMBER_)
 #undef EXTRA_MEMBER_
 } extra_cuda;
 
@@ -70,7 +63,7 @@ static void load_cuda(void *lib) {
   KVIK__CUDA_FUNCTIONS(LOAD_)
 #undef LOAD_
 #define LOAD_EXTRA_(member, symbol, ret, params) cx.member = (ret(*) params)must_find(lib, symbol);
-  EXTRA_CUDA(LOAD_EXTRA_)
+  FAKE_CUDA_EXTRA_FUNCTIONS(LOAD_EXTRA_)
 #undef LOAD_EXTRA_
 }
 
