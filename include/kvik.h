@@ -537,6 +537,59 @@ KVIK_API ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **de
 KVIK_API int kvik_device_free(void *devptr);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Device memory: POSIX or cuFile                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * cuFile (libcufile.so.0) is loaded, and its driver opened, on the first call that needs it, never
+ * at build or load time; the driver is closed at exit, after the cuFile calls still running have
+ * returned (calls made after that fail with the code of CU_FILE_DRIVER_CLOSING). In a child
+ * process after fork() it opens again on first need; files opened in the parent use POSIX IO
+ * there.
+ *
+ * Each file decides at kvik_file_open() which path serves its device memory, following
+ * KVIK_SETTING_COMPAT_MODE at that moment:
+ *   KVIK_COMPAT_ON    POSIX IO (pinned bounce buffers); cuFile is never loaded.
+ *   KVIK_COMPAT_OFF   cuFile. kvik_file_open() fails if it cannot serve the file, with
+ *                     KVIK_ECUFILE_UNAVAILABLE, an errno, or cuFile's status (kvik_strerror names
+ *                     it), and a message that says why.
+ *   KVIK_COMPAT_AUTO  cuFile where it can work: the library loads and its driver opens, /run/udev
+ *                     is readable (cuFile identifies file systems through udev), the system is not
+ *                     WSL, the file opens with O_DIRECT and cuFileHandleRegister accepts it. Else
+ *                     POSIX IO.
+ * kvik_file_backend() tells which path a file got, and why.
+ *
+ * On a cuFile file, reads and writes of device memory of at least KVIK_SETTING_GDS_THRESHOLD
+ * bytes go through cuFileRead/cuFileWrite, in tasks on the thread pool whose file offsets are
+ * 4 KiB aligned: an unaligned head and tail of the range go the POSIX way, so cuFile never
+ * rewrites a partial page that a neighbouring task writes too, and the bytes that reach the file
+ * or the buffer are the same as in POSIX mode. Host memory, smaller requests and appends (see
+ * kvik_file_open) always use POSIX IO.
+ */
+
+/* Which path serves a file's device memory. */
+typedef enum kvik_backend { KVIK_BACKEND_POSIX = 0, KVIK_BACKEND_CUFILE = 1 } kvik_backend;
+
+/* The file's kvik_backend, or -EINVAL/-EBADF. Writes the reason for the choice into `why`
+ * (terminated when len > 0; may be NULL), e.g. "compat mode is ON", "cuFile: GDS through
+ * nvidia-fs 2.26", "/run/udev is not readable". Thread-safe. */
+KVIK_API int kvik_file_backend(const kvik_file *file, char *why, size_t len);
+
+/*
+ * Raw IO: one transfer between the file and device memory at `dev_base + dev_offset`, on the
+ * calling thread, without the thread pool (KvikIO's raw_read/raw_write). `dev_base` should be the
+ * start of an allocation (or of a buffer registered with kvik_cufile_buffer_register). Through cuFile on
+ * a cuFile file (one cuFileRead/cuFileWrite call), else, and for appends, through the bounce
+ * buffers. Returns the bytes transferred (a read is short only at end of file) or a negative
+ * code. A `size` of 0 returns 0 without looking at `dev_base`, which may then be NULL (an empty
+ * array). Thread-safe.
+ */
+KVIK_API ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size, int64_t file_offset,
+                                    int64_t dev_offset);
+KVIK_API ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size_t size, int64_t file_offset,
+                                     int64_t dev_offset);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Stream-ordered IO                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -760,82 +813,8 @@ KVIK_API int kvik_remote_pread(kvik_remote *remote, void *buf, size_t size, int6
 KVIK_API int kvik_remote_supported(char *detail, size_t len);
 
 /* ------------------------------------------------------------------------------------------ */
-/* GPUDirect Storage (cuFile)                                                                   */
+/* Batch IO                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
-
-/*
- * cuFile (libcufile.so.0) is loaded, and its driver opened, on the first call that needs it, never
- * at build or load time; the driver is closed at exit, after the cuFile calls still running have
- * returned (calls made after that fail with the code of CU_FILE_DRIVER_CLOSING). In a child
- * process after fork() it opens again on first need; files opened in the parent use POSIX IO
- * there.
- *
- * Each file decides at kvik_file_open() which path serves its device memory, following
- * KVIK_SETTING_COMPAT_MODE at that moment:
- *   KVIK_COMPAT_ON    POSIX IO (pinned bounce buffers); cuFile is never loaded.
- *   KVIK_COMPAT_OFF   cuFile. kvik_file_open() fails if it cannot serve the file, with
- *                     KVIK_ECUFILE_UNAVAILABLE, an errno, or cuFile's status (kvik_strerror names
- *                     it), and a message that says why.
- *   KVIK_COMPAT_AUTO  cuFile where it can work: the library loads and its driver opens, /run/udev
- *                     is readable (cuFile identifies file systems through udev), the system is not
- *                     WSL, the file opens with O_DIRECT and cuFileHandleRegister accepts it. Else
- *                     POSIX IO.
- * kvik_file_backend() tells which path a file got, and why.
- *
- * On a cuFile file, reads and writes of device memory of at least KVIK_SETTING_GDS_THRESHOLD
- * bytes go through cuFileRead/cuFileWrite, in tasks on the thread pool whose file offsets are
- * 4 KiB aligned: an unaligned head and tail of the range go the POSIX way, so cuFile never
- * rewrites a partial page that a neighbouring task writes too, and the bytes that reach the file
- * or the buffer are the same as in POSIX mode. Host memory, smaller requests and appends (see
- * kvik_file_open) always use POSIX IO.
- */
-
-/* Which path serves a file's device memory. */
-typedef enum kvik_backend { KVIK_BACKEND_POSIX = 0, KVIK_BACKEND_CUFILE = 1 } kvik_backend;
-
-/* The file's kvik_backend, or -EINVAL/-EBADF. Writes the reason for the choice into `why`
- * (terminated when len > 0; may be NULL), e.g. "compat mode is ON", "cuFile: GDS through
- * nvidia-fs 2.26", "/run/udev is not readable". Thread-safe. */
-KVIK_API int kvik_file_backend(const kvik_file *file, char *why, size_t len);
-
-/*
- * Raw IO: one transfer between the file and device memory at `dev_base + dev_offset`, on the
- * calling thread, without the thread pool (KvikIO's raw_read/raw_write). `dev_base` should be the
- * start of an allocation (or of a buffer registered with kvik_cufile_buffer_register). Through cuFile on
- * a cuFile file (one cuFileRead/cuFileWrite call), else, and for appends, through the bounce
- * buffers. Returns the bytes transferred (a read is short only at end of file) or a negative
- * code. A `size` of 0 returns 0 without looking at `dev_base`, which may then be NULL (an empty
- * array). Thread-safe.
- */
-KVIK_API ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size, int64_t file_offset,
-                                    int64_t dev_offset);
-KVIK_API ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size_t size, int64_t file_offset,
-                                     int64_t dev_offset);
-
-/*
- * Register with cuFile the whole device allocation that `ptr` points into (cuFileBufRegister), so
- * that GDS transfers into it skip cuFile's own bounce buffers. `flags` is passed to cuFile (0).
- * Pair with kvik_cufile_buffer_deregister(), before the memory is freed. Where cuFile is not in use
- * (compat mode ON, or AUTO without cuFile) the registration is only recorded, so the same code
- * runs everywhere. Errors: -EINVAL (NULL, or not device memory), the code of
- * CU_FILE_MEMORY_ALREADY_REGISTERED (the allocation is registered already),
- * KVIK_ECUFILE_UNAVAILABLE (compat mode OFF without cuFile), cuFile and CUDA codes. Thread-safe.
- */
-KVIK_API int kvik_cufile_buffer_register(const void *ptr, int flags);
-
-/* Undo kvik_cufile_buffer_register() for the allocation `ptr` points into. Returns 0, or the code of
- * CU_FILE_MEMORY_NOT_REGISTERED if it is not registered, or a cuFile code. Thread-safe. */
-KVIK_API int kvik_cufile_buffer_deregister(const void *ptr);
-
-/* Register CUDA stream `stream` with cuFile (cuFileStreamRegister; `flags` are cuFile's
- * CU_FILE_STREAM_* bits), which makes kvik_file_read_async/write_async on cuFile files faster.
- * Where cuFile is not in use (compat mode ON, or AUTO without cuFile) it does nothing and returns
- * 0; with compat mode OFF and no cuFile it fails with KVIK_ECUFILE_UNAVAILABLE. Pair with kvik_cufile_stream_deregister() before the
- * stream is destroyed. Thread-safe. */
-KVIK_API int kvik_cufile_stream_register(void *stream, unsigned flags);
-KVIK_API int kvik_cufile_stream_deregister(void *stream);
-
-/* ---- Batch IO ---------------------------------------------------------------------------- */
 
 /*
  * A batch submits many independent reads and writes at once and collects their completions
@@ -925,7 +904,9 @@ KVIK_API void kvik_batch_free(kvik_batch *batch);
  * small ring, and kept. Returns 1 or 0. Thread-safe. */
 KVIK_API int kvik_io_uring_supported(char *why, size_t len);
 
-/* ---- cuFile driver ----------------------------------------------------------------------- */
+/* ------------------------------------------------------------------------------------------ */
+/* cuFile (kvik_cufile_*)                                                                     */
+/* ------------------------------------------------------------------------------------------ */
 
 /* Load cuFile and open its driver now (it otherwise opens on first need). Returns 0,
  * KVIK_ECUFILE_UNAVAILABLE or cuFile's status code, with a message saying why. Thread-safe. */
@@ -998,6 +979,29 @@ KVIK_API int kvik_cufile_stats_start(int level);
 KVIK_API int kvik_cufile_stats_stop(void);
 KVIK_API int kvik_cufile_stats_reset(void);
 KVIK_API int kvik_cufile_stats_get(kvik_cufile_stats *stats);
+
+/*
+ * Register with cuFile the whole device allocation that `ptr` points into (cuFileBufRegister), so
+ * that GDS transfers into it skip cuFile's own bounce buffers. `flags` is passed to cuFile (0).
+ * Pair with kvik_cufile_buffer_deregister(), before the memory is freed. Where cuFile is not in use
+ * (compat mode ON, or AUTO without cuFile) the registration is only recorded, so the same code
+ * runs everywhere. Errors: -EINVAL (NULL, or not device memory), the code of
+ * CU_FILE_MEMORY_ALREADY_REGISTERED (the allocation is registered already),
+ * KVIK_ECUFILE_UNAVAILABLE (compat mode OFF without cuFile), cuFile and CUDA codes. Thread-safe.
+ */
+KVIK_API int kvik_cufile_buffer_register(const void *ptr, int flags);
+
+/* Undo kvik_cufile_buffer_register() for the allocation `ptr` points into. Returns 0, or the code of
+ * CU_FILE_MEMORY_NOT_REGISTERED if it is not registered, or a cuFile code. Thread-safe. */
+KVIK_API int kvik_cufile_buffer_deregister(const void *ptr);
+
+/* Register CUDA stream `stream` with cuFile (cuFileStreamRegister; `flags` are cuFile's
+ * CU_FILE_STREAM_* bits), which makes kvik_file_read_async/write_async on cuFile files faster.
+ * Where cuFile is not in use (compat mode ON, or AUTO without cuFile) it does nothing and returns
+ * 0; with compat mode OFF and no cuFile it fails with KVIK_ECUFILE_UNAVAILABLE. Pair with kvik_cufile_stream_deregister() before the
+ * stream is destroyed. Thread-safe. */
+KVIK_API int kvik_cufile_stream_register(void *stream, unsigned flags);
+KVIK_API int kvik_cufile_stream_deregister(void *stream);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Page cache                                                                                   */
