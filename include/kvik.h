@@ -43,7 +43,8 @@ extern "C" {
 #define KVIK_VERSION_MINOR 1
 #define KVIK_VERSION_PATCH 0
 /* One number that grows with every release: 0xMMmmpp. Compare with `>=`. */
-#define KVIK_VERSION_NUM ((KVIK_VERSION_MAJOR << 16) | (KVIK_VERSION_MINOR << 8) | KVIK_VERSION_PATCH)
+#define KVIK_VERSION_NUM                                                                           \
+  ((KVIK_VERSION_MAJOR << 16) | (KVIK_VERSION_MINOR << 8) | KVIK_VERSION_PATCH)
 #define KVIK_VERSION_STRING "0.1.0"
 
 /* The KVIK_VERSION_NUM of the library loaded at run time (may differ from the header's).
@@ -251,7 +252,11 @@ typedef enum kvik_setting {
 
 /* Values of KVIK_SETTING_COMPAT_MODE. ON: never use cuFile (POSIX IO only). OFF: require
  * cuFile. AUTO: use cuFile where it can work, POSIX elsewhere. */
-typedef enum kvik_compat_mode { KVIK_COMPAT_OFF = 0, KVIK_COMPAT_ON = 1, KVIK_COMPAT_AUTO = 2 } kvik_compat_mode;
+typedef enum kvik_compat_mode {
+  KVIK_COMPAT_OFF = 0,
+  KVIK_COMPAT_ON = 1,
+  KVIK_COMPAT_AUTO = 2
+} kvik_compat_mode;
 
 /* Values of the other three-way settings (KVIK_SETTING_ZERO_COPY_READ, KVIK_SETTING_IO_URING);
  * the same numbers. */
@@ -429,7 +434,8 @@ KVIK_API ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t
  * end, on the calling thread (see kvik_file_open). Returns `size`, or a negative code: a write
  * that cannot complete (ENOSPC, EIO, EFBIG, EFAULT where the process cannot read `buf` ...)
  * returns that errno, and the detail message says how many bytes were written. Thread-safe. */
-KVIK_API ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t file_offset);
+KVIK_API ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size,
+                                 int64_t file_offset);
 
 /* Start a read like kvik_file_read() without waiting: stores a future in *future and returns 0,
  * or returns a negative code (and creates no future). `task_size` 0 means
@@ -584,10 +590,10 @@ KVIK_API int kvik_file_backend(const kvik_file *file, char *why, size_t len);
  * code. A `size` of 0 returns 0 without looking at `dev_base`, which may then be NULL (an empty
  * array). Thread-safe.
  */
-KVIK_API ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size, int64_t file_offset,
-                                    int64_t dev_offset);
-KVIK_API ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size_t size, int64_t file_offset,
-                                     int64_t dev_offset);
+KVIK_API ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size,
+                                    int64_t file_offset, int64_t dev_offset);
+KVIK_API ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size_t size,
+                                     int64_t file_offset, int64_t dev_offset);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Stream-ordered IO                                                                            */
@@ -621,15 +627,15 @@ KVIK_API ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size
  * `buf`): the errors of kvik_file_pread(), KVIK_ECUDA_UNAVAILABLE, a CUDA error code
  * (KVIK_IS_CUDA_ERROR). Thread-safe.
  */
-KVIK_API int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset, void *stream,
-                                  kvik_future **future);
+KVIK_API int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset,
+                                  void *stream, kvik_future **future);
 
 /* Write like kvik_file_write() in the order of `stream`; see kvik_file_read_async(). The
  * future's result is `size` or the write's error. On an append handle the call synchronises the
  * stream and writes before it returns (an append waits for the file's other appends, and no
  * stream may wait for that). Thread-safe. */
-KVIK_API int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t file_offset,
-                                   void *stream, kvik_future **future);
+KVIK_API int kvik_file_write_async(kvik_file *file, const void *buf, size_t size,
+                                   int64_t file_offset, void *stream, kvik_future **future);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Mapped files                                                                                 */
@@ -649,8 +655,8 @@ KVIK_API int kvik_file_write_async(kvik_file *file, const void *buf, size_t size
  */
 typedef struct kvik_mmap kvik_mmap;
 
-KVIK_API int kvik_mmap_open(const char *path, const char *flags, size_t map_size, int64_t map_offset,
-                            kvik_mmap **map);
+KVIK_API int kvik_mmap_open(const char *path, const char *flags, size_t map_size,
+                            int64_t map_offset, kvik_mmap **map);
 
 /* Unmap and close, first waiting for reads in flight. The handle stays valid until
  * kvik_mmap_free(). Returns 0, or -EBADF if already closed. Thread-safe. */
@@ -674,8 +680,8 @@ KVIK_API int64_t kvik_mmap_map_offset(const kvik_mmap *map);
 KVIK_API ssize_t kvik_mmap_read(kvik_mmap *map, void *buf, size_t size, int64_t offset);
 
 /* Start kvik_mmap_read() without waiting; see kvik_file_pread(). Thread-safe. */
-KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t offset, size_t task_size,
-                             kvik_future **future);
+KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t offset,
+                             size_t task_size, kvik_future **future);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Remote files                                                                                 */
@@ -728,7 +734,7 @@ typedef enum kvik_remote_kind {
   KVIK_REMOTE_S3 = 1,           /* S3, requests signed (AWS Signature Version 4) */
   KVIK_REMOTE_S3_PUBLIC = 2,    /* S3, anonymous requests */
   KVIK_REMOTE_S3_PRESIGNED = 3, /* an S3 URL that carries its own signature */
-  KVIK_REMOTE_WEBHDFS = 4,      /* Hadoop WebHDFS (op=OPEN, following the redirect to a data node) */
+  KVIK_REMOTE_WEBHDFS = 4,      /* Hadoop WebHDFS (op=OPEN, then the redirect to a data node) */
   KVIK_REMOTE_HTTP = 5          /* any HTTP(S) server that answers range requests */
 } kvik_remote_kind;
 
@@ -774,7 +780,8 @@ KVIK_API void kvik_remote_options_init(kvik_remote_options *options);
  * options, a URL that is none of the above or names no host, S3 without credentials),
  * KVIK_ENOREMOTE, and the codes above for the size request. Thread-safe.
  */
-KVIK_API int kvik_remote_open(const char *url, const kvik_remote_options *options, kvik_remote **remote);
+KVIK_API int kvik_remote_open(const char *url, const kvik_remote_options *options,
+                              kvik_remote **remote);
 
 /* Mark the handle closed, first waiting for reads in flight. The handle stays valid (calls on it
  * fail with -EBADF) until kvik_remote_free(). Returns 0, or -EBADF if already closed.
@@ -804,8 +811,8 @@ KVIK_API const char *kvik_remote_url(const kvik_remote *remote);
 KVIK_API ssize_t kvik_remote_read(kvik_remote *remote, void *buf, size_t size, int64_t offset);
 
 /* Start kvik_remote_read() without waiting; see kvik_file_pread(). Thread-safe. */
-KVIK_API int kvik_remote_pread(kvik_remote *remote, void *buf, size_t size, int64_t offset, size_t task_size,
-                               kvik_future **future);
+KVIK_API int kvik_remote_pread(kvik_remote *remote, void *buf, size_t size, int64_t offset,
+                               size_t task_size, kvik_future **future);
 
 /* Whether this kvik was built with remote file support. Returns 1 and writes libcurl's version
  * ("libcurl/7.88.1 OpenSSL/3.0.17 ...") into `detail`, or returns 0 and writes why not.
@@ -882,8 +889,8 @@ KVIK_API int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsi
  * completions in `events`, each operation's once. Returns how many were stored (fewer than
  * min_events after a timeout), -EINVAL (min_events above max_events), or cuFile's code when
  * asking it for completions failed (none is lost: a later wait collects them). */
-KVIK_API int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events, unsigned max_events,
-                             int64_t timeout_ns);
+KVIK_API int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events,
+                             unsigned max_events, int64_t timeout_ns);
 
 /* Cancel what has not completed, and wait until nothing is in flight. cuFile's operations are
  * canceled with cuFileBatchIOCancel: they report KVIK_BATCH_CANCELED, or their result where they
