@@ -458,10 +458,10 @@ KVIK_API void kvik_future_free(kvik_future *future);
 /* ------------------------------------------------------------------------------------------ */
 
 /*
- * Every read and write of this header accepts host or device memory: the kind of `buf` is found
- * per call from the pointer itself, an address inside an allocation included. Pinned host memory
- * (cuMemHostAlloc, cudaHostAlloc, kvik_host_pin) and pageable host memory are read and written
- * directly; device and managed memory go through pinned bounce buffers.
+ * Every read and write of this header but raw IO accepts host or device memory: the kind of
+ * `buf` is found per call from the pointer itself, an address inside an allocation included.
+ * Pinned host memory (cuMemHostAlloc, cudaHostAlloc, kvik_host_pin) and pageable host memory are
+ * read and written directly; device and managed memory go through pinned bounce buffers.
  *
  * The CUDA driver (libcuda.so.1) is loaded on the first call that needs it, never at build or
  * load time. Without a driver or a device, host IO works as before and whatever needs the
