@@ -1,22 +1,26 @@
 /*
  * kvik: fast file IO between storage and host or GPU memory.
  *
- * This is the one public header of libkvik. It is meant to be read top to bottom.
+ * The one public header of libkvik and its contract: what each call does, returns and requires.
+ * How the library works inside, and why: docs/internals.md. Measurements: docs/benchmarks.md.
  *
- * Conventions that hold for every function below unless its block says otherwise:
- *
- *  - Return values: `0` or a byte count on success, a negative code on failure. Codes are
- *    `-errno` for system errors (`-ENOENT`, `-ENOSPC`, ...) and `KVIK_E...` values (below
- *    `KVIK_ERRNO_BASE`) for errors of the library itself. `kvik_strerror()` describes a code.
- *  - Detail: every failing call also stores a message on the calling thread saying what failed,
- *    on which path or handle and why ("kvik_file_open(\"/data/x\", \"r\"): No such file or
- *    directory"). Read it with `kvik_last_error()` before the next kvik call on that thread.
- *  - The library never prints, never exits, never changes `errno` as seen by the caller in a
- *    way that callers should rely on, and never raises signals of its own.
- *  - Handles are opaque, created and destroyed in pairs (`kvik_file_open`/`kvik_file_free`,
- *    future-returning calls/`kvik_future_free`). Destroy functions accept NULL.
- *  - Thread-safety is stated per function. "Thread-safe" means any number of threads may call it
- *    at once, also on the same handle.
+ * Each function's block says what it does, then, in this order, "Returns:" its result on
+ * success; "Errors:" the negative codes it can return, each with its cause; "Threads:" "safe"
+ * (any number of threads may call it at once, on the same handle too) or who may; and, where the
+ * call keeps or gives anything, "Lifetime:" who owns it and how long it must stay valid. A block
+ * above several declarations holds for each of them. For every function:
+ *  - Codes are `-errno` for system errors (-ENOENT, -ENOSPC, ...), KVIK_E... values below
+ *    KVIK_ERRNO_BASE for kvik's own, and other libraries' failures in one encoding ("a CUDA
+ *    code", "a cuFile code", "an HTTP code": see Errors). kvik_strerror() describes any code.
+ *  - A failing call stores a message on the calling thread saying what failed, on which path or
+ *    handle and why ("kvik_file_open(\"/data/x\", \"r\"): No such file or directory"); read it
+ *    with kvik_last_error() before the next kvik call on that thread.
+ *  - KVIK_ECONFIG, where listed: an environment variable holds an invalid setting (see
+ *    Settings); every call that reads settings then fails with it.
+ *  - The library never prints, never exits, never raises signals of its own, and sets no errno
+ *    that a caller should read.
+ *  - Handles are opaque, created and freed in pairs (kvik_file_open/kvik_file_free, a call that
+ *    makes a future/kvik_future_free). Free functions accept NULL.
  */
 #ifndef KVIK_H
 #define KVIK_H
@@ -36,31 +40,34 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------------------------ */
-/* Version                                                                                      */
+/* Version                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
 #define KVIK_VERSION_MAJOR 0
 #define KVIK_VERSION_MINOR 1
 #define KVIK_VERSION_PATCH 0
 /* One number that grows with every release: 0xMMmmpp. Compare with `>=`. */
-#define KVIK_VERSION_NUM ((KVIK_VERSION_MAJOR << 16) | (KVIK_VERSION_MINOR << 8) | KVIK_VERSION_PATCH)
+#define KVIK_VERSION_NUM                                                                           \
+  ((KVIK_VERSION_MAJOR << 16) | (KVIK_VERSION_MINOR << 8) | KVIK_VERSION_PATCH)
 #define KVIK_VERSION_STRING "0.1.0"
 
-/* The KVIK_VERSION_NUM of the library loaded at run time (may differ from the header's).
- * Thread-safe. */
+/* The version of the library loaded at run time, which may differ from the header's.
+ * Returns: its KVIK_VERSION_NUM. Errors: none. Threads: safe. */
 KVIK_API unsigned kvik_version(void);
 
-/* The version of the loaded library as "MAJOR.MINOR.PATCH". Static storage. Thread-safe. */
+/* The version of the library loaded at run time as text.
+ * Returns: "MAJOR.MINOR.PATCH", in static storage. Errors: none. Threads: safe. */
 KVIK_API const char *kvik_version_string(void);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Errors                                                                                       */
+/* Errors                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
 /* Library codes lie below every errno value. Once released, a code keeps its value and meaning;
  * new codes are appended. */
 #define KVIK_ERRNO_BASE (-4000)
 
+/* kvik's own codes: X(name, value, description). */
 #define KVIK_ERROR_MAP(X)                                                                      \
   X(KVIK_ECONFIG, KVIK_ERRNO_BASE - 1, "invalid setting or environment variable value")       \
   X(KVIK_ECANCELED_BY_FORK, KVIK_ERRNO_BASE - 2, "IO was in flight in the parent at fork()")   \
@@ -110,21 +117,27 @@ enum kvik_error {
 #define KVIK_HTTP_STATUS(code) KVIK_FOREIGN_CODE_(KVIK_EHTTP_BASE, code)
 
 /* A description of `code` ("No such file or directory", "invalid setting ...", "out of
- * memory"). Accepts any int: unknown codes give "unknown error". CUDA codes are described by
- * the driver once kvik has loaded it (this never loads it), else from a built-in table of the
- * common results. Static storage. Thread-safe. */
+ * memory"). Any int is accepted: 0 and above give "success", unknown codes "unknown error". CUDA
+ * codes are described by the driver once kvik has loaded it (this never loads it), else from a
+ * built-in table of the common results.
+ * Returns: the description, never NULL. Errors: none. Threads: safe. Lifetime: static storage. */
 KVIK_API const char *kvik_strerror(int code);
 
 /* The symbolic name of `code` ("ENOENT", "KVIK_ECONFIG", "CU_FILE_IO_ERROR",
- * "CUDA_ERROR_INVALID_VALUE"), or "UNKNOWN". Static storage. Thread-safe. */
+ * "CUDA_ERROR_INVALID_VALUE", "HTTP_404").
+ * Returns: the name; "OK" for 0 and above; for a code of no known name "UNKNOWN" (in the CUDA and
+ * HTTP ranges "CUDA_ERROR_UNKNOWN_CODE", "HTTP_ERROR"). Errors: none. Threads: safe. Lifetime:
+ * static storage. */
 KVIK_API const char *kvik_err_name(int code);
 
-/* The detail message of the last failing kvik call on this thread, or "" if none failed yet.
- * Valid until the next kvik call on this thread. Thread-safe (each thread has its own). */
+/* The message of the last failing kvik call on this thread.
+ * Returns: the message, or "" if no call failed on this thread yet. Errors: none. Threads: safe:
+ * each thread has its own message. Lifetime: the text stays as it is until the next kvik call on
+ * this thread, which may replace it. */
 KVIK_API const char *kvik_last_error(void);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Settings                                                                                     */
+/* Settings                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
 /*
@@ -151,78 +164,39 @@ KVIK_API const char *kvik_last_error(void);
  *   KVIK_SETTING_REMOTE_CONNECTIONS KVIK_REMOTE_CONNECTIONS   64
  *   KVIK_SETTING_IO_URING      KVIK_IO_URING                  KVIK_AUTO
  *
- * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_.
- *
- * KVIK_SETTING_TASK_SIZE: the bytes of one task of a request; a request is cut into at most
- * 16384 tasks, so a larger request gets larger tasks (see kvik_file_pread).
- *
- * KVIK_SETTING_AUTO_DIRECT_IO_READ/WRITE: reads (writes) of host memory through O_DIRECT where the
- * file system takes it: the page-aligned middle of a range through an O_DIRECT descriptor, its
- * unaligned head and tail through the page cache. A buffer that is not page-aligned takes the
- * middle through a bounce buffer, which the kernel copies into or out of the buffer
- * (process_vm_readv/writev(2)); where the system refuses those calls (a seccomp filter, a kernel
- * without CONFIG_CROSS_MEMORY_ATTACH), such buffers go through the page cache instead. Either way a
- * buffer the process cannot write (read) fails the call with -EFAULT, as with the setting off.
- *
- * KVIK_SETTING_ZERO_COPY_READ: how reads of a file into device memory may skip the CPU copy.
- * The file is mapped (mmap), registered read-only with CUDA in granules of 64 MiB as reads reach
- * them, and the GPU copies straight out of the page cache. KVIK_OFF: never; KVIK_AUTO: granules
- * whose every page is in the page cache (cachestat(2), else mincore(2)), by reads of at least
- * half of what they would register; KVIK_ON: always (pages not in memory are then read from
- * storage by the registration, one fault at a time). Whenever the path cannot be taken (no
- * support for read-only registration, a range reaching past the end of the file, a failed mapping
- * or registration, a granule needed while another file registers one), the read goes through the
- * bounce buffers instead, with the same result.
- *
- * A handle keeps its registrations until kvik_file_close(): a later read of registered bytes is
- * one DMA transfer per granule, with almost no CPU (on an H100: 54.6 GB/s from 4 threads for
- * 0.001 CPU s/GB, where copying through bounce buffers takes 16 threads and 0.32 s/GB). Their
- * pages stay pinned in memory meanwhile. Writes to the file, by any path, reach those pages and
- * so the reads; a change of the file's size, mtime or ctime drops them all first (a truncate
- * and a rewrite of the same size in the same time-stamp tick as the registration would not be
- * noticed). A read racing a truncation returns the bytes the file had before, or after, or stops
- * short where the shortened file ended, as pread(2) would: kvik never touches the mapping with
- * the CPU, and the GPU copies pinned pages. The driver itself reads the source of a small copy
- * with the CPU (up to 16 KiB on driver 580), which a truncated page answers with SIGBUS, so
- * pieces under 256 KiB take the bounce buffers. A first read pays for the registration, which
- * the driver does one at a time, at 22-60 GB/s depending on the machine, and which can hold up
- * another thread's call that queues a copy. So one task of a read takes its granules in order: it
- * registers one, queues its copy, and registers the next while that copy runs. The pool's other
- * threads read the request from its far end through the bounce buffers meanwhile, in pieces of at
- * least 16 MiB, until the two ends meet, and leave granules already registered to the first: the
- * thread count sets how much CPU a first read may spend. Their copies are queued by the first
- * task between its registrations. On an H100 the read call of an 8 GiB first read ran at 35.8
- * GB/s from 1 thread (0.028 CPU s/GB), 45.1 from 4 (0.084) and 52.7 from 8, where the bounce
- * buffers alone give 7.5, 23.9 and 46.5. Closing the handle unregisters: 48-86 ms per 8 GiB there.
- * So a first read with its open and close gains most on few threads (next to KvikIO on H100s:
- * 4.9-5.1x at 1 thread, 1.47-1.68x at 4, where the bounce buffers give 1.16-1.21x), and loses
- * on 8 or more (0.91x at 8, 0.89x at 16, where the bounce buffers give 1.28x and 1.05x), as the
- * bounce buffers alone come near the link rate; the registrations pay there when the file is
- * read again (1.48x and 1.14x). The bytes a first read's other threads carried are registered by
- * later reads, as their first task reaches them.
- * Off by default, since the registrations pin the file's pages until the handle is closed,
- * and because registering waits for work the device is doing (measured on an H100 with driver
- * 580), so a read then also waits for kernels that run meanwhile. Stream-ordered reads never take
- * this path: their copies run on their stream, from pinned buffers. Setting it again makes kvik ask a
- * driver that refused read-only registration again.
- *
- * KVIK_SETTING_IO_URING: which operations of a batch (kvik_batch_submit) the kernel's io_uring
- * serves, handed over from the submitting thread, instead of the thread pool. KVIK_OFF: none.
- * KVIK_AUTO: those it serves better, namely operations smaller than KVIK_SETTING_GDS_THRESHOLD
- * (which the pool would run one after another on the submitting thread) and those that go
- * through O_DIRECT (KVIK_SETTING_AUTO_DIRECT_IO_READ/WRITE on; offset and size multiples of
- * 4096, and so the buffer for host memory). KVIK_ON: every operation. Large operations through
- * the page cache stay on the pool under AUTO: there the copy is the work, and the pool's threads
- * share it out (measured in the README). Device and managed memory that cuFile does not serve
- * goes through a pinned staging arena of the batch (64 MiB, set up and registered with the ring
- * on the batch's first such operation, about 1.5 ms on an H100 machine; without CAP_IPC_LOCK only
- * as much of it as RLIMIT_MEMLOCK lets the ring pin is registered; operations of up to
- * 16 MiB, of the CUDA context of the first; the others, and those that find the arena full, go
- * to the pool). Writes to append handles always go to the pool. Where io_uring is missing or
- * refused (Linux before 5.11, a seccomp profile or kernel.io_uring_disabled that forbids it) the
- * pool serves everything, with the same results; kvik_io_uring_supported() says which.
- *
- * The HTTP and remote settings are described with remote files, below.
+ * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_. What each
+ * does, KVIK_SETTING_ left out (how the O_DIRECT, zero-copy and io_uring paths work, and why:
+ * docs/internals.md):
+ *  - COMPAT_MODE: whether a file's device memory goes through cuFile, read when the file opens
+ *    (see "Device memory: POSIX or cuFile").
+ *  - NUM_THREADS: the threads of the pool that runs the tasks of requests.
+ *  - TASK_SIZE: the bytes of one task; a request has at most 16384 tasks (see kvik_file_pread).
+ *  - GDS_THRESHOLD: smaller requests run on the calling thread; on files that cuFile serves,
+ *    device memory goes through cuFile from this size on.
+ *  - BOUNCE_BUFFER_SIZE: the largest pinned bounce buffer (see "Device memory").
+ *  - AUTO_DIRECT_IO_READ/WRITE: reads (writes) of host memory take O_DIRECT for the page-aligned
+ *    middle of a range where the file system allows it; results and errors stay the same.
+ *  - ZERO_COPY_READ: reads of a file into device memory may let the GPU copy straight out of the
+ *    page cache, through a mapping that the handle registers read-only with CUDA in granules of
+ *    64 MiB as reads reach them. OFF: never. AUTO: granules whose every page is in the page
+ *    cache, by reads of at least half of what they would register. ON: always (the registration
+ *    then reads pages not in memory from storage). Where the path cannot be taken, the read goes
+ *    through the bounce buffers, with the same result. A handle keeps its registrations, and
+ *    their pages pinned in memory, until kvik_file_close(). Writes to the file, by any path,
+ *    reach later reads; a change of its size, mtime or ctime drops the registrations first (a
+ *    truncation and a rewrite of the same size within one time-stamp tick would go unnoticed). A
+ *    read racing a truncation returns the bytes from before, or after, or stops short where the
+ *    file ended, as pread(2) would. Registering waits for work the device is doing, so such a
+ *    read also waits for kernels that run meanwhile. Stream-ordered reads never take this path.
+ *    Setting it again makes kvik ask a driver that refused read-only registration again.
+ *  - IO_URING: which operations of a batch the kernel's io_uring serves instead of the thread
+ *    pool. OFF: none. AUTO: those below GDS_THRESHOLD, and those that go through O_DIRECT
+ *    (AUTO_DIRECT_IO_READ/WRITE on; offset and size multiples of 4096, and so the address of
+ *    host memory). ON: all. Writes to append handles always go to the pool. Results are the same
+ *    either way, and where the kernel refuses io_uring the pool serves all (see
+ *    kvik_io_uring_supported). A batch that gives device memory to io_uring holds a pinned
+ *    staging arena of 64 MiB, for operations of up to 16 MiB.
+ *  - HTTP_* and REMOTE_*: see "Remote files".
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
@@ -251,7 +225,11 @@ typedef enum kvik_setting {
 
 /* Values of KVIK_SETTING_COMPAT_MODE. ON: never use cuFile (POSIX IO only). OFF: require
  * cuFile. AUTO: use cuFile where it can work, POSIX elsewhere. */
-typedef enum kvik_compat_mode { KVIK_COMPAT_OFF = 0, KVIK_COMPAT_ON = 1, KVIK_COMPAT_AUTO = 2 } kvik_compat_mode;
+typedef enum kvik_compat_mode {
+  KVIK_COMPAT_OFF = 0,
+  KVIK_COMPAT_ON = 1,
+  KVIK_COMPAT_AUTO = 2
+} kvik_compat_mode;
 
 /* Values of the other three-way settings (KVIK_SETTING_ZERO_COPY_READ, KVIK_SETTING_IO_URING);
  * the same numbers. */
@@ -264,82 +242,51 @@ typedef enum kvik_setting_source {
   KVIK_SOURCE_API = 2  /* kvik_setting_set() or kvik_setting_parse() */
 } kvik_setting_source;
 
-/* Read a setting into *value. Returns 0, -EINVAL for an unknown setting or NULL value,
- * KVIK_ECONFIG if the environment holds an invalid value. Thread-safe. */
+/* Read a setting into *value.
+ * Returns: 0. Errors: -EINVAL (unknown setting, NULL value, KVIK_SETTING_HTTP_STATUS_CODES);
+ * KVIK_ECONFIG. Threads: safe. */
 KVIK_API int kvik_setting_get(kvik_setting setting, int64_t *value);
 
-/* Change a setting for the whole process. Returns 0, or -EINVAL (message says the accepted
- * range) without changing anything. Setting KVIK_SETTING_NUM_THREADS resizes the default
- * thread pool: it waits for running tasks to finish; queued tasks run on the new threads. If no
- * new thread can be started it returns that errno: the count still applies, queued tasks run on
- * the calling thread, and the pool tries again on its next use. From a kvik pool thread it
- * returns -EDEADLK. IO already submitted keeps the task size it was split with. Thread-safe. */
+/* Change a setting for the whole process. IO already submitted keeps the task size it was split
+ * with. Setting KVIK_SETTING_NUM_THREADS resizes the thread pool: it waits for running tasks to
+ * finish; queued tasks run on the new threads.
+ * Returns: 0. Errors: -EINVAL (unknown setting, KVIK_SETTING_HTTP_STATUS_CODES, a value out of
+ * range: the message says the range), with nothing changed; KVIK_ECONFIG. For
+ * KVIK_SETTING_NUM_THREADS: -EDEADLK (called from a kvik pool thread; nothing changed); -ENOMEM or
+ * an errno of pthread_create(3) (no new thread could start: the count applies all the same, queued
+ * tasks run on the calling thread, and the pool tries again on its next use). Threads: safe. */
 KVIK_API int kvik_setting_set(kvik_setting setting, int64_t value);
 
-/* Like kvik_setting_set() with the value given as text, parsed as its environment variable
- * would be. Thread-safe. */
+/* Like kvik_setting_set(), with the value given as text and parsed as its environment variable
+ * would be; KVIK_SETTING_HTTP_STATUS_CODES included.
+ * Returns: 0. Errors: those of kvik_setting_set(); -EINVAL also for NULL or unparsable text.
+ * Threads: safe. */
 KVIK_API int kvik_setting_parse(kvik_setting setting, const char *text);
 
-/* Where the current value came from. Returns a kvik_setting_source, or -EINVAL. Thread-safe. */
+/* Where the setting's current value came from.
+ * Returns: a kvik_setting_source. Errors: -EINVAL (unknown setting); KVIK_ECONFIG.
+ * Threads: safe. */
 KVIK_API int kvik_setting_source_of(kvik_setting setting);
 
-/* Write the current value as text ("AUTO", "on", "4194304") into buf (always terminated when
- * len > 0; buf may be NULL when len is 0, to learn the length). Returns the text's length, or a
- * negative code: -EINVAL for an unknown setting or a NULL buf with len > 0. Thread-safe. */
+/* Write the current value as text ("AUTO", "on", "4194304", "429,500") into `buf`, cut to `len`
+ * bytes with the NUL as snprintf(3) does; `buf` may be NULL when `len` is 0, to learn the length.
+ * Returns: the text's full length, without the NUL. Errors: -EINVAL (unknown setting, NULL `buf`
+ * with `len` > 0); KVIK_ECONFIG. Threads: safe. */
 KVIK_API int kvik_setting_format(kvik_setting setting, char *buf, size_t len);
 
 /* The setting's short name as KvikIO's Python `defaults.get()` knows it ("num_threads",
- * "task_size", "compat_mode", ...), or NULL for an unknown setting. Thread-safe. */
+ * "task_size", ...), and its environment variable ("KVIKIO_NTHREADS").
+ * Returns: the name, or NULL for an unknown setting. Errors: none. Threads: safe. Lifetime: static
+ * storage. */
 KVIK_API const char *kvik_setting_name(kvik_setting setting);
-
-/* The setting's environment variable ("KVIKIO_NTHREADS"), or NULL. Thread-safe. */
 KVIK_API const char *kvik_setting_env_name(kvik_setting setting);
 
-/* The setting with this short name (see kvik_setting_name), or -EINVAL. Thread-safe. */
+/* The setting with this short name (see kvik_setting_name).
+ * Returns: a kvik_setting. Errors: -EINVAL (NULL or unknown name). Threads: safe. */
 KVIK_API int kvik_setting_lookup(const char *name);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Futures                                                                                      */
-/* ------------------------------------------------------------------------------------------ */
-
-/*
- * A future stands for one non-blocking IO request. It is created by the call that starts the
- * request and owned by the caller, who frees it with kvik_future_free(). The request's buffer
- * must stay valid until the future is done. A call that fails immediately returns an error
- * and creates no future.
- *
- * A request runs as tasks on the thread pool. The first task that fails (after its own
- * retries, for remote files) decides the request's result: its tasks that have not started yet
- * then move no bytes, and remote transfers in flight stop (within about a second, where the
- * server sends nothing), so the error comes back without waiting for the rest of the request.
- * Tasks that did run before keep what they moved: the message's "(X of Y bytes transferred)"
- * and kvik_future_bytes_done() count it.
- */
-typedef struct kvik_future kvik_future;
-
-/* Wait until the request is done and return its result: the number of bytes transferred, or a
- * negative code (then kvik_last_error() says what failed; kvik_future_bytes_done() says how many
- * bytes were transferred all the same). May be called any number of times and from several
- * threads at once. Thread-safe. */
-KVIK_API ssize_t kvik_future_wait(kvik_future *future);
-
-/* Like kvik_future_wait(), but give up after timeout_ns nanoseconds (0 polls) and return
- * -ETIMEDOUT if the request is still running. Thread-safe. */
-KVIK_API ssize_t kvik_future_wait_for(kvik_future *future, int64_t timeout_ns);
-
-/* 1 if the request is done (its result is ready), else 0. Never blocks. Thread-safe. */
-KVIK_API int kvik_future_done(kvik_future *future);
-
-/* Bytes transferred so far (exact once done). For a failed write, the bytes that did reach the
- * file, not necessarily one contiguous range. Never blocks. Thread-safe. */
-KVIK_API size_t kvik_future_bytes_done(kvik_future *future);
-
-/* Free the future, first waiting for its request if it is still running. NULL is ignored.
- * No other thread may use the future during or after this call. */
-KVIK_API void kvik_future_free(kvik_future *future);
-
-/* ------------------------------------------------------------------------------------------ */
-/* Files                                                                                        */
+/* Files                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
 typedef struct kvik_file kvik_file;
@@ -351,130 +298,188 @@ typedef struct kvik_file kvik_file;
  *   "a"  append, create       "a+" read and append, create
  * O_CLOEXEC always applies. `mode` is the permission of a created file (e.g. 0644).
  *
- * Append handles ("a", "a+"): every write goes to the end of the file and ignores its offset
- * argument. The descriptor has O_APPEND, and kvik writes through it with write(2), so the kernel
- * places each call at the end of the file as it is at that moment; kvik computes no offset. So:
- *  - an append never overwrites anything, whoever else appends to the file or cuts it: after a
- *    truncation the next append lands at the new end;
- *  - an append that fails part way (ENOSPC, EIO ...) keeps the bytes that reached the file, a
- *    prefix of its buffer (kvik_future_bytes_done() counts them), and takes no room beyond them:
- *    the next append lands right after them;
- *  - in this process, the appends to one file (through any of its append handles: the same
- *    device and inode) run one at a time, each as one sequential task, so each lands as one
- *    contiguous range however many threads, futures, batches and streams append at once. Which
- *    of the appends in flight at the same time goes first is not defined; while one runs, the
- *    others wait (a pool thread each, for futures).
- * Against writes that do not go through this process's append handles (another process's, or
- * the application's own through another descriptor), an append is contiguous only within each
- * of its write(2) calls: host memory goes in one call (Linux moves at most 2 GiB - 4 KiB per
- * call), device memory in one call per bounce buffer (see GPU memory, below), and a call that a
- * signal interrupts or the file system cuts short leaves the rest to another. Another process's
- * O_APPEND write may land between two of these calls, never inside or over one. (That is the
- * kernel's O_APPEND on a local file system; NFS does not make O_APPEND atomic across clients,
- * so there a write from another machine may land over an append.) Appends go through the page
- * cache (the O_DIRECT settings leave them) and never through cuFile, which writes at offsets:
- * device memory is staged through the bounce buffers. pwrite(2) on kvik_file_fd() of an append
- * handle appends too (Linux ignores its offset on O_APPEND descriptors).
+ * Append handles ("a", "a+"): every write goes to the end of the file as it is when the write
+ * reaches it, and ignores its offset argument. An append never overwrites anything, whoever else
+ * appends to the file or cuts it. One that fails part way (ENOSPC, EIO ...) keeps the bytes that
+ * reached the file, a prefix of its buffer (kvik_future_bytes_done() counts them), and the next
+ * lands right after them. In this process, the appends to one file (through any of its append
+ * handles) run one at a time, in no defined order, so each lands as one contiguous range however
+ * many threads, futures, batches and streams append at once; the others wait (a pool thread each,
+ * for futures). Against other writers (another process, or this one through another descriptor)
+ * an append is contiguous only within each of its write(2) calls: one for host memory (Linux
+ * moves at most 2 GiB - 4 KiB per call), one per bounce buffer for device memory, and another
+ * for what a signal or the file system cut short; another process's O_APPEND write may land
+ * between two calls, never inside one (NFS does not make O_APPEND atomic across clients). Appends
+ * go through the page cache and never through cuFile. pwrite(2) on kvik_file_fd() of an append
+ * handle appends too.
  *
- * On success stores a new handle in *file and returns 0. Errors: -EINVAL (NULL argument,
- * unknown flag string), -EISDIR (a directory), -ESPIPE (a FIFO or socket: kvik's IO is
- * positional; refused without waiting for the FIFO's other end), any errno of open(2),
- * KVIK_ECONFIG.
- * Thread-safe.
+ * Returns: 0, with a new handle in *file (NULL there on failure). Errors: -EINVAL (NULL argument,
+ * unknown flag string); -EISDIR (a directory); -ESPIPE (a FIFO or socket: kvik's IO is positional;
+ * a FIFO is refused without waiting for its other end); an errno of open(2) or fstat(2); -ENOMEM;
+ * KVIK_ECONFIG. With compat mode OFF, why cuFile cannot serve the file: KVIK_ECUFILE_UNAVAILABLE,
+ * an errno of opening it with O_DIRECT, a cuFile code, a CUDA code. Threads: safe. Lifetime: the
+ * caller owns the handle and frees it with kvik_file_free(); `path` is copied.
  */
 KVIK_API int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file **file);
 
-/* Close the file's descriptors, first waiting for IO still in flight on it. The handle stays
- * valid (calls on it fail with -EBADF) until kvik_file_free(). Returns 0; -EBADF if already
- * closed; or an errno of close(2) (the descriptor is closed all the same). Thread-safe. */
+/* Close the file's descriptors, first waiting for the IO in flight on it (futures included). The
+ * handle stays valid, and calls on it fail with -EBADF, until kvik_file_free().
+ * Returns: 0. Errors: -EINVAL (NULL); -EBADF (closed already); an errno of close(2) (the descriptor
+ * is closed all the same). Threads: safe. */
 KVIK_API int kvik_file_close(kvik_file *file);
 
-/* Close the file if it is open, then free the handle. NULL is ignored. No other thread may use
+/* Close the file if it is open, then free the handle. NULL is ignored.
+ * Returns: nothing. Errors: none (an error of the close is lost). Threads: no other thread may use
  * the handle during or after this call. */
 KVIK_API void kvik_file_free(kvik_file *file);
 
-/* 1 if kvik_file_close() has been called, else 0. Thread-safe. */
+/* Whether kvik_file_close() has been called.
+ * Returns: 1 if so (or for NULL), else 0. Errors: none. Threads: safe. */
 KVIK_API int kvik_file_closed(const kvik_file *file);
 
-/* The file descriptor (buffered, without O_DIRECT), or -EBADF if closed. It stays owned by the
- * handle: do not close it, and do not use it once kvik_file_close() was called (its number may
- * then belong to another file). Thread-safe. */
+/* The file's descriptor (buffered, without O_DIRECT).
+ * Returns: the descriptor. Errors: -EINVAL (NULL); -EBADF (closed). Threads: safe. Lifetime: the
+ * handle owns it: do not close it, and do not use it once kvik_file_close() was called (its number
+ * may then belong to another file). */
 KVIK_API int kvik_file_fd(const kvik_file *file);
 
-/* The descriptor's open flags as fcntl(F_GETFL) gives them (with O_APPEND for append handles).
- * -EBADF if closed. Thread-safe. */
+/* The descriptor's open flags, as fcntl(F_GETFL) gives them.
+ * Returns: the flags (with O_APPEND for append handles). Errors: -EINVAL (NULL); -EBADF (closed);
+ * an errno of fcntl(2). Threads: safe. */
 KVIK_API int kvik_file_open_flags(const kvik_file *file);
 
-/* The file's size in bytes, or a negative code. Thread-safe. */
+/* The file's size in bytes (a block device's too).
+ * Returns: the size. Errors: -EINVAL (NULL); -EBADF (closed); an errno of fstat(2) or lseek(2).
+ * Threads: safe. */
 KVIK_API int64_t kvik_file_size(const kvik_file *file);
 
 /*
- * Read `size` bytes at `file_offset` into `buf`, in parallel on the default thread pool in
- * tasks of KVIK_SETTING_TASK_SIZE bytes, and wait for them. Returns the number of bytes read,
- * which is less than `size` only when the file ends first (like pread(2), never an error and
- * never undefined bytes: bytes past the end of file are left untouched). Interrupted and short
- * system calls are retried. Errors: -EBADF (closed, or not opened for reading), -EINVAL
- * (NULL buffer with size > 0, negative offset, offset + size overflowing), any errno of
- * pread(2): -EFAULT where the process cannot write to all of `buf` (the bytes it can write
- * may have been read all the same: the message says how many). Thread-safe.
- *
- * Into device memory, kvik copies on CUDA streams of its own, which wait for no other stream (the
- * default stream neither): work queued earlier that writes `buf`, a cudaMemset say, must be
- * finished (cudaStreamSynchronize) before the read, or it may overwrite what was read.
- * kvik_file_read_async() orders a read after the work of a stream.
+ * Errors of reads and writes. The reads and writes of files, mapped files and remote objects,
+ * the results of their futures and the events of batches fail with:
+ *   -EINVAL                 NULL handle; NULL `buf` with `size` > 0; negative offset; `size`
+ *                           above SSIZE_MAX or offset + size above INT64_MAX; NULL `future`
+ *   -EBADF                  the handle is closed, or a file is not open for reading (writing)
+ *   -ENOMEM                 no memory for the request
+ *   -EAGAIN                 the thread pool could start none of its threads (or another errno
+ *                           of pthread_create(3))
+ *   KVIK_ECONFIG            see the conventions at the top
+ *   KVIK_ECUDA_UNAVAILABLE  libcuda.so.1 is in the process but kvik cannot load it, so device
+ *                           memory cannot be told from host memory
+ *   a CUDA code             the driver failed on device or managed memory: finding its kind,
+ *                           its bounce buffers, a copy
+ *   KVIK_ECANCELED_BY_FORK  a future's result in a child process: the request was in flight in
+ *                           the parent at fork(), and does not run in the child
+ * and with the errors of what is read or written: for files an errno of pread(2), pwrite(2) or
+ * write(2) (-EIO, -ENOSPC, -EFBIG, -EDQUOT, -EFAULT where the process cannot write (read) all of
+ * `buf` ...), on files that cuFile serves also a cuFile code, or -EIO where cuFile wrote less than
+ * asked; for remote objects the codes listed with them. A call that makes a future fails at once
+ * only with what it finds before IO starts (the argument errors, -ENOMEM, -EAGAIN, finding the
+ * kind of `buf`); the errors of the IO itself are the future's result.
  */
+
+/* Read `size` bytes at `file_offset` into `buf` (host or device memory: see "Device memory"), in
+ * parallel on the thread pool in tasks of KVIK_SETTING_TASK_SIZE bytes, and wait for them. As
+ * pread(2), the read stops at the end of the file; bytes of `buf` past it are left untouched.
+ * Interrupted and short system calls are retried.
+ * Returns: the bytes read, fewer than `size` only where the file ends first. Errors: those of reads
+ * and writes (above). On -EFAULT the bytes the process can write may have been read all the same:
+ * the message says how many. Threads: safe. */
 KVIK_API ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset);
 
-/* Write `size` bytes from `buf` at `file_offset` in parallel, and wait; for append handles at the
- * end, on the calling thread (see kvik_file_open). Returns `size`, or a negative code: a write
- * that cannot complete (ENOSPC, EIO, EFBIG, EFAULT where the process cannot read `buf` ...)
- * returns that errno, and the detail message says how many bytes were written. Thread-safe. */
-KVIK_API ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t file_offset);
+/* Write `size` bytes from `buf` at `file_offset` in parallel, and wait; on an append handle at
+ * the end of the file, on the calling thread (see kvik_file_open).
+ * Returns: `size`. Errors: those of reads and writes (above). A write that cannot complete returns
+ * its errno (-ENOSPC, -EIO, -EFBIG, -EFAULT ...), and the message says how many bytes were written,
+ * not necessarily one contiguous range. Threads: safe. */
+KVIK_API ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size,
+                                 int64_t file_offset);
 
-/* Start a read like kvik_file_read() without waiting: stores a future in *future and returns 0,
- * or returns a negative code (and creates no future). `task_size` 0 means
- * KVIK_SETTING_TASK_SIZE. A request is cut into at most 16384 tasks, so that what its tasks take
- * in memory stays bounded: where `size` / `task_size` would make more, its tasks are `size` /
- * 16384 bytes, rounded up to a multiple of 4 KiB (at the default task size, requests of more
- * than 64 GiB). Requests smaller than KVIK_SETTING_GDS_THRESHOLD run on the calling thread and
- * return a future that is already done. Thread-safe. */
+/*
+ * A future stands for one request that runs in the background. The calls that take
+ * `kvik_future **future` start the request and store a new future there, or fail, store NULL and
+ * start nothing: a call that fails at once never makes a future. The request runs as tasks on
+ * the thread pool; a request smaller than KVIK_SETTING_GDS_THRESHOLD runs on the calling thread,
+ * whose call then returns a future that is done already. The first task that fails decides the
+ * request's result: tasks that have not started then move no bytes, so the error comes back
+ * without waiting for the rest. What tasks moved before stays moved: kvik_future_bytes_done()
+ * counts it, and the message of a failed request ends with "(X of Y bytes transferred)".
+ *
+ * Lifetime: the caller owns the future and frees it with kvik_future_free(), done or not. The
+ * request's buffer must stay valid until the future is done. Closing or freeing the handle
+ * waits for the request; the future stays valid after the handle is gone.
+ */
+typedef struct kvik_future kvik_future;
+
+/* Start a read like kvik_file_read() without waiting. `task_size` 0 means
+ * KVIK_SETTING_TASK_SIZE. A request has at most 16384 tasks: where `size` / `task_size` would make
+ * more, its tasks are `size` / 16384 bytes rounded up to 4 KiB (at the default task size, requests
+ * above 64 GiB).
+ * Returns: 0, with a new future in *future; its result is kvik_file_read()'s. Errors: those of
+ * reads and writes (above) found before IO starts. Threads: safe. Lifetime: `buf` until the future
+ * is done (see futures, above). */
 KVIK_API int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset,
                              size_t task_size, kvik_future **future);
 
-/* Start a write like kvik_file_write() without waiting; see kvik_file_pread(). Thread-safe. */
+/* Start a write like kvik_file_write() without waiting; see kvik_file_pread().
+ * Returns: 0, with a new future in *future; its result is kvik_file_write()'s. Errors: those of
+ * reads and writes (above) found before IO starts. Threads: safe. Lifetime: `buf` until the future
+ * is done (see futures, above). */
 KVIK_API int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file_offset,
                               size_t task_size, kvik_future **future);
 
+/* Wait until the request is done.
+ * Returns: its result: the bytes transferred, as the call that made the future says. Errors: the
+ * request's (then kvik_last_error() says what failed, and kvik_future_bytes_done() how many bytes
+ * moved all the same); -EINVAL (NULL). Threads: safe: any number of threads may wait for a future,
+ * any number of times. */
+KVIK_API ssize_t kvik_future_wait(kvik_future *future);
+
+/* Like kvik_future_wait(), but give up after `timeout_ns` nanoseconds (0 polls).
+ * Returns: the request's result, if it is done in time. Errors: -ETIMEDOUT (still running); -EINVAL
+ * (NULL, negative timeout); the request's. Threads: safe. */
+KVIK_API ssize_t kvik_future_wait_for(kvik_future *future, int64_t timeout_ns);
+
+/* Whether the request is done (its result is ready). Never blocks.
+ * Returns: 1 if so, else 0 (also for NULL). Errors: none. Threads: safe. */
+KVIK_API int kvik_future_done(kvik_future *future);
+
+/* The bytes transferred so far, exact once done. For a failed write, the bytes that did reach
+ * the file, not necessarily one contiguous range. Never blocks.
+ * Returns: the count (0 for NULL). Errors: none. Threads: safe. */
+KVIK_API size_t kvik_future_bytes_done(kvik_future *future);
+
+/* Free the future, first waiting for its request if it is still running. NULL is ignored.
+ * Returns: nothing. Errors: none. Threads: no other thread may use the future during or after this
+ * call. */
+KVIK_API void kvik_future_free(kvik_future *future);
+
 /* ------------------------------------------------------------------------------------------ */
-/* GPU memory                                                                                   */
+/* Device memory                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
 /*
- * Every read and write above (and of kvik_mmap below) accepts host or GPU memory: the kind of
+ * Every read and write of this header but raw IO accepts host or device memory: the kind of
  * `buf` is found per call from the pointer itself, an address inside an allocation included.
- * Device and managed memory go through pinned bounce buffers: each thread reads a chunk of the
- * file into one buffer while the previous chunk (of the same task, or of the thread's previous
- * task) is copied to the device from another, on a stream of its own, so storage and PCIe work
- * at the same time. Pinned host memory (from
- * cuMemHostAlloc/cudaHostAlloc or kvik_host_pin) and pageable host memory are read and
- * written directly.
+ * Pinned host memory (cuMemHostAlloc, cudaHostAlloc, kvik_host_pin) and pageable host memory are
+ * read and written directly; device and managed memory go through pinned bounce buffers.
  *
  * The CUDA driver (libcuda.so.1) is loaded on the first call that needs it, never at build or
  * load time. Without a driver or a device, host IO works as before and whatever needs the
- * driver fails with KVIK_ECUDA_UNAVAILABLE and a message saying what is missing. A child
- * process of a parent that used CUDA cannot use CUDA (a rule of the driver): there, buffers are
- * taken to be host memory.
+ * driver fails with KVIK_ECUDA_UNAVAILABLE and a message saying what is missing. A pointer is
+ * taken to be host memory while the process has no libcuda.so.1 loaded, and in a child process
+ * of a parent that used CUDA, which cannot use CUDA (a rule of the driver).
  *
  * Copies run in the context of the buffer's allocation; for memory without one (stream-ordered
  * pools) in the calling thread's current context, else the primary context of the buffer's
- * device. Device memory must be ready when the call starts: work on other streams that writes
- * it must have completed.
+ * device. Device memory must be ready when a call starts: work on other streams that writes it
+ * must have completed.
  *
  * Memory bound: a thread with device work holds two pinned buffers of
  * min(KVIK_SETTING_BOUNCE_BUFFER_SIZE, max(task size / 2, 256 KiB)) bytes (2 MiB at the
  * defaults), and gives them back when it runs out of work; at most KVIK_PINNED_CACHE_BYTES of
  * idle pinned buffers are kept for reuse and the rest are freed. Keep 2 x buffer size x
  * KVIK_SETTING_NUM_THREADS under that bound, or buffers are freed and allocated again (slow).
+ * How the bounce buffers overlap storage and PCIe: docs/internals.md.
  */
 #define KVIK_PINNED_CACHE_BYTES ((size_t)256 << 20)
 
@@ -486,165 +491,230 @@ typedef enum kvik_memory_kind {
   KVIK_MEMORY_MANAGED = 3 /* managed (unified) memory */
 } kvik_memory_kind;
 
-/* The kind of memory at `ptr`: a kvik_memory_kind, or a CUDA error code (KVIK_IS_CUDA_ERROR)
- * if the driver fails to say. Without a CUDA driver every pointer is KVIK_MEMORY_HOST.
- * Thread-safe. */
+/* The kind of memory at `ptr`, as reads and writes find it. Loads the CUDA driver only where the
+ * process has libcuda.so.1 loaded already.
+ * Returns: a kvik_memory_kind; KVIK_MEMORY_HOST for NULL, and for every pointer without a driver.
+ * Errors: KVIK_ECUDA_UNAVAILABLE (libcuda.so.1 is in the process but kvik cannot load it); a CUDA
+ * code (the driver fails to say). Threads: safe. */
 KVIK_API int kvik_memory_kind_of(const void *ptr);
 
-/* Page-lock host memory [buf, buf + size) for every CUDA context, so that device transfers
- * from and to it skip the bounce buffers (cuMemHostRegister). Pair with kvik_host_unpin().
- * Returns 0; -EINVAL (NULL or size 0); KVIK_ECUDA_UNAVAILABLE; a CUDA error code
- * (KVIK_IS_CUDA_ERROR; for instance that of CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED when the
- * range is already registered). Thread-safe. */
+/* Page-lock host memory [buf, buf + size) for every CUDA context (cuMemHostRegister, portable),
+ * so that device transfers from and to it skip the bounce buffers. Loads the CUDA driver.
+ * Returns: 0. Errors: -EINVAL (NULL `buf`, `size` 0); KVIK_ECUDA_UNAVAILABLE; a CUDA code (that of
+ * CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED where part of the range is pinned already). Threads:
+ * safe. Lifetime: the range must stay allocated until kvik_host_unpin(buf). */
 KVIK_API int kvik_host_pin(void *buf, size_t size);
 
-/* Undo kvik_host_pin(buf, ...). Returns 0, -EINVAL, KVIK_ECUDA_UNAVAILABLE or a CUDA
- * error code (KVIK_IS_CUDA_ERROR; that of CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED when not
- * registered). Thread-safe. */
+/* Undo kvik_host_pin(buf, ...).
+ * Returns: 0. Errors: -EINVAL (NULL); KVIK_ECUDA_UNAVAILABLE; a CUDA code (that of
+ * CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED where `buf` is not pinned). Threads: safe. */
 KVIK_API int kvik_host_unpin(void *buf);
 
 /* Wait until the work queued on CUDA stream `stream` is done (cuStreamSynchronize), for callers
  * that pass kvik memory written on a stream of theirs, since kvik's copies run on streams of its
- * own. `stream` is a CUstream or cudaStream_t, or NULL, 1 or 2 cast to pointers for CUDA's default,
- * legacy default and per-thread default streams, as __cuda_array_interface__ names them. Those are
- * streams of a context: of the one device memory `ptr` lies in (the memory the stream writes), or
- * the calling thread's current one where `ptr` is NULL or host memory. Returns 0,
- * KVIK_ECUDA_UNAVAILABLE or a CUDA error code (KVIK_IS_CUDA_ERROR). Thread-safe. */
+ * own. `stream` is a CUstream or cudaStream_t, or NULL, 1 or 2 cast to pointers for CUDA's
+ * default, legacy default and per-thread default streams, as __cuda_array_interface__ names
+ * them. Those are streams of a context: of the one device memory `ptr` lies in (the memory the
+ * stream writes), or the calling thread's current one where `ptr` is NULL or host memory.
+ * Returns: 0. Errors: KVIK_ECUDA_UNAVAILABLE; a CUDA code (finding `ptr`'s context, or of the
+ * stream). Threads: safe. */
 KVIK_API int kvik_cuda_stream_synchronize(void *stream, const void *ptr);
 
-/* The CUDA driver's version (e.g. 13000 for 13.0), or KVIK_ECUDA_UNAVAILABLE with a message
- * saying why (no libcuda.so.1, no device, ...). Loads the driver. Thread-safe. */
+/* The CUDA driver's version. Loads the driver.
+ * Returns: the version (13000 for 13.0). Errors: KVIK_ECUDA_UNAVAILABLE, with a message saying why
+ * (no libcuda.so.1, no device, ...); a CUDA code. Threads: safe. */
 KVIK_API int kvik_cuda_driver_version(void);
 
-/* The number of CUDA devices, or KVIK_ECUDA_UNAVAILABLE. Thread-safe. */
+/* The number of CUDA devices. Loads the driver.
+ * Returns: the number. Errors: KVIK_ECUDA_UNAVAILABLE; a CUDA code. Threads: safe. */
 KVIK_API int kvik_cuda_device_count(void);
 
-/* Write the name of CUDA device `ordinal` into `name` (terminated when len > 0). Returns 0,
- * -EINVAL (bad ordinal), KVIK_ECUDA_UNAVAILABLE or a CUDA error code (KVIK_IS_CUDA_ERROR).
- * Thread-safe. */
+/* Write the name of CUDA device `ordinal` into `name`, cut to `len` bytes with the NUL.
+ * Returns: 0. Errors: -EINVAL (NULL `name`, `len` 0, no such device); KVIK_ECUDA_UNAVAILABLE; a
+ * CUDA code. Threads: safe. */
 KVIK_API int kvik_cuda_device_name(int ordinal, char *name, size_t len);
 
-/*
- * Read the whole file into new device memory of CUDA device `device` (in its primary context):
- * allocates as many bytes as the file has, reads them in parallel and stores the allocation in
- * *devptr (NULL for an empty file). Returns the number of bytes, or a negative code (then nothing
- * stays allocated). Free the memory with kvik_device_free(). Thread-safe.
- */
+/* Read the whole file into new device memory of CUDA device `device`, allocated in its primary
+ * context, in parallel.
+ * Returns: the bytes read, with the allocation in *devptr (NULL for an empty file, and on failure,
+ * when nothing stays allocated). Errors: -EINVAL (NULL `devptr`, no such device); those of
+ * kvik_file_size(); those of reads and writes (above); KVIK_ECUDA_UNAVAILABLE; a CUDA code (that of
+ * CUDA_ERROR_OUT_OF_MEMORY where the allocation fails). Threads: safe. Lifetime: the caller owns
+ * the memory and frees it with kvik_device_free(). */
 KVIK_API ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr);
 
-/* Free device memory from kvik_file_read_to_device(). NULL is ignored (returns 0). Returns 0 or
- * a CUDA error code (KVIK_IS_CUDA_ERROR). Thread-safe. */
+/* Free device memory from kvik_file_read_to_device(). NULL is ignored.
+ * Returns: 0. Errors: -EINVAL (not device memory); KVIK_ECUDA_UNAVAILABLE; a CUDA code. Threads:
+ * safe. */
 KVIK_API int kvik_device_free(void *devptr);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Stream-ordered IO                                                                            */
+/* Device memory: POSIX or cuFile                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Each file decides which path serves its device memory, following KVIK_SETTING_COMPAT_MODE at
+ * kvik_file_open():
+ *   KVIK_COMPAT_ON    POSIX IO (pinned bounce buffers); cuFile is never loaded.
+ *   KVIK_COMPAT_OFF   cuFile (GPUDirect Storage). kvik_file_open() fails if cuFile cannot serve
+ *                     the file, with a message that says why.
+ *   KVIK_COMPAT_AUTO  cuFile where it can work: the library loads and its driver opens,
+ *                     /run/udev is readable (cuFile identifies file systems through udev), the
+ *                     system is not WSL, the file opens with O_DIRECT and cuFileHandleRegister
+ *                     accepts it. Else POSIX IO. Decided when the file's device memory first
+ *                     needs it.
+ * kvik_file_backend() tells which path a file got, and why.
+ *
+ * On a file that cuFile serves, reads and writes of device memory of at least
+ * KVIK_SETTING_GDS_THRESHOLD bytes go through cuFileRead/cuFileWrite; the bytes that reach the
+ * file or the buffer are the same as in POSIX mode. Host memory, smaller requests and appends
+ * (see kvik_file_open) always use POSIX IO.
+ *
+ * cuFile (libcufile.so.0) is loaded, and its driver opened, on the first call that needs it,
+ * never at build or load time. The driver is closed at exit, after the cuFile calls still running
+ * have returned: calls made after that fail with the code of CU_FILE_DRIVER_CLOSING. In a child
+ * process after fork() the driver opens again on first need; files opened in the parent use
+ * POSIX IO there.
+ */
+
+/* Which path serves a file's device memory. */
+typedef enum kvik_backend { KVIK_BACKEND_POSIX = 0, KVIK_BACKEND_CUFILE = 1 } kvik_backend;
+
+/* Which path serves the file's device memory, and why, in `why` (cut to `len` bytes with the
+ * NUL; may be NULL): e.g. "compat mode is ON: POSIX IO only", "cuFile: GPUDirect Storage through
+ * nvidia-fs 2.26", or, under AUTO, why cuFile cannot serve the file ("... /run/udev is not
+ * readable ..."). Under AUTO the first call may make the decision, and so load cuFile.
+ * Returns: a kvik_backend. Errors: -EINVAL (NULL file); -EBADF (closed). Threads: safe. */
+KVIK_API int kvik_file_backend(const kvik_file *file, char *why, size_t len);
+
+/* Raw IO: one transfer between the file and device memory at `dev_base + dev_offset`, on the
+ * calling thread, without the thread pool (KvikIO's raw_read/raw_write). `dev_base` should be the
+ * start of an allocation (or of a buffer registered with kvik_cufile_buffer_register). Through
+ * one cuFileRead/cuFileWrite call on a file that cuFile serves, else, and for appends, through the
+ * bounce buffers. A `size` of 0 returns 0 without looking at `dev_base`, which may then be NULL
+ * (an empty array).
+ * Returns: the bytes transferred (a read is short only at end of file). Errors: -EINVAL (NULL file,
+ * negative offset, NULL `dev_base` with `size` > 0, memory that is not device memory: managed
+ * memory neither); -EBADF (closed, or not open for reading (writing)); KVIK_ECONFIG;
+ * KVIK_ECUDA_UNAVAILABLE; a CUDA code; through cuFile, a cuFile code or an errno cuFile reports;
+ * else those of reads and writes (above). Threads: safe. */
+KVIK_API ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size,
+                                    int64_t file_offset, int64_t dev_offset);
+KVIK_API ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size_t size,
+                                     int64_t file_offset, int64_t dev_offset);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Stream-ordered IO                                                                          */
 /* ------------------------------------------------------------------------------------------ */
 
 /*
  * Read `size` bytes at `file_offset` into `buf` (host or device memory) in the order of CUDA
  * stream `stream` (a CUstream or cudaStream_t; NULL is the default stream): the read starts when
  * the work queued on the stream before it is done, and work queued after it starts only when the
- * read is done. The call queues the request and returns without waiting for either, storing a
- * future in *future. Where the driver has no stream memory operations (cuStreamWaitValue32,
- * CUDA 11.7 and later), the call instead synchronises the stream, reads, and returns a future
- * that is already done, as KvikIO does.
- *
- * The stream never waits for a thread that makes CUDA calls, and kvik's host functions never
- * wait, so the stream's other users may free memory (cuMemFree), load modules and synchronise
- * while the read is queued. Copies to device memory run on the stream itself, through pinned
- * buffers that kvik's threads fill from the file.
+ * read is done. The call queues the request and returns without waiting for either. Where the
+ * driver has no stream memory operations (cuStreamWaitValue32, CUDA 11.7 and later), the call
+ * instead synchronises the stream and reads, and returns a future that is done already, as
+ * KvikIO does. The stream never waits for a thread that makes CUDA calls, and kvik's host
+ * functions never wait, so the stream's other users may free memory (cuMemFree), load modules
+ * and synchronise while the read is queued. How: docs/internals.md.
  *
  * The future completes before the stream moves past the read: once the stream is synchronised,
- * kvik_future_done() is 1 and kvik_future_wait() returns the byte count (less than `size` only
- * at end of file) at once. Bytes of `buf` past the end of the file are left as they were, except
- * where the file shrank between the call and the stream reaching the read: those become zero. A
- * failed read completes the future with its error; the stream still moves on, so check the future
- * before using the data, whose bytes in the range are then unspecified.
+ * kvik_future_done() is 1 and kvik_future_wait() returns at once. Bytes of `buf` past the end of
+ * the file are left as they were, except where the file shrank between the call and the stream
+ * reaching the read: those become zero. A failed read completes the future with its error; the
+ * stream still moves on, so check the future before using the data, whose bytes in the range are
+ * then unspecified.
  *
- * The file and the buffer must stay valid until the future is done. Freeing the future before
- * the stream reached the read waits for the stream. Returns 0, or a negative code (then nothing
- * runs that touches the file; should a CUDA call fail after part of the request was queued, the
- * stream still passes that part, which may copy unspecified bytes into the range of a device
- * `buf`): the errors of kvik_file_pread(), KVIK_ECUDA_UNAVAILABLE, a CUDA error code
- * (KVIK_IS_CUDA_ERROR). Thread-safe.
+ * Returns: 0, with a new future in *future; its result is the bytes read (fewer than `size` only at
+ * end of file). Errors: those of kvik_file_pread(); KVIK_ECUDA_UNAVAILABLE (no driver); a CUDA
+ * code; on a file that cuFile serves, a cuFile code. Then nothing that touches the file runs; but
+ * should a CUDA call fail after part of the request was queued, the stream still passes that part,
+ * which may copy unspecified bytes into the range of a device `buf`. Threads: safe. Lifetime: the
+ * file and `buf` must stay valid until the future is done; freeing the future before the stream
+ * reached the read waits for the stream.
  */
-KVIK_API int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset, void *stream,
-                                  kvik_future **future);
+KVIK_API int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset,
+                                  void *stream, kvik_future **future);
 
-/* Write like kvik_file_write() in the order of `stream`; see kvik_file_read_async(). The
- * future's result is `size` or the write's error. On an append handle the call synchronises the
- * stream and writes before it returns (an append waits for the file's other appends, and no
- * stream may wait for that). Thread-safe. */
-KVIK_API int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t file_offset,
-                                   void *stream, kvik_future **future);
+/* Write like kvik_file_write() in the order of `stream`; see kvik_file_read_async(). On an append
+ * handle the call synchronises the stream and writes before it returns (an append waits for the
+ * file's other appends, and no stream may wait for that).
+ * Returns: 0, with a new future in *future; its result is `size`. Errors: those of
+ * kvik_file_read_async(). Threads: safe. Lifetime: as kvik_file_read_async(). */
+KVIK_API int kvik_file_write_async(kvik_file *file, const void *buf, size_t size,
+                                   int64_t file_offset, void *stream, kvik_future **future);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Mapped files                                                                                 */
+/* Mapped files                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
 /*
  * A read-only memory mapping of a file (mmap(2), MAP_SHARED), read into host or device memory
  * by copying from the mapping: the KvikIO MmapHandle. Useful when the same file is read many
  * times in small pieces, as the page cache then serves it without a system call per read.
- *
- * kvik_mmap_open() maps `map_size` bytes from `map_offset` (map_size 0: up to the end of the
- * file). `flags` must be "r". Errors: -EINVAL (NULL argument, flags other than "r", a range
- * outside the file), -EISDIR, -ESPIPE (as kvik_file_open), any errno of open(2) or mmap(2). An
- * empty file opens with nothing mapped.
- * The file must not shrink while mapped: touching a page past its new end raises SIGBUS, a
- * rule of mmap. Thread-safe.
  */
 typedef struct kvik_mmap kvik_mmap;
 
-KVIK_API int kvik_mmap_open(const char *path, const char *flags, size_t map_size, int64_t map_offset,
-                            kvik_mmap **map);
+/* Map `map_size` bytes of `path` from `map_offset` (map_size 0: up to the end of the file).
+ * `flags` must be "r". An empty file opens with nothing mapped.
+ * Returns: 0, with a new handle in *map (NULL there on failure). Errors: -EINVAL (NULL argument,
+ * flags other than "r", a range outside the file); -EISDIR, -ESPIPE (as kvik_file_open); an errno
+ * of open(2), fstat(2) or mmap(2); -ENOMEM; KVIK_ECONFIG. Threads: safe. Lifetime: the caller owns
+ * the handle and frees it with kvik_mmap_free(); `path` is copied. The file must not shrink while
+ * mapped: touching a page past its new end raises SIGBUS, a rule of mmap. */
+KVIK_API int kvik_mmap_open(const char *path, const char *flags, size_t map_size,
+                            int64_t map_offset, kvik_mmap **map);
 
-/* Unmap and close, first waiting for reads in flight. The handle stays valid until
- * kvik_mmap_free(). Returns 0, or -EBADF if already closed. Thread-safe. */
+/* Unmap and close, first waiting for reads in flight. The handle stays valid, and reads fail with
+ * -EBADF, until kvik_mmap_free().
+ * Returns: 0. Errors: -EINVAL (NULL); -EBADF (closed already). Threads: safe. */
 KVIK_API int kvik_mmap_close(kvik_mmap *map);
 
-/* Close if open, then free. NULL is ignored. No other thread may use the handle during or after
- * this call. */
+/* Close if open, then free. NULL is ignored.
+ * Returns: nothing. Errors: none. Threads: no other thread may use the handle during or after this
+ * call. */
 KVIK_API void kvik_mmap_free(kvik_mmap *map);
 
-/* 1 if closed, else 0. Thread-safe. */
+/* Whether kvik_mmap_close() has been called.
+ * Returns: 1 if so (or for NULL), else 0. Errors: none. Threads: safe. */
 KVIK_API int kvik_mmap_closed(const kvik_mmap *map);
 
-/* The file's size when it was opened, and the mapped range. Thread-safe. */
+/* The file's size when it was opened, the mapped size and the mapped offset; after the close too.
+ * Returns: the value; for NULL, -EINVAL from kvik_mmap_file_size() and 0 from the others. Errors:
+ * -EINVAL (NULL; kvik_mmap_file_size() only). Threads: safe. */
 KVIK_API int64_t kvik_mmap_file_size(const kvik_mmap *map);
 KVIK_API size_t kvik_mmap_map_size(const kvik_mmap *map);
 KVIK_API int64_t kvik_mmap_map_offset(const kvik_mmap *map);
 
-/* Copy `size` bytes at file offset `offset` into `buf`, in parallel like kvik_file_read().
- * The range must lie inside the mapped range, else -EINVAL. Returns `size` or a negative code.
- * Thread-safe. */
+/* Copy `size` bytes at file offset `offset` into `buf` (host or device memory), in parallel like
+ * kvik_file_read(). The range must lie inside the mapped range: reads never stop short.
+ * Returns: `size`. Errors: -EINVAL (NULL handle, a range outside the mapped range); those of reads
+ * and writes (above) other than the file's own. Threads: safe. */
 KVIK_API ssize_t kvik_mmap_read(kvik_mmap *map, void *buf, size_t size, int64_t offset);
 
-/* Start kvik_mmap_read() without waiting; see kvik_file_pread(). Thread-safe. */
-KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t offset, size_t task_size,
-                             kvik_future **future);
+/* Start kvik_mmap_read() without waiting; see kvik_file_pread().
+ * Returns: 0, with a new future in *future; its result is `size`. Errors: those of kvik_mmap_read()
+ * found before the copy starts. Threads: safe. Lifetime: `buf` until the future is done (see
+ * futures). */
+KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t offset,
+                             size_t task_size, kvik_future **future);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Remote files                                                                                 */
+/* Remote files                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
 /*
  * A remote object, read over HTTP(S) with range requests through libcurl: a web server, S3
  * (signed, public or presigned) or WebHDFS: KvikIO's RemoteHandle. Reads work as file reads do:
  * into host or device memory, split into tasks of the task size that run in parallel on the
- * thread pool, each one range request. Device memory goes through the pinned bounce buffers, one
- * request per buffer, pipelined with the copies to the device as for files.
- *
- * Connections come from one process-wide pool of libcurl handles that stay connected between
- * requests (keep-alive). At most KVIK_SETTING_REMOTE_CONNECTIONS requests are in flight at once;
- * since each runs on a pool thread, KVIK_SETTING_NUM_THREADS bounds them too: raise both for a
- * high-latency store, which needs many requests in flight to fill a link.
+ * thread pool, each one range request. At most KVIK_SETTING_REMOTE_CONNECTIONS requests are in
+ * flight at once, and each takes a pool thread: a high-latency store needs both settings raised.
  *
  * Failures: a request answered with a status in KVIK_SETTING_HTTP_STATUS_CODES, a connection
  * refused, dropped or timed out, or a body cut short is tried again after a pause that doubles
- * each time (0.1 s, 0.2 s, 0.4 s ...), up to KVIK_SETTING_HTTP_MAX_ATTEMPTS attempts in all, each
- * limited to KVIK_SETTING_HTTP_TIMEOUT seconds. Then, and for any other failure, the read fails
- * with a code that says what happened:
+ * each time (0.1 s, 0.2 s, 0.4 s ..., at most 10 s), up to KVIK_SETTING_HTTP_MAX_ATTEMPTS attempts
+ * in all, each limited to KVIK_SETTING_HTTP_TIMEOUT seconds. Then, and for any other failure, the
+ * read fails with a code that says what happened:
  *   KVIK_EHTTP_BASE - status   an HTTP error status (403, 404, ...; KVIK_IS_HTTP_ERROR)
  *   -ETIMEDOUT                 an attempt took longer than KVIK_SETTING_HTTP_TIMEOUT
  *   -ECONNREFUSED, -ECONNRESET the server refused the connection, or dropped it mid-response
@@ -675,7 +745,7 @@ typedef enum kvik_remote_kind {
   KVIK_REMOTE_S3 = 1,           /* S3, requests signed (AWS Signature Version 4) */
   KVIK_REMOTE_S3_PUBLIC = 2,    /* S3, anonymous requests */
   KVIK_REMOTE_S3_PRESIGNED = 3, /* an S3 URL that carries its own signature */
-  KVIK_REMOTE_WEBHDFS = 4,      /* Hadoop WebHDFS (op=OPEN, following the redirect to a data node) */
+  KVIK_REMOTE_WEBHDFS = 4,      /* Hadoop WebHDFS (op=OPEN, then the redirect to a data node) */
   KVIK_REMOTE_HTTP = 5          /* any HTTP(S) server that answers range requests */
 } kvik_remote_kind;
 
@@ -699,7 +769,9 @@ typedef struct kvik_remote_options {
   const char *webhdfs_user;     /* WebHDFS user.name; else the URL's own user.name, if any */
 } kvik_remote_options;
 
-/* Set every option to its default: struct_size, KVIK_REMOTE_AUTO, size -1, no strings. */
+/* Set every option to its default: struct_size, KVIK_REMOTE_AUTO, size -1, no strings. NULL is
+ * ignored.
+ * Returns: nothing. Errors: none. Threads: safe. */
 KVIK_API void kvik_remote_options_init(kvik_remote_options *options);
 
 /*
@@ -717,148 +789,82 @@ KVIK_API void kvik_remote_options_init(kvik_remote_options *options);
  *                                       BUCKET.s3.REGION.amazonaws.com
  *   http(s)://...                       KVIK_REMOTE_HTTP
  *
- * Returns 0 and a new handle in *remote, or a negative code: -EINVAL (NULL argument, bad
- * options, a URL that is none of the above or names no host, S3 without credentials),
- * KVIK_ENOREMOTE, and the codes above for the size request. Thread-safe.
+ * Returns: 0, with a new handle in *remote (NULL there on failure). Errors: -EINVAL (NULL `url` or
+ * `remote`; options with a struct_size below sizeof(kvik_remote_options), an unknown kind or a size
+ * below -1; a URL that is none of the above or names no host; an s3:// URL opened as neither S3
+ * kind, without a bucket and key, or with a bucket name of other than letters, digits, '.', '-',
+ * '_'; S3 without credentials); KVIK_ENOREMOTE (built without libcurl); -ENOMEM; KVIK_ECONFIG; for
+ * the size request, the codes above, and KVIK_EREMOTE for an answer without the size. Threads:
+ * safe. Lifetime: the caller owns the handle and frees it with kvik_remote_free(). The URL, the
+ * options' strings and the environment's credentials are copied at the call.
  */
-KVIK_API int kvik_remote_open(const char *url, const kvik_remote_options *options, kvik_remote **remote);
+KVIK_API int kvik_remote_open(const char *url, const kvik_remote_options *options,
+                              kvik_remote **remote);
 
-/* Mark the handle closed, first waiting for reads in flight. The handle stays valid (calls on it
- * fail with -EBADF) until kvik_remote_free(). Returns 0, or -EBADF if already closed.
- * Thread-safe. */
+/* Mark the handle closed, first waiting for reads in flight. The handle stays valid, and reads
+ * fail with -EBADF, until kvik_remote_free().
+ * Returns: 0. Errors: -EINVAL (NULL); -EBADF (closed already). Threads: safe. */
 KVIK_API int kvik_remote_close(kvik_remote *remote);
 
-/* Close if open, then free. NULL is ignored. No other thread may use the handle during or after
- * this call. */
+/* Close if open, then free. NULL is ignored.
+ * Returns: nothing. Errors: none. Threads: no other thread may use the handle during or after this
+ * call. */
 KVIK_API void kvik_remote_free(kvik_remote *remote);
 
-/* The object's size in bytes, learnt at open; or -EINVAL for NULL. Thread-safe. */
+/* The object's size in bytes, learnt at open.
+ * Returns: the size. Errors: -EINVAL (NULL). Threads: safe. */
 KVIK_API int64_t kvik_remote_size(const kvik_remote *remote);
 
-/* The kind the handle was opened as, KVIK_REMOTE_AUTO resolved; or -EINVAL. Thread-safe. */
+/* The kind the handle was opened as, KVIK_REMOTE_AUTO resolved.
+ * Returns: a kvik_remote_kind. Errors: -EINVAL (NULL). Threads: safe. */
 KVIK_API int kvik_remote_kind_of(const kvik_remote *remote);
 
 /* The URL requests go to, as messages name it: without user name, password or query string.
- * Lives as long as the handle. Thread-safe. */
+ * Returns: the URL, or NULL for NULL. Errors: none. Threads: safe. Lifetime: the handle owns it;
+ * valid until kvik_remote_free(). */
 KVIK_API const char *kvik_remote_url(const kvik_remote *remote);
 
 /* Read `size` bytes at `offset` of the object into `buf` (host or device memory), in parallel,
- * and wait. Returns the number of bytes read, less than `size` only where the object ends first
- * (as kvik_file_read), or a negative code: -EBADF (closed), -EINVAL, and the codes above.
- * The arguments are checked as kvik_file_read checks them, past the end of the object too: a
- * NULL buf with size > 0, or offset + size beyond INT64_MAX, is -EINVAL there as well.
- * Thread-safe. */
+ * and wait. The arguments are checked as kvik_file_read() checks them, past the end of the
+ * object too: a NULL buf with size > 0, or offset + size beyond INT64_MAX, is -EINVAL there as
+ * well.
+ * Returns: the bytes read, fewer than `size` only where the object ends first. Errors: those of
+ * reads and writes (above); the codes of remote objects (above). Threads: safe. */
 KVIK_API ssize_t kvik_remote_read(kvik_remote *remote, void *buf, size_t size, int64_t offset);
 
-/* Start kvik_remote_read() without waiting; see kvik_file_pread(). Thread-safe. */
-KVIK_API int kvik_remote_pread(kvik_remote *remote, void *buf, size_t size, int64_t offset, size_t task_size,
-                               kvik_future **future);
+/* Start kvik_remote_read() without waiting; see kvik_file_pread().
+ * Returns: 0, with a new future in *future; its result is kvik_remote_read()'s. Errors: those of
+ * kvik_remote_read() found before IO starts. Threads: safe. Lifetime: `buf` until the future is
+ * done (see futures). */
+KVIK_API int kvik_remote_pread(kvik_remote *remote, void *buf, size_t size, int64_t offset,
+                               size_t task_size, kvik_future **future);
 
-/* Whether this kvik was built with remote file support. Returns 1 and writes libcurl's version
- * ("libcurl/7.88.1 OpenSSL/3.0.17 ...") into `detail`, or returns 0 and writes why not.
- * `detail` may be NULL. Thread-safe. */
+/* Whether this kvik was built with remote file support, and in `detail` (cut to `len` bytes with
+ * the NUL; may be NULL) libcurl's version ("libcurl/7.88.1 OpenSSL/3.0.17 ...") or why not.
+ * Returns: 1 or 0. Errors: none. Threads: safe. */
 KVIK_API int kvik_remote_supported(char *detail, size_t len);
 
 /* ------------------------------------------------------------------------------------------ */
-/* GPUDirect Storage (cuFile)                                                                   */
+/* Batch IO                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
 /*
- * cuFile (libcufile.so.0) is loaded, and its driver opened, on the first call that needs it, never
- * at build or load time; the driver is closed at exit, after the cuFile calls still running have
- * returned (calls made after that fail with the code of CU_FILE_DRIVER_CLOSING). In a child
- * process after fork() it opens again on first need; files opened in the parent use POSIX IO
- * there.
+ * A batch submits many independent reads and writes of files at once and collects their
+ * completions, as cuFile's batch API does, everywhere: device memory on files that cuFile serves
+ * goes to cuFile's batch; operations that KVIK_SETTING_IO_URING gives to the kernel go to the
+ * batch's own io_uring; all others run on the thread pool as kvik_file_pread()/pwrite() start
+ * them (those below KVIK_SETTING_GDS_THRESHOLD within kvik_batch_submit()). Completions of every
+ * kind come back through kvik_batch_wait(), with the results kvik_file_pread()/pwrite() would
+ * give. Device memory that io_uring serves is staged through pinned memory: a write's bytes are
+ * copied from the device within kvik_batch_submit(), a read's to the device within the
+ * kvik_batch_wait() that collects it; a failed copy fails that operation alone, with its CUDA
+ * code. How operations are routed: docs/internals.md.
  *
- * Each file decides at kvik_file_open() which path serves its device memory, following
- * KVIK_SETTING_COMPAT_MODE at that moment:
- *   KVIK_COMPAT_ON    POSIX IO (pinned bounce buffers); cuFile is never loaded.
- *   KVIK_COMPAT_OFF   cuFile. kvik_file_open() fails if it cannot serve the file, with
- *                     KVIK_ECUFILE_UNAVAILABLE, an errno, or cuFile's status (kvik_strerror names
- *                     it), and a message that says why.
- *   KVIK_COMPAT_AUTO  cuFile where it can work: the library loads and its driver opens, /run/udev
- *                     is readable (cuFile identifies file systems through udev), the system is not
- *                     WSL, the file opens with O_DIRECT and cuFileHandleRegister accepts it. Else
- *                     POSIX IO.
- * kvik_file_backend() tells which path a file got, and why.
- *
- * On a cuFile file, reads and writes of device memory of at least KVIK_SETTING_GDS_THRESHOLD
- * bytes go through cuFileRead/cuFileWrite, in tasks on the thread pool whose file offsets are
- * 4 KiB aligned: an unaligned head and tail of the range go the POSIX way, so cuFile never
- * rewrites a partial page that a neighbouring task writes too, and the bytes that reach the file
- * or the buffer are the same as in POSIX mode. Host memory, smaller requests and appends (see
- * kvik_file_open) always use POSIX IO.
- */
-
-/* Which path serves a file's device memory. */
-typedef enum kvik_backend { KVIK_BACKEND_POSIX = 0, KVIK_BACKEND_CUFILE = 1 } kvik_backend;
-
-/* The file's kvik_backend, or -EINVAL/-EBADF. Writes the reason for the choice into `why`
- * (terminated when len > 0; may be NULL), e.g. "compat mode is ON", "cuFile: GDS through
- * nvidia-fs 2.26", "/run/udev is not readable". Thread-safe. */
-KVIK_API int kvik_file_backend(const kvik_file *file, char *why, size_t len);
-
-/*
- * Raw IO: one transfer between the file and device memory at `dev_base + dev_offset`, on the
- * calling thread, without the thread pool (KvikIO's raw_read/raw_write). `dev_base` should be the
- * start of an allocation (or of a buffer registered with kvik_cufile_buffer_register). Through cuFile on
- * a cuFile file (one cuFileRead/cuFileWrite call), else, and for appends, through the bounce
- * buffers. Returns the bytes transferred (a read is short only at end of file) or a negative
- * code. A `size` of 0 returns 0 without looking at `dev_base`, which may then be NULL (an empty
- * array). Thread-safe.
- */
-KVIK_API ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size, int64_t file_offset,
-                                    int64_t dev_offset);
-KVIK_API ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size_t size, int64_t file_offset,
-                                     int64_t dev_offset);
-
-/*
- * Register with cuFile the whole device allocation that `ptr` points into (cuFileBufRegister), so
- * that GDS transfers into it skip cuFile's own bounce buffers. `flags` is passed to cuFile (0).
- * Pair with kvik_cufile_buffer_deregister(), before the memory is freed. Where cuFile is not in use
- * (compat mode ON, or AUTO without cuFile) the registration is only recorded, so the same code
- * runs everywhere. Errors: -EINVAL (NULL, or not device memory), the code of
- * CU_FILE_MEMORY_ALREADY_REGISTERED (the allocation is registered already),
- * KVIK_ECUFILE_UNAVAILABLE (compat mode OFF without cuFile), cuFile and CUDA codes. Thread-safe.
- */
-KVIK_API int kvik_cufile_buffer_register(const void *ptr, int flags);
-
-/* Undo kvik_cufile_buffer_register() for the allocation `ptr` points into. Returns 0, or the code of
- * CU_FILE_MEMORY_NOT_REGISTERED if it is not registered, or a cuFile code. Thread-safe. */
-KVIK_API int kvik_cufile_buffer_deregister(const void *ptr);
-
-/* Register CUDA stream `stream` with cuFile (cuFileStreamRegister; `flags` are cuFile's
- * CU_FILE_STREAM_* bits), which makes kvik_file_read_async/write_async on cuFile files faster.
- * Where cuFile is not in use (compat mode ON, or AUTO without cuFile) it does nothing and returns
- * 0; with compat mode OFF and no cuFile it fails with KVIK_ECUFILE_UNAVAILABLE. Pair with kvik_cufile_stream_deregister() before the
- * stream is destroyed. Thread-safe. */
-KVIK_API int kvik_cufile_stream_register(void *stream, unsigned flags);
-KVIK_API int kvik_cufile_stream_deregister(void *stream);
-
-/* ---- Batch IO ---------------------------------------------------------------------------- */
-
-/*
- * A batch submits many independent reads and writes at once and collects their completions
- * (cuFile's batch API). It works everywhere: operations on cuFile files into device memory go to
- * cuFileBatchIO*; other operations go to the batch's own io_uring where KVIK_SETTING_IO_URING
- * says so (small and O_DIRECT ones by default) and the kernel allows it, device memory staged
- * through pinned memory; all others run on the thread pool; completions of every kind come back
- * through the same calls. An io_uring operation the kernel leaves unfinished (a short count, an
- * interrupted call, O_DIRECT refused) is finished by the thread that collects it, so results are
- * those of the pool. A staged write's bytes are copied from the device within
- * kvik_batch_submit(); a staged read's are copied to the device by the thread that collects it,
- * within kvik_batch_wait(), before its completion is handed out. A failed copy fails that
- * operation alone, with the CUDA error code.
- *
- * Operations on the pool start as kvik_file_pread()/kvik_file_pwrite() start them: those below
- * KVIK_SETTING_GDS_THRESHOLD run within kvik_batch_submit(). cuFile's batch runs in the CUDA
- * context of the first operation it took and holds at most cuFile's own batch size of them at
- * once (max_batch_io_size, 128 by default); device memory beyond that, or of another context,
- * goes to the pool.
- *
- * A batch is used by one thread at a time (not thread-safe); different batches are independent.
- * The buffers and files of submitted operations must stay valid, and the files open, until their
- * completion has been collected, the batch was canceled, or the batch was freed.
+ * Threads: a batch is used by one thread at a time; different batches are independent. Lifetime:
+ * the buffers and files of submitted operations must stay valid, and the files open, until their
+ * completion has been collected, the batch was canceled, or it was freed.
+ * kvik_batch_submit(), kvik_batch_wait() and kvik_batch_cancel() that succeed leave
+ * kvik_last_error() as it was, whatever the operations' results.
  */
 typedef struct kvik_batch kvik_batch;
 
@@ -887,52 +893,86 @@ typedef struct kvik_batch_event {
   ssize_t result;
 } kvik_batch_event;
 
-/* A batch for up to `max_ops` operations in flight at once (1 to 65536). Returns 0 or -EINVAL,
- * -ENOMEM, KVIK_ECONFIG. */
+/* A batch for up to `max_ops` operations in flight at once (1 to 65536).
+ * Returns: 0, with a new batch in *batch (NULL there on failure). Errors: -EINVAL (NULL `batch`,
+ * `max_ops` out of range); -ENOMEM; KVIK_ECONFIG. Threads: safe. Lifetime: the caller owns the
+ * batch and frees it with kvik_batch_free(). */
 KVIK_API int kvik_batch_create(unsigned max_ops, kvik_batch **batch);
 
-/* Submit `count` operations. All are checked first: on an error (-EINVAL for a bad operation,
- * -EBADF for a closed file or wrong access mode, -EAGAIN when more than max_ops would be in
- * flight) none was submitted and the message names the operation's index. An operation is in
- * flight from its submission until its completion is collected. Returns 0, or cuFile's code when
- * cuFile refuses its part (then none was submitted either). */
+/* Submit `count` operations. All are checked first, as kvik_file_pread()/pwrite() check theirs:
+ * on an error none was submitted, and the message names the operation's index. An operation is
+ * in flight from its submission until its completion is collected. An operation that fails once
+ * submitted (a staging copy, say) reports its error in its event.
+ * Returns: 0. Errors: -EINVAL (NULL `batch`, NULL `ops` with `count` > 0; an operation with a NULL
+ * file, an unknown opcode, a NULL `buf` with `size` > 0, a negative offset, or offset + size above
+ * INT64_MAX); -EBADF (an operation's file is closed, or not open for its opcode); -EAGAIN (more
+ * than max_ops would be in flight); -ENOMEM; KVIK_ECUDA_UNAVAILABLE, a CUDA code (finding a
+ * buffer's kind or allocation); where cuFile takes operations, a cuFile code (cuFile refused them;
+ * that of CU_FILE_DRIVER_CLOSING after exit began) or KVIK_ECANCELED_BY_FORK (in a child process,
+ * for a batch whose cuFile part is the parent's). On each, none was submitted. Threads: the batch's
+ * one thread at a time. Lifetime: `ops` is read during the call only; buffers and files as said for
+ * batches. */
 KVIK_API int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned count);
 
 /* Wait until at least `min_events` operations completed (0: do not wait; more than are in flight:
  * all of them) or `timeout_ns` passed (negative: no limit), then store up to `max_events`
- * completions in `events`, each operation's once. Returns how many were stored (fewer than
- * min_events after a timeout), -EINVAL (min_events above max_events), or cuFile's code when
- * asking it for completions failed (none is lost: a later wait collects them). */
-KVIK_API int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events, unsigned max_events,
-                             int64_t timeout_ns);
+ * completions in `events`, each operation's once.
+ * Returns: how many were stored (fewer than `min_events` after a timeout). Errors: -EINVAL (NULL
+ * `batch`, NULL `events` with `max_events` > 0, `min_events` above `max_events`); a cuFile code
+ * (asking cuFile for completions failed) or an errno of io_uring_enter(2): none is lost, a later
+ * wait collects them. Threads: the batch's one thread at a time. Lifetime: `events` is written
+ * during the call only. */
+KVIK_API int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events,
+                             unsigned max_events, int64_t timeout_ns);
 
 /* Cancel what has not completed, and wait until nothing is in flight. cuFile's operations are
  * canceled with cuFileBatchIOCancel: they report KVIK_BATCH_CANCELED, or their result where they
  * completed first. Operations on the thread pool cannot be stopped (some of their bytes may have
  * moved already): they are waited for and report their own result. io_uring operations the kernel
  * has not started are canceled (Linux 5.19 and later), the others report their own result. The
- * events are collected with kvik_batch_wait() like others. Returns 0 or a negative code: that of
- * a failed cuFile call (if cuFile stops answering, its operations report KVIK_BATCH_FAILED with
- * that code). */
+ * events are collected with kvik_batch_wait() like others.
+ * Returns: 0. Errors: -EINVAL (NULL); the code of a failed cuFile call (if cuFile stops answering,
+ * its operations report KVIK_BATCH_FAILED with that code), KVIK_ECANCELED_BY_FORK, or that of
+ * CU_FILE_DRIVER_CLOSING, as for kvik_batch_submit(). Threads: the batch's one thread at a time. */
 KVIK_API int kvik_batch_cancel(kvik_batch *batch);
 
-/* Cancel what is in flight, wait for it, and free the batch. NULL is ignored. */
+/* Cancel what is in flight, wait for it, and free the batch. NULL is ignored.
+ * Returns: nothing. Errors: none. Threads: no other thread may use the batch during or after this
+ * call. */
 KVIK_API void kvik_batch_free(kvik_batch *batch);
 
-/* Whether io_uring can serve batches in this process (KVIK_SETTING_IO_URING), and in `why` (up
+/* Whether io_uring can serve batches in this process (KVIK_SETTING_IO_URING), and in `why` (cut
  * to `len` bytes with the NUL; may be NULL) what was found: "available (Linux 6.18)", or "not
  * available: " and what refused it, with the kernel's release. Found once, by setting up a
- * small ring, and kept. Returns 1 or 0. Thread-safe. */
+ * small ring, and kept.
+ * Returns: 1 or 0. Errors: none. Threads: safe. */
 KVIK_API int kvik_io_uring_supported(char *why, size_t len);
 
-/* ---- cuFile driver ----------------------------------------------------------------------- */
+/* ------------------------------------------------------------------------------------------ */
+/* cuFile (kvik_cufile_*)                                                                     */
+/* ------------------------------------------------------------------------------------------ */
 
-/* Load cuFile and open its driver now (it otherwise opens on first need). Returns 0,
- * KVIK_ECUFILE_UNAVAILABLE or cuFile's status code, with a message saying why. Thread-safe. */
+/*
+ * cuFile's own controls. The driver calls load cuFile and open its driver whatever
+ * KVIK_SETTING_COMPAT_MODE says; buffer and stream registration follow it. The driver errors,
+ * which every call below that opens the driver can return:
+ *   KVIK_ECONFIG
+ *   KVIK_ECUFILE_UNAVAILABLE  no libcufile.so.0, a cuFile that lacks a function kvik needs, or no
+ *                             CUDA driver; the message says which
+ *   a cuFile code             cuFileDriverOpen refused; that of CU_FILE_DRIVER_CLOSING once the
+ *                             driver was closed at exit
+ *   a CUDA code               a CUDA failure inside cuFile
+ * A driver that failed to open is not tried again: later calls fail the same way (in a child
+ * process after fork() it is tried anew).
+ */
+
+/* Load cuFile and open its driver now; it otherwise opens on first need.
+ * Returns: 0. Errors: the driver errors (above), with a message saying why. Threads: safe. */
 KVIK_API int kvik_cufile_open(void);
 
-/* The loaded cuFile's version as cuFileGetVersion() gives it (e.g. 1150 for 1.15.0), or a
- * negative code (-ENOTSUP for a cuFile older than the call). Thread-safe. */
+/* The loaded cuFile's version, as cuFileGetVersion() gives it.
+ * Returns: the version (1150 for 1.15.0). Errors: the driver errors (above); -ENOTSUP (a cuFile
+ * without cuFileGetVersion, before 1.9); a cuFile code. Threads: safe. */
 KVIK_API int kvik_cufile_version(void);
 
 /* cuFile's driver properties (cuFileDriverGetProperties), sizes in bytes. A parameter struct:
@@ -956,29 +996,45 @@ typedef struct kvik_cufile_properties {
   unsigned feature_flags;     /* fflags: bit n is cuFile's CU_FILE_*_SUPPORTED feature n */
 } kvik_cufile_properties;
 
-/* Fill `props`. Returns 0, -EINVAL (NULL or struct_size too small), or a cuFile code.
- * Thread-safe. */
+/* Fill `props` with the driver's properties, up to props->struct_size bytes.
+ * Returns: 0. Errors: -EINVAL (NULL, struct_size not set); the driver errors (above); a cuFile
+ * code. Threads: safe. */
 KVIK_API int kvik_cufile_get_properties(kvik_cufile_properties *props);
 
-/* Change a driver property (cuFileDriverSet*); sizes in bytes, rounded down to KiB. Return 0 or
- * a cuFile code (the message names cuFile's complaint, e.g. a value out of range). Thread-safe. */
+/* Change a driver property: cuFileDriverSetPollMode, cuFileDriverSetMaxDirectIOSize,
+ * cuFileDriverSetMaxCacheSize, cuFileDriverSetMaxPinnedMemSize. Sizes in bytes, rounded down to
+ * KiB.
+ * Returns: 0. Errors: the driver errors (above); a cuFile code (the message names cuFile's
+ * complaint, e.g. a value out of range). Threads: safe. */
 KVIK_API int kvik_cufile_set_poll_mode(int enable, size_t threshold_size);
 KVIK_API int kvik_cufile_set_max_direct_io_size(size_t size);
 KVIK_API int kvik_cufile_set_max_cache_size(size_t size);
 KVIK_API int kvik_cufile_set_max_pinned_memory(size_t size);
 
 /*
- * cuFile's parameters (cuFile >= 1.14: cuFileGetParameter*, cuFileSetParameter*), by name: the
- * name of cuFile's CUFILE_PARAM_ constant without that prefix, in lower case
+ * cuFile's parameters (cuFile 1.14 and later: cuFileGetParameter*, cuFileSetParameter*), by name:
+ * the name of cuFile's CUFILE_PARAM_ constant without that prefix, in lower case
  * ("properties_max_direct_io_size_kb", "properties_allow_compat_mode", "logging_level", ...).
  * Values are text: a decimal number, "true"/"false", or a string. Parameters can only be set
  * before the driver opens (cuFile's rule), so set them before the first IO on a cuFile file.
- * kvik_cufile_parameter_name(i) lists the names for i = 0, 1, ... and returns NULL past the last.
- * Errors: -EINVAL (unknown name, bad value), -ENOTSUP (cuFile older than 1.14),
- * KVIK_ECUFILE_UNAVAILABLE, cuFile codes. Thread-safe.
+ * These calls load cuFile without opening its driver.
  */
+
+/* The name of parameter `index`, for index = 0, 1, ...
+ * Returns: the name, or NULL past the last. Errors: none. Threads: safe.
+ * Lifetime: static storage. */
 KVIK_API const char *kvik_cufile_parameter_name(unsigned index);
+
+/* Write parameter `name`'s value as text into `value`, cut to `len` bytes with the NUL.
+ * Returns: 0. Errors: -EINVAL (NULL `value`, `len` 0, NULL or unknown name); -ENOTSUP (cuFile
+ * before 1.14); KVIK_ECUFILE_UNAVAILABLE (no libcufile.so.0, or one that lacks a function kvik
+ * needs); KVIK_ECONFIG; a cuFile code. Threads: safe. */
 KVIK_API int kvik_cufile_parameter_get(const char *name, char *value, size_t len);
+
+/* Set parameter `name` from text.
+ * Returns: 0. Errors: -EINVAL (unknown name; NULL `value`; a value that is not a decimal number, or
+ * not true/false, for such a parameter); the others of kvik_cufile_parameter_get(); a cuFile code
+ * (cuFile refused it). Threads: safe. */
 KVIK_API int kvik_cufile_parameter_set(const char *name, const char *value);
 
 /* cuFile's level 1 statistics (cuFile >= 1.15). A parameter struct like kvik_cufile_properties. */
@@ -991,46 +1047,78 @@ typedef struct kvik_cufile_stats {
   uint64_t batch_submit_ops, batch_complete_ops, batch_read_bytes, batch_write_bytes;
 } kvik_cufile_stats;
 
-/* Start collecting statistics at `level` (1 to 3; cuFileSetStatsLevel + cuFileStatsStart), stop,
- * zero them, and read them. Return 0, -EINVAL, -ENOTSUP (cuFile older than 1.15), or a cuFile
- * code. Thread-safe. */
+/* Start collecting statistics at `level` (1 to 3; cuFileSetStatsLevel, cuFileStatsStart), stop,
+ * zero them, and read them into `stats` (up to stats->struct_size bytes).
+ * Returns: 0. Errors: -EINVAL (`level` outside 1 to 3; NULL `stats`, struct_size not set); -ENOTSUP
+ * (cuFile before 1.15); the driver errors (above); a cuFile code. Threads: safe. */
 KVIK_API int kvik_cufile_stats_start(int level);
 KVIK_API int kvik_cufile_stats_stop(void);
 KVIK_API int kvik_cufile_stats_reset(void);
 KVIK_API int kvik_cufile_stats_get(kvik_cufile_stats *stats);
 
+/* Register with cuFile the whole device allocation that `ptr` points into (cuFileBufRegister), so
+ * that GDS transfers into it skip cuFile's own bounce buffers. `flags` is passed to cuFile (0).
+ * Where cuFile is not in use (compat mode ON, or AUTO without cuFile) the registration is only
+ * recorded, so the same code runs everywhere.
+ * Returns: 0. Errors: -EINVAL (NULL, or not device memory); the code of
+ * CU_FILE_MEMORY_ALREADY_REGISTERED (the allocation is registered already); -ENOMEM; KVIK_ECONFIG;
+ * KVIK_ECUDA_UNAVAILABLE; a CUDA code; with compat mode OFF, the driver errors (above); a cuFile
+ * code. Threads: safe. Lifetime: pair with kvik_cufile_buffer_deregister(), before the memory is
+ * freed. */
+KVIK_API int kvik_cufile_buffer_register(const void *ptr, int flags);
+
+/* Undo kvik_cufile_buffer_register() for the allocation `ptr` points into.
+ * Returns: 0. Errors: -EINVAL (NULL, or not device memory); the code of
+ * CU_FILE_MEMORY_NOT_REGISTERED (not registered); KVIK_ECONFIG; KVIK_ECUDA_UNAVAILABLE; a CUDA
+ * code; a cuFile code. Threads: safe. */
+KVIK_API int kvik_cufile_buffer_deregister(const void *ptr);
+
+/* Register CUDA stream `stream` with cuFile (cuFileStreamRegister; `flags` are cuFile's
+ * CU_FILE_STREAM_* bits), which makes kvik_file_read_async()/write_async() on files cuFile serves
+ * faster; and undo that. Where cuFile is not in use (compat mode ON, or AUTO without cuFile), or
+ * has no stream registration, they do nothing.
+ * Returns: 0. Errors: KVIK_ECONFIG; with compat mode OFF, the driver errors (above); a cuFile code.
+ * Threads: safe. Lifetime: pair with kvik_cufile_stream_deregister(), before the stream is
+ * destroyed. */
+KVIK_API int kvik_cufile_stream_register(void *stream, unsigned flags);
+KVIK_API int kvik_cufile_stream_deregister(void *stream);
+
 /* ------------------------------------------------------------------------------------------ */
-/* Page cache                                                                                   */
+/* Page cache                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
 
 /* How many of the file's pages are in the page cache (cachestat(2), or mincore(2) on kernels
- * before 6.5 and where cachestat counts none, as on overlayfs): stores the counts in
- * *resident_pages and *total_pages (either may be NULL). Returns 0 or a negative code: -EISDIR,
- * -ESPIPE as kvik_file_open gives them, an errno of open(2) or mmap(2). Thread-safe. */
+ * before 6.5 and where cachestat counts none, as on overlayfs), into *resident_pages and
+ * *total_pages (either may be NULL).
+ * Returns: 0. Errors: -EINVAL (NULL path); -EISDIR, -ESPIPE (as kvik_file_open); an errno of
+ * open(2), fstat(2), mmap(2) or mincore(2). Threads: safe. */
 KVIK_API int kvik_page_cache_info(const char *path, size_t *resident_pages, size_t *total_pages);
 
-/* Write back the file's dirty pages and ask the kernel to drop its cached pages
- * (fdatasync + posix_fadvise(POSIX_FADV_DONTNEED)). Returns 0 or a negative code (those of
- * kvik_page_cache_info, an errno of fdatasync(2)). Pages in
- * use elsewhere (mapped by other processes) may stay. Thread-safe. */
+/* Write back the file's dirty pages and ask the kernel to drop its cached pages (fdatasync(2),
+ * then posix_fadvise(POSIX_FADV_DONTNEED)). Pages in use elsewhere (mapped by other processes)
+ * may stay.
+ * Returns: 0. Errors: -EINVAL (NULL path); -EISDIR, -ESPIPE (as kvik_file_open); an errno of
+ * open(2), fdatasync(2) or posix_fadvise(2). Threads: safe. */
 KVIK_API int kvik_page_cache_drop(const char *path);
 
 /* ------------------------------------------------------------------------------------------ */
-/* What the library found                                                                       */
+/* What the library found                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
 /* Optional libraries that kvik loads at run time, never at build time. */
 typedef enum kvik_runtime_lib { KVIK_LIB_CUDA = 0, KVIK_LIB_CUFILE = 1 } kvik_runtime_lib;
 
-/* Whether `lib` can be loaded on this machine. Returns 1 and writes the path it was loaded from
- * into `detail`, or returns 0 and writes the loader's reason into `detail`; -EINVAL for an
- * unknown library. `detail` may be NULL. Thread-safe. */
+/* Whether `lib` can be loaded on this machine (it is loaded and let go again), and in `detail`
+ * (cut to `len` bytes with the NUL; may be NULL) the path it was loaded from, or the loader's
+ * reason.
+ * Returns: 1 or 0. Errors: -EINVAL (unknown library). Threads: safe. */
 KVIK_API int kvik_runtime_lib_supported(kvik_runtime_lib lib, char *detail, size_t len);
 
-/* Whether files in directory `dir` can be opened with O_DIRECT and read and written with it
- * (tested with a temporary file, removed again). Returns 1, or 0 when the file system refuses
- * O_DIRECT (EINVAL), or a negative code when the test itself fails (the file cannot be created,
- * or its IO fails otherwise: ENOSPC, EIO, ENOMEM ...). Thread-safe. */
+/* Whether files in directory `dir` can be opened with O_DIRECT and read and written with it,
+ * tested with a temporary file that is removed again.
+ * Returns: 1, or 0 when the file system refuses O_DIRECT (EINVAL). Errors: -EINVAL (NULL);
+ * -ENAMETOOLONG; an errno of creating the file, of opening it with O_DIRECT, of allocating an
+ * aligned block (-ENOMEM) or of its IO (-ENOSPC, -EIO ...). Threads: safe. */
 KVIK_API int kvik_direct_io_supported(const char *dir);
 
 #ifdef __cplusplus
