@@ -2,7 +2,7 @@
  * kvik: fast file IO between storage and host or GPU memory.
  *
  * The one public header of libkvik and its contract: what each call does, returns and requires.
- * How the library works inside, and why: docs/internals.md. Measurements: docs/benchmarks.md.
+ * How the library works inside, and why: docs/design.md. Measurements: docs/benchmarks.md.
  *
  * Each function's block says what it does, then, in this order, "Returns:" its result on
  * success; "Errors:" the negative codes it can return, each with its cause; "Threads:" "safe"
@@ -166,7 +166,7 @@ KVIK_API const char *kvik_last_error(void);
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_. What each
  * does, KVIK_SETTING_ left out (how the O_DIRECT, zero-copy and io_uring paths work, and why:
- * docs/internals.md):
+ * docs/design.md):
  *  - COMPAT_MODE: whether a file's device memory goes through cuFile, read when the file opens
  *    (see "Device memory: POSIX or cuFile").
  *  - NUM_THREADS: the threads of the pool that runs the tasks of requests.
@@ -479,7 +479,8 @@ KVIK_API void kvik_future_free(kvik_future *future);
  * defaults), and gives them back when it runs out of work; at most KVIK_PINNED_CACHE_BYTES of
  * idle pinned buffers are kept for reuse and the rest are freed. Keep 2 x buffer size x
  * KVIK_SETTING_NUM_THREADS under that bound, or buffers are freed and allocated again (slow).
- * How the bounce buffers overlap storage and PCIe: docs/internals.md.
+ * How the bounce buffers overlap storage and PCIe:
+ * docs/design.md#device-memory-through-bounce-buffers.
  */
 #define KVIK_PINNED_CACHE_BYTES ((size_t)256 << 20)
 
@@ -616,7 +617,7 @@ KVIK_API ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size
  * instead synchronises the stream and reads, and returns a future that is done already, as
  * KvikIO does. The stream never waits for a thread that makes CUDA calls, and kvik's host
  * functions never wait, so the stream's other users may free memory (cuMemFree), load modules
- * and synchronise while the read is queued. How: docs/internals.md.
+ * and synchronise while the read is queued. How: docs/design.md#stream-ordered-io.
  *
  * The future completes before the stream moves past the read: once the stream is synchronised,
  * kvik_future_done() is 1 and kvik_future_wait() returns at once. Bytes of `buf` past the end of
@@ -858,7 +859,7 @@ KVIK_API int kvik_remote_supported(char *detail, size_t len);
  * give. Device memory that io_uring serves is staged through pinned memory: a write's bytes are
  * copied from the device within kvik_batch_submit(), a read's to the device within the
  * kvik_batch_wait() that collects it; a failed copy fails that operation alone, with its CUDA
- * code. How operations are routed: docs/internals.md.
+ * code. How operations are routed: docs/design.md#batches-and-io_uring.
  *
  * Threads: a batch is used by one thread at a time; different batches are independent. Lifetime:
  * the buffers and files of submitted operations must stay valid, and the files open, until their
