@@ -12,6 +12,7 @@
 
 #include "dl.h"
 #include "error.h"
+#include "init.h"
 
 #define CUDA_SONAME "libcuda.so.1"
 
@@ -165,20 +166,25 @@ int kvik__cuda_check(CUresult result, const char *fn, const char *call) {
 
 /* Whether CUDA was in the process is decided in the parent: the child may not call dlopen(),
  * whose lock another parent thread may have held at fork(). */
-void kvik__cuda_atfork_prepare(void) {
+static void fork_prepare(void) {
   pthread_mutex_lock(&lock);
   present_at_fork = state == LOADED || soname_loaded();
 }
 
-void kvik__cuda_atfork_parent(void) { pthread_mutex_unlock(&lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
 
-void kvik__cuda_atfork_child(void) {
+static void fork_child(void) {
   pthread_mutex_init(&lock, NULL);
   if (present_at_fork) {
     state = FORKED;
     snprintf(why_unavailable, sizeof why_unavailable,
              "this process was forked from one that had CUDA loaded, and CUDA does not survive fork()");
   }
+}
+
+KVIK__ON_LOAD(register_fork_handlers) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_CUDA, &handlers);
 }
 
 /* ---- public queries ------------------------------------------------------------------- */

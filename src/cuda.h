@@ -119,8 +119,4 @@ int kvik__cuda_check(CUresult result, const char *fn, const char *call);
 const char *kvik__cuda_error_name(CUresult result);
 const char *kvik__cuda_error_text(CUresult result);
 
-void kvik__cuda_atfork_prepare(void);
-void kvik__cuda_atfork_parent(void);
-void kvik__cuda_atfork_child(void);
-
 #endif

@@ -196,19 +196,24 @@ static void close_at_exit(void) {
 
 unsigned kvik__cufile_generation(void) { return atomic_load(&generation); }
 
-void kvik__cufile_atfork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
 
-void kvik__cufile_atfork_parent(void) { pthread_mutex_unlock(&lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
 
 /* The parent's driver state and handles do not carry over: the child opens the driver again on
  * first need (which needs CUDA, and so fails if the parent had it: see cuda.c), and files opened
  * before the fork fall back to POSIX IO because their generation differs. */
-void kvik__cufile_atfork_child(void) {
+static void fork_child(void) {
   pthread_mutex_init(&lock, NULL);
   pthread_cond_init(&settled, NULL);
   atomic_fetch_add(&generation, 1);
   atomic_store(&calls_in_flight, 0);
   if (library || state == OPENING) state = NOT_TRIED;
+}
+
+KVIK__ON_LOAD(register_fork_handlers) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_CUFILE, &handlers);
 }
 
 /* ---- public driver controls ----------------------------------------------------------------- */

@@ -295,8 +295,4 @@ void kvik__cufile_leave(void);
 /* Incremented in a child after fork(): handles registered before belong to the parent. */
 unsigned kvik__cufile_generation(void);
 
-void kvik__cufile_atfork_prepare(void);
-void kvik__cufile_atfork_parent(void);
-void kvik__cufile_atfork_child(void);
-
 #endif

@@ -14,6 +14,7 @@
 
 #include "device_io.h"
 #include "error.h"
+#include "init.h"
 #include "sys.h"
 
 typedef struct pool {
@@ -181,14 +182,14 @@ int kvik__pool_resize(unsigned nthreads) {
   return rc;
 }
 
-void kvik__pool_atfork_prepare(void) {
+static void fork_prepare(void) {
   for (int i = 0; i < KVIK__POOLS; i++) {
     pthread_mutex_lock(&pools[i].resize_lock);
     pthread_mutex_lock(&pools[i].queue_lock);
   }
 }
 
-void kvik__pool_atfork_parent(void) {
+static void fork_parent(void) {
   for (int i = KVIK__POOLS - 1; i >= 0; i--) {
     pthread_mutex_unlock(&pools[i].queue_lock);
     pthread_mutex_unlock(&pools[i].resize_lock);
@@ -196,8 +197,8 @@ void kvik__pool_atfork_parent(void) {
 }
 
 /* The child has none of the parent's threads. Forget them and the queues (their tasks belong to
- * futures that kvik__future_atfork_child cancels); threads start again on the next submit. */
-void kvik__pool_atfork_child(void) {
+ * futures that future.c's fork handler cancels); threads start again on the next submit. */
+static void fork_child(void) {
   for (int i = 0; i < KVIK__POOLS; i++) {
     pool *p = &pools[i];
     pthread_mutex_init(&p->resize_lock, NULL);
@@ -209,4 +210,9 @@ void kvik__pool_atfork_child(void) {
     p->threads = NULL;
     atomic_store(&p->running, 0);
   }
+}
+
+KVIK__ON_LOAD(register_fork_handlers) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_POOL, &handlers);
 }

@@ -33,8 +33,4 @@ int kvik__pool_resize(unsigned nthreads);
 /* Whether the calling thread is one of KVIK__POOL_IO's. */
 int kvik__pool_in_worker(void);
 
-void kvik__pool_atfork_prepare(void);
-void kvik__pool_atfork_parent(void);
-void kvik__pool_atfork_child(void);
-
 #endif

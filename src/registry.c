@@ -13,7 +13,6 @@
 #include "gds.h"
 #include "init.h"
 #include "memory.h"
-#include "registry.h"
 #include "settings.h"
 #include "sys.h"
 
@@ -160,12 +159,17 @@ int kvik_cufile_stream_deregister(void *stream) { return stream_call("kvik_cufil
 
 /* ---- fork ------------------------------------------------------------------------------------ */
 
-void kvik__registry_atfork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
 
-void kvik__registry_atfork_parent(void) { pthread_mutex_unlock(&lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
 
 /* Registrations belong to the parent's cuFile driver, which the child does not have. */
-void kvik__registry_atfork_child(void) {
+static void fork_child(void) {
   pthread_mutex_init(&lock, NULL);
   count = 0;
+}
+
+KVIK__ON_LOAD(register_fork_handlers) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_REGISTRY, &handlers);
 }

@@ -262,13 +262,15 @@ static int load_one(kvik_setting s) {
   return 0;
 }
 
-int kvik__settings_load_env(void) {
+static int load_env(void) {
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
     int rc = load_one((kvik_setting)s);
     if (rc < 0) return rc;
   }
   return kvik__pool_resize((unsigned)atomic_load(&values[KVIK_SETTING_NUM_THREADS]));
 }
+
+KVIK__ON_LOAD(register_init_step) { kvik__init_register(load_env); }
 
 int64_t kvik__setting(kvik_setting setting) { return atomic_load(&values[setting]); }
 

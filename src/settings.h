@@ -6,11 +6,9 @@
 
 #include "kvik.h"
 
-/* Read every setting's environment variable. Called once, by kvik__init(). Returns 0, or
- * KVIK_ECONFIG with the detail message naming the first bad variable and its value. */
-int kvik__settings_load_env(void);
-
-/* The current value of a setting. Only meaningful after kvik__init() succeeded. */
+/* The current value of a setting. Only meaningful after kvik__init() succeeded: its step here
+ * reads every setting's environment variable (an invalid value makes it fail with KVIK_ECONFIG,
+ * the detail message naming the first bad variable and its value). */
 int64_t kvik__setting(kvik_setting setting);
 
 /* Whether a response with this HTTP status is tried again (KVIK_SETTING_HTTP_STATUS_CODES). */
