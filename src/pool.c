@@ -7,7 +7,9 @@
 #define _GNU_SOURCE
 #include "pool.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "device_io.h"
 #include "error.h"
 #include "init.h"
+#include "settings.h"
 #include "sys.h"
 
 typedef struct pool {
@@ -171,7 +174,13 @@ static int resize(pool *p, unsigned nthreads) {
   return rc;
 }
 
-int kvik__pool_resize(unsigned nthreads) {
+/* Both pools take KVIK_SETTING_NUM_THREADS: a running pool is resized at once, running tasks
+ * finish, queued tasks wait for the new threads. Returns 0; -EDEADLK when called from a pool
+ * thread; a negative errno when no thread could be started (queued tasks then run on the calling
+ * thread, so none is lost). */
+static int resize_all(int64_t setting) {
+  assert(setting >= 1 && setting <= UINT_MAX); /* the setting's range */
+  unsigned nthreads = (unsigned)setting;
   if (worker_of)
     return kvik__fail(-EDEADLK, "%s: cannot resize from one of its own threads", worker_of->name);
   int rc = 0;
@@ -212,7 +221,8 @@ static void fork_child(void) {
   }
 }
 
-KVIK__ON_LOAD(register_fork_handlers) {
+KVIK__ON_LOAD(install_hooks) {
   static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
   kvik__atfork_register(KVIK__FORK_POOL, &handlers);
+  kvik__setting_watch(KVIK_SETTING_NUM_THREADS, resize_all);
 }
