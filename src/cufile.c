@@ -56,13 +56,37 @@ static int resolve(void *handle) {
   return 0;
 }
 
-static const char *status_name(int status) {
+/* cuFile's name of a status, or NULL for one it does not define. */
+static const char *known_status_name(int status) {
   switch (status) {
 #define KVIK__CUFILE_NAME_(name, value, text) \
   case value:                                 \
     return #name;
     KVIK__CUFILE_STATUSES(KVIK__CUFILE_NAME_)
 #undef KVIK__CUFILE_NAME_
+  default:
+    return NULL;
+  }
+}
+
+static const char *status_name(int status) {
+  const char *name = known_status_name(status);
+  return name ? name : "unknown cuFile status";
+}
+
+/* For kvik_err_name() and kvik_strerror(): code n of cuFile's range is status 5000 + n. */
+static const char *code_name(int n) {
+  const char *name = known_status_name(KVIK__CUFILE_STATUS_BASE + n);
+  return name ? name : "UNKNOWN";
+}
+
+static const char *code_text(int n) {
+  switch (KVIK__CUFILE_STATUS_BASE + n) {
+#define KVIK__CUFILE_TEXT_(name, value, text) \
+  case value:                                 \
+    return text;
+    KVIK__CUFILE_STATUSES(KVIK__CUFILE_TEXT_)
+#undef KVIK__CUFILE_TEXT_
   default:
     return "unknown cuFile status";
   }
@@ -211,9 +235,10 @@ static void fork_child(void) {
   if (library || state == OPENING) state = NOT_TRIED;
 }
 
-KVIK__ON_LOAD(register_fork_handlers) {
+KVIK__ON_LOAD(install_hooks) {
   static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
   kvik__atfork_register(KVIK__FORK_CUFILE, &handlers);
+  kvik__error_register(KVIK_ECUFILE_BASE, code_name, code_text);
 }
 
 /* ---- public driver controls ----------------------------------------------------------------- */
