@@ -14,7 +14,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "device_io.h"
 #include "error.h"
 #include "init.h"
 #include "settings.h"
@@ -22,7 +21,7 @@
 
 typedef struct pool {
   const char *name;   /* for messages */
-  void (*idle)(void); /* called by a worker before it sleeps or exits, or NULL */
+  void (*idle)(void); /* called by a worker before it sleeps or exits, or NULL; set at load */
   pthread_mutex_t resize_lock, queue_lock;
   pthread_cond_t work_available;
   kvik__task *queue_head, *queue_tail; /* guarded by queue_lock */
@@ -32,16 +31,14 @@ typedef struct pool {
   _Atomic unsigned running;            /* written under resize_lock */
 } pool;
 
-#define POOL_INIT(pool_name, idle_fn)                                                              \
+#define POOL_INIT(pool_name)                                                                       \
   {                                                                                                \
-    .name = pool_name, .idle = idle_fn, .resize_lock = PTHREAD_MUTEX_INITIALIZER,                  \
+    .name = pool_name, .resize_lock = PTHREAD_MUTEX_INITIALIZER,                                   \
     .queue_lock = PTHREAD_MUTEX_INITIALIZER, .work_available = PTHREAD_COND_INITIALIZER,           \
     .configured = 1                                                                                \
   }
 
-/* An IO worker finishes the device reads it deferred before it sleeps (device_io.h). */
-static pool pools[KVIK__POOLS] = {POOL_INIT("thread pool", kvik__device_settle),
-                                  POOL_INIT("host thread pool", NULL)};
+static pool pools[KVIK__POOLS] = {POOL_INIT("thread pool"), POOL_INIT("host thread pool")};
 
 static _Thread_local pool *worker_of; /* the pool whose thread this is, or NULL */
 
@@ -81,6 +78,11 @@ static void *worker_main(void *arg) {
 }
 
 int kvik__pool_in_worker(void) { return worker_of == &pools[KVIK__POOL_IO]; }
+
+void kvik__pool_set_idle(kvik__pool_id id, void (*idle)(void)) {
+  assert(id < KVIK__POOLS && !pools[id].idle && atomic_load(&pools[id].running) == 0);
+  pools[id].idle = idle;
+}
 
 /* Start up to n threads. Called with resize_lock held and no threads running. */
 static int start_threads(pool *p, unsigned n) {

@@ -27,4 +27,9 @@ int kvik__pool_submit(kvik__pool_id pool, kvik__task *first, kvik__task *last);
 /* Whether the calling thread is one of KVIK__POOL_IO's. */
 int kvik__pool_in_worker(void);
 
+/* Have each thread of `pool` call `idle` before it sleeps or exits: how a higher layer finishes
+ * work a thread deferred (device_io.c: the device reads whose copies still run). Call it while
+ * the library loads (KVIK__ON_LOAD, init.h), before any thread starts. */
+void kvik__pool_set_idle(kvik__pool_id pool, void (*idle)(void));
+
 #endif
