@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "uring.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <linux/io_uring.h>
 #include <pthread.h>
@@ -21,7 +22,6 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "file.h"
 #include "init.h"
 #include "sys.h"
 
@@ -64,6 +64,7 @@ struct kvik__uring {
   int canceling;      /* a cancel request is out: -ECANCELED and -EINTR mean canceled */
   char *fixed;        /* the registered buffer, or NULL */
   size_t fixed_len;
+  kvik__uring_rest *rest;
   unsigned max_ops;
   ring_op ops[];
 };
@@ -126,11 +127,13 @@ static int map_rings(kvik__uring *r, const struct io_uring_params *p) {
 /* The features kvik needs: completions never dropped (5.5), and waits with a timeout (5.11). */
 static const unsigned needed_features = IORING_FEAT_SINGLE_MMAP | IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG;
 
-int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring **ring) {
+int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring_rest *rest,
+                       kvik__uring **ring) {
   *ring = NULL;
   kvik__uring *r = kvik__calloc(1, sizeof *r + max_ops * sizeof r->ops[0]);
   if (!r) return kvik__fail(-ENOMEM, "%s: out of memory for an io_uring of %u operations", fn, max_ops);
   r->max_ops = max_ops;
+  r->rest = rest;
   r->pid = getpid();
   struct io_uring_params p;
   unsigned cq_entries = round_up_pow2(max_ops < 2 ? 2 : max_ops);
@@ -198,13 +201,15 @@ static void push_sqe(kvik__uring *r) {
 
 /* The byte count of an operation once the ring took it as far as it would: the rest, if any,
  * goes through the file's own path, which also tells the end of the file from a short count. */
-static ssize_t finish_op(const kvik__uring_op *op, ssize_t res) {
+static ssize_t finish_op(const kvik__uring *r, const kvik__uring_op *op, ssize_t res) {
   if (res >= 0 && (size_t)res == op->size) return res;
   if (res == 0 && op->op == KVIK__READ) return 0;
   int again = res == -EINTR || res == -EAGAIN || (res == -EINVAL && op->direct);
   if (res < 0 && !again) return res;
   size_t moved = res > 0 ? (size_t)res : 0, rest = 0;
-  int rc = kvik__file_transfer(op->file, op->op, op->buf + moved, op->size - moved, op->offset + (int64_t)moved, &rest);
+  assert(r->rest); /* a ring that takes operations was given one */
+  int rc = r->rest(op->file, op->op, op->buf + moved, op->size - moved,
+                   op->offset + (int64_t)moved, &rest);
   return rc < 0 ? rc : (ssize_t)(moved + rest);
 }
 
@@ -217,7 +222,7 @@ static void take_back_queued(kvik__uring *r) {
     uint64_t tag = r->sqes[r->sq_array[head & r->sq_mask]].user_data;
     if (tag == CANCEL_TAG) continue;
     ring_op *o = &r->ops[tag];
-    o->result = finish_op(&o->op, -EAGAIN);
+    o->result = finish_op(r, &o->op, -EAGAIN);
     o->ended = 1;
     r->ended++;
   }
@@ -304,7 +309,7 @@ static void drain(kvik__uring *r, kvik__uring_done *done, void *ctx) {
     if (tag >= r->max_ops || !r->ops[tag].in_flight) continue; /* the cancel request's own */
     const kvik__uring_op *op = &r->ops[tag].op;
     int canceled = r->canceling && (res == -ECANCELED || res == -EINTR);
-    ssize_t result = canceled ? -ECANCELED : !done ? res : finish_op(op, ring_result(op, res));
+    ssize_t result = canceled ? -ECANCELED : !done ? res : finish_op(r, op, ring_result(op, res));
     report(r, (unsigned)tag, result, canceled, done, ctx);
   }
   if (r->in_flight == 0) r->canceling = 0;
@@ -347,7 +352,7 @@ static void probe(void) {
   const char *release = uname(&u) == 0 ? u.release : "unknown";
   char saved[KVIK_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", kvik_last_error());
-  if (kvik__uring_create("kvik_io_uring_supported", 2, &r) == 0) {
+  if (kvik__uring_create("kvik_io_uring_supported", 2, NULL, &r) == 0) {
     kvik__uring_free(r);
     probe_result = 1;
     snprintf(probe_why, sizeof probe_why, "available (Linux %s)", release);
