@@ -25,7 +25,8 @@ int kvik_cufile_open(void) {
 }
 
 static int missing(const char *fn, const char *symbol, const char *since) {
-  return kvik__fail(-ENOTSUP, "%s: the loaded cuFile lacks %s (cuFile %s or later)", fn, symbol, since);
+  return kvik__fail(-ENOTSUP, "%s: the loaded cuFile lacks %s (cuFile %s or later)", fn, symbol,
+                    since);
 }
 
 int kvik_cufile_version(void) {
@@ -83,7 +84,7 @@ int kvik_cufile_set_poll_mode(int enable, size_t threshold_size) {
                             "cuFileDriverSetPollMode");
 }
 
-#define DRIVER_SIZE_SETTER(public_name, member)                                                     \
+#define DRIVER_SIZE_SETTER(public_name, member)                                                    \
   int public_name(size_t size) {                                                                   \
     int rc;                                                                                        \
     const kvik__cufile_api *cf = driver(#public_name, &rc);                                        \
@@ -118,12 +119,15 @@ static const param_desc params[] = {
 
 #define PARAM_COUNT (sizeof params / sizeof params[0])
 
-const char *kvik_cufile_parameter_name(unsigned index) { return index < PARAM_COUNT ? params[index].name : NULL; }
+const char *kvik_cufile_parameter_name(unsigned index) {
+  return index < PARAM_COUNT ? params[index].name : NULL;
+}
 
 static const param_desc *find_param(const char *fn, const char *name) {
   for (size_t i = 0; name && i < PARAM_COUNT; i++)
     if (strcmp(params[i].name, name) == 0) return &params[i];
-  kvik__fail(-EINVAL, "%s(\"%s\"): no such cuFile parameter (kvik_cufile_parameter_name lists them)", fn,
+  kvik__fail(-EINVAL,
+             "%s(\"%s\"): no such cuFile parameter (kvik_cufile_parameter_name lists them)", fn,
              name ? name : "(null)");
   return NULL;
 }
@@ -152,21 +156,24 @@ int kvik_cufile_parameter_get(const char *name, char *value, size_t len) {
   if (!cf) return rc;
   if (p->type == PARAM_SIZE) {
     size_t v = 0;
-    rc = kvik__cufile_check(cf->cuFileGetParameterSizeT(p->value, &v), fn, "cuFileGetParameterSizeT");
+    rc = kvik__cufile_check(cf->cuFileGetParameterSizeT(p->value, &v), fn,
+                            "cuFileGetParameterSizeT");
     if (rc == 0) snprintf(value, len, "%zu", v);
   } else if (p->type == PARAM_BOOL) {
     bool v = false;
     rc = kvik__cufile_check(cf->cuFileGetParameterBool(p->value, &v), fn, "cuFileGetParameterBool");
     if (rc == 0) snprintf(value, len, "%s", v ? "true" : "false");
   } else {
-    rc = kvik__cufile_check(cf->cuFileGetParameterString(p->value, value, len > 4096 ? 4096 : (int)len), fn,
-                            "cuFileGetParameterString");
+    rc = kvik__cufile_check(
+        cf->cuFileGetParameterString(p->value, value, len > 4096 ? 4096 : (int)len), fn,
+        "cuFileGetParameterString");
   }
   return rc;
 }
 
 static int parse_bool(const char *text, bool *out) {
-  static const char *const yes[] = {"true", "on", "yes", "1"}, *const no[] = {"false", "off", "no", "0"};
+  static const char *const yes[] = {"true", "on", "yes", "1"};
+  static const char *const no[] = {"false", "off", "no", "0"};
   for (size_t i = 0; i < 4; i++) {
     if (strcasecmp(text, yes[i]) == 0) return *out = true, 0;
     if (strcasecmp(text, no[i]) == 0) return *out = false, 0;
@@ -188,14 +195,18 @@ int kvik_cufile_parameter_set(const char *name, const char *value) {
     unsigned long long v = strtoull(value, &end, 10);
     if (errno || end == value || *end || value[0] == '-')
       return kvik__fail(-EINVAL, "%s(\"%s\"): \"%s\" is not a decimal number", fn, name, value);
-    return kvik__cufile_check(cf->cuFileSetParameterSizeT(p->value, (size_t)v), fn, "cuFileSetParameterSizeT");
+    return kvik__cufile_check(cf->cuFileSetParameterSizeT(p->value, (size_t)v), fn,
+                              "cuFileSetParameterSizeT");
   }
   if (p->type == PARAM_BOOL) {
     bool v;
-    if (parse_bool(value, &v) < 0) return kvik__fail(-EINVAL, "%s(\"%s\"): \"%s\" is not true or false", fn, name, value);
-    return kvik__cufile_check(cf->cuFileSetParameterBool(p->value, v), fn, "cuFileSetParameterBool");
+    if (parse_bool(value, &v) < 0)
+      return kvik__fail(-EINVAL, "%s(\"%s\"): \"%s\" is not true or false", fn, name, value);
+    return kvik__cufile_check(cf->cuFileSetParameterBool(p->value, v), fn,
+                              "cuFileSetParameterBool");
   }
-  return kvik__cufile_check(cf->cuFileSetParameterString(p->value, value), fn, "cuFileSetParameterString");
+  return kvik__cufile_check(cf->cuFileSetParameterString(p->value, value), fn,
+                            "cuFileSetParameterString");
 }
 
 /* ---- statistics ------------------------------------------------------------------------------ */
@@ -211,7 +222,8 @@ static const kvik__cufile_api *stats_driver(const char *fn, int *rc) {
 
 int kvik_cufile_stats_start(int level) {
   static const char fn[] = "kvik_cufile_stats_start";
-  if (level < 1 || level > 3) return kvik__fail(-EINVAL, "%s(%d): the level is 1, 2 or 3", fn, level);
+  if (level < 1 || level > 3)
+    return kvik__fail(-EINVAL, "%s(%d): the level is 1, 2 or 3", fn, level);
   int rc;
   const kvik__cufile_api *cf = stats_driver(fn, &rc);
   if (!cf) return rc;
