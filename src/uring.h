@@ -9,7 +9,7 @@
 #include <sys/types.h>
 
 #include "kvik.h"
-#include "posix_io.h"
+#include "op.h"
 
 typedef struct kvik__uring kvik__uring;
 
