@@ -76,7 +76,8 @@ def add_edge(edges, caller, callee, symbol):
 
 def source_edges(src, files, owner, edges):
     """Uses of header-only names (static inline functions, macros) from each src file."""
-    use = re.compile(r"\b(" + "|".join(map(re.escape, sorted(owner))) + r")\s*\(") if owner else None
+    names = "|".join(map(re.escape, sorted(owner)))
+    use = re.compile(r"\b(" + names + r")\s*\(") if owner else None
     for name in files:
         text = strip_c(open(os.path.join(src, name), encoding="utf-8").read())
         for symbol in set(use.findall(text)) if use else ():
@@ -90,9 +91,10 @@ def upward_includes(src, files):
     """Each include of a src/ header from a higher layer than the including file's."""
     found = []
     for name in files:
+        rank, layer = LAYER_OF[module_of(name)]
         for header in INCLUDE.findall(open(os.path.join(src, name), encoding="utf-8").read()):
-            if header in LAYER_OF and LAYER_OF[header][0] > LAYER_OF[module_of(name)][0]:
-                found.append(f"upward include: src/{name} ({LAYER_OF[module_of(name)][1]}) includes "
+            if header in LAYER_OF and LAYER_OF[header][0] > rank:
+                found.append(f"upward include: src/{name} ({layer}) includes "
                              f"src/{header}.h ({LAYER_OF[header][1]})")
     return found
 
@@ -195,8 +197,9 @@ def check(src, objects, nm, show_graph):
     for component in cycles(modules, edges):
         loop = loop_in(component, edges)
         steps = "; ".join(f"{a} calls {example(edges[a][b])}" for a, b in zip(loop, loop[1:]))
-        knot = f"; all {len(component)} files in it: {', '.join(component)}" if len(component) > len(
-            loop) - 1 else ""
+        knot = ""
+        if len(component) > len(loop) - 1:
+            knot = f"; all {len(component)} files in it: {', '.join(component)}"
         problems.append(f"cycle between files: {' -> '.join(loop)} ({steps}{knot})")
     if show_graph:
         for caller in sorted(modules, key=lambda m: (LAYER_OF[m][0], m)):
