@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -76,8 +75,8 @@ static unsigned round_up_pow2(unsigned n) {
 }
 
 static int enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags, void *arg, size_t arg_len) {
-  long r = syscall(__NR_io_uring_enter, fd, to_submit, min_complete, flags, arg, arg_len);
-  return r < 0 ? -errno : (int)r;
+  int r = kvik__io_uring_enter(fd, to_submit, min_complete, flags, arg, arg_len);
+  return r < 0 ? -errno : r;
 }
 
 /* ---- setting up ---------------------------------------------------------------------------- */
@@ -89,8 +88,8 @@ static int setup_fd(unsigned entries, unsigned cq_entries, struct io_uring_param
     memset(p, 0, sizeof *p);
     p->flags = IORING_SETUP_CQSIZE | (attempt == 0 ? optional : 0);
     p->cq_entries = cq_entries;
-    long fd = syscall(__NR_io_uring_setup, entries, p);
-    if (fd >= 0) return (int)fd;
+    int fd = kvik__io_uring_setup(entries, p);
+    if (fd >= 0) return fd;
     if (errno != EINVAL) return -errno;
   }
   return -EINVAL;
@@ -156,7 +155,7 @@ int kvik__uring_forked(const kvik__uring *r) { return r->pid != getpid(); }
 
 int kvik__uring_register_buffer(kvik__uring *r, char *base, size_t len) {
   struct iovec iov = {base, len};
-  if (syscall(__NR_io_uring_register, r->fd, IORING_REGISTER_BUFFERS, &iov, 1) < 0) return -errno;
+  if (kvik__io_uring_register(r->fd, IORING_REGISTER_BUFFERS, &iov, 1) < 0) return -errno;
   r->fixed = base;
   r->fixed_len = len;
   return 0;
@@ -193,6 +192,7 @@ static struct io_uring_sqe *next_sqe(kvik__uring *r) {
 }
 
 static void push_sqe(kvik__uring *r) {
+  assert(r->queued < r->sq_entries); /* a full queue is submitted before an entry is taken */
   unsigned tail = atomic_load_explicit(r->sq_tail, memory_order_relaxed);
   r->sq_array[tail & r->sq_mask] = tail & r->sq_mask;
   atomic_store_explicit(r->sq_tail, tail + 1, memory_order_release);
@@ -221,6 +221,7 @@ static void take_back_queued(kvik__uring *r) {
   for (; head != tail; head++) {
     uint64_t tag = r->sqes[r->sq_array[head & r->sq_mask]].user_data;
     if (tag == CANCEL_TAG) continue;
+    assert(tag < r->max_ops && r->ops[tag].in_flight);
     ring_op *o = &r->ops[tag];
     o->result = finish_op(r, &o->op, -EAGAIN);
     o->ended = 1;
@@ -245,6 +246,7 @@ void kvik__uring_submit(kvik__uring *r) {
 }
 
 void kvik__uring_start(kvik__uring *r, unsigned id, const kvik__uring_op *op) {
+  assert(id < r->max_ops && !r->ops[id].in_flight);
   if (r->queued == r->sq_entries) kvik__uring_submit(r);
   r->ops[id] = (ring_op){*op, 1, 0, 0};
   r->in_flight++;
@@ -281,6 +283,7 @@ static ssize_t ring_result(const kvik__uring_op *op, ssize_t res) {
 }
 
 static void report(kvik__uring *r, unsigned id, ssize_t result, int canceled, kvik__uring_done *done, void *ctx) {
+  assert(r->ops[id].in_flight && r->in_flight > 0);
   r->ops[id].in_flight = 0;
   r->in_flight--;
   if (done) done(ctx, id, result, canceled);
