@@ -4,6 +4,7 @@
 #include "cufile.h"
 
 #include <dlfcn.h>
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -204,7 +205,11 @@ int kvik__cufile_enter(const char *fn) {
   return kvik__fail(-KVIK__CU_FILE_DRIVER_CLOSING, "%s: cuFile driver closed: the process is exiting", fn);
 }
 
-void kvik__cufile_leave(void) { atomic_fetch_sub(&calls_in_flight, 1); }
+void kvik__cufile_leave(void) {
+  long before = atomic_fetch_sub(&calls_in_flight, 1);
+  assert(before > 0); /* a leave for each enter that returned 0 */
+  (void)before;
+}
 
 static int64_t now_ns(void) {
   struct timespec t;

@@ -86,6 +86,7 @@ void kvik__pool_set_idle(kvik__pool_id id, void (*idle)(void)) {
 
 /* Start up to n threads. Called with resize_lock held and no threads running. */
 static int start_threads(pool *p, unsigned n) {
+  assert(n > 0 && !p->threads && atomic_load(&p->running) == 0);
   p->threads = kvik__calloc(n, sizeof *p->threads);
   if (!p->threads) return kvik__fail(-ENOMEM, "%s: out of memory for %u threads", p->name, n);
   unsigned started = 0;
@@ -141,6 +142,7 @@ static int ensure_started(pool *p) {
 }
 
 int kvik__pool_submit(kvik__pool_id id, kvik__task *first, kvik__task *last) {
+  assert(id < KVIK__POOLS && first && last);
   pool *p = &pools[id];
   last->next = NULL;
   /* `running` is checked under queue_lock so that a resize that fails to start threads, and

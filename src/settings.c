@@ -311,6 +311,8 @@ static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 /* A thread count applies even when its threads cannot start now: the pool tries again on its
  * next use, so the setting and the pool agree either way. */
 static int set_checked(kvik_setting s, int64_t value) {
+  assert(valid_setting(s) && descs[s].kind != KIND_STATUS_LIST);
+  assert(value >= descs[s].min && value <= descs[s].max);
   pthread_mutex_lock(&set_lock);
   int rc = notify(s, value);
   if (rc != -EDEADLK) {
