@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "init.h"
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ended = PTHREAD_COND_INITIALIZER; /* an append left the list */
 static kvik__append *in_progress;                       /* guarded by lock */
@@ -35,13 +37,18 @@ void kvik__append_leave(kvik__append *a) {
   pthread_mutex_unlock(&lock);
 }
 
-void kvik__append_atfork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
 
-void kvik__append_atfork_parent(void) { pthread_mutex_unlock(&lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
 
 /* The appends in progress belong to threads that do not exist in the child. */
-void kvik__append_atfork_child(void) {
+static void fork_child(void) {
   pthread_mutex_init(&lock, NULL);
   pthread_cond_init(&ended, NULL);
   in_progress = NULL;
+}
+
+KVIK__ON_LOAD(register_fork_handlers) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_APPEND, &handlers);
 }

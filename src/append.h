@@ -23,8 +23,4 @@ typedef struct kvik__append {
 void kvik__append_enter(kvik__append *a, const kvik__append_file *file);
 void kvik__append_leave(kvik__append *a);
 
-void kvik__append_atfork_prepare(void);
-void kvik__append_atfork_parent(void);
-void kvik__append_atfork_child(void);
-
 #endif

@@ -265,7 +265,8 @@ static void register_staging(kvik_batch *b) {
 /* The ring, set up on first use; NULL where it cannot be. */
 static kvik__uring *ring_of(kvik_batch *b) {
   if (b->ring || b->ring_refused) return b->ring;
-  if (kvik__uring_create("kvik_batch_submit", b->max_ops, &b->ring) < 0) b->ring_refused = 1;
+  if (kvik__uring_create("kvik_batch_submit", b->max_ops, kvik__file_transfer, &b->ring) < 0)
+    b->ring_refused = 1;
   register_staging(b);
   return b->ring;
 }

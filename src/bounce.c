@@ -8,6 +8,7 @@
 
 #include "cuda.h"
 #include "error.h"
+#include "init.h"
 #include "sys.h"
 
 #define BOUNCE_ALIGNMENT 4096
@@ -115,20 +116,25 @@ void kvik__pinned_put(void *buf, size_t size) { cache_put(&pinned, buf, size); }
 
 /* ---- fork ------------------------------------------------------------------------------- */
 
-void kvik__bounce_atfork_prepare(void) {
+static void fork_prepare(void) {
   pthread_mutex_lock(&aligned.lock);
   pthread_mutex_lock(&pinned.lock);
 }
 
-void kvik__bounce_atfork_parent(void) {
+static void fork_parent(void) {
   pthread_mutex_unlock(&pinned.lock);
   pthread_mutex_unlock(&aligned.lock);
 }
 
 /* Pinned memory belongs to the parent's CUDA state, which the child cannot use: forget it. */
-void kvik__bounce_atfork_child(void) {
+static void fork_child(void) {
   pthread_mutex_init(&aligned.lock, NULL);
   pthread_mutex_init(&pinned.lock, NULL);
   pinned.idle = NULL;
   pinned.idle_bytes = 0;
+}
+
+KVIK__ON_LOAD(register_fork_handlers) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_BOUNCE, &handlers);
 }

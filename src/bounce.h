@@ -27,8 +27,4 @@ int kvik__pinned_get(const char *fn, size_t size, void **buf);
 /* Give back a buffer from kvik__pinned_get(size). A CUDA context must be current. */
 void kvik__pinned_put(void *buf, size_t size);
 
-void kvik__bounce_atfork_prepare(void);
-void kvik__bounce_atfork_parent(void);
-void kvik__bounce_atfork_child(void);
-
 #endif

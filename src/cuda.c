@@ -12,6 +12,7 @@
 
 #include "dl.h"
 #include "error.h"
+#include "init.h"
 
 #define CUDA_SONAME "libcuda.so.1"
 
@@ -41,16 +42,110 @@ static int resolve_all(void *handle) {
   return 0;
 }
 
-const char *kvik__cuda_error_name(CUresult result) {
+/* The loaded driver's name ("CUDA_ERROR_OUT_OF_MEMORY") and description ("out of memory") of
+ * `result`, or NULL when kvik has not loaded the driver (these never load it) or the driver does
+ * not know the result. Static strings of the driver. */
+static const char *driver_error_name(CUresult result) {
   const char *name = NULL;
   if (atomic_load(&state) != LOADED || api.cuGetErrorName(result, &name) != CUDA_SUCCESS) return NULL;
   return name;
 }
 
-const char *kvik__cuda_error_text(CUresult result) {
+static const char *driver_error_text(CUresult result) {
   const char *text = NULL;
   if (atomic_load(&state) != LOADED || api.cuGetErrorString(result, &text) != CUDA_SUCCESS) return NULL;
   return text;
+}
+
+/* The common CUresults, named and described as the driver does, for when it is not loaded:
+ * X(name, value, text). The driver, when loaded, knows them all (and
+ * tests/test_errors.c checks that the table does). */
+#define KVIK__CUDA_RESULTS(X)                                                                      \
+  X(CUDA_ERROR_INVALID_VALUE, 1, "invalid argument")                                               \
+  X(CUDA_ERROR_OUT_OF_MEMORY, 2, "out of memory")                                                  \
+  X(CUDA_ERROR_NOT_INITIALIZED, 3, "initialization error")                                         \
+  X(CUDA_ERROR_DEINITIALIZED, 4, "driver shutting down")                                           \
+  X(CUDA_ERROR_PROFILER_DISABLED, 5, "profiler disabled while using external profiling tool")      \
+  X(CUDA_ERROR_STUB_LIBRARY, 34, "CUDA driver is a stub library")                                  \
+  X(CUDA_ERROR_DEVICE_UNAVAILABLE, 46, "CUDA-capable device(s) is/are busy or unavailable")        \
+  X(CUDA_ERROR_NO_DEVICE, 100, "no CUDA-capable device is detected")                               \
+  X(CUDA_ERROR_INVALID_DEVICE, 101, "invalid device ordinal")                                      \
+  X(CUDA_ERROR_DEVICE_NOT_LICENSED, 102, "device doesn't have valid Grid license")                 \
+  X(CUDA_ERROR_INVALID_IMAGE, 200, "device kernel image is invalid")                               \
+  X(CUDA_ERROR_INVALID_CONTEXT, 201, "invalid device context")                                     \
+  X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, 202, "context already current")                            \
+  X(CUDA_ERROR_MAP_FAILED, 205, "mapping of buffer object failed")                                 \
+  X(CUDA_ERROR_UNMAP_FAILED, 206, "unmapping of buffer object failed")                             \
+  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209,                                                             \
+    "no kernel image is available for execution on the device")                                    \
+  X(CUDA_ERROR_ECC_UNCORRECTABLE, 214, "uncorrectable ECC error encountered")                      \
+  X(CUDA_ERROR_INVALID_PTX, 218, "a PTX JIT compilation failed")                                   \
+  X(CUDA_ERROR_INVALID_SOURCE, 300, "device kernel image is invalid")                              \
+  X(CUDA_ERROR_FILE_NOT_FOUND, 301, "file not found")                                              \
+  X(CUDA_ERROR_OPERATING_SYSTEM, 304, "OS call failed or operation not supported on this OS")      \
+  X(CUDA_ERROR_INVALID_HANDLE, 400, "invalid resource handle")                                     \
+  X(CUDA_ERROR_ILLEGAL_STATE, 401, "the operation cannot be performed in the present state")       \
+  X(CUDA_ERROR_NOT_FOUND, 500, "named symbol not found")                                           \
+  X(CUDA_ERROR_NOT_READY, 600, "device not ready")                                                 \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, "an illegal memory access was encountered")                   \
+  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, "too many resources requested for launch")            \
+  X(CUDA_ERROR_LAUNCH_TIMEOUT, 702, "the launch timed out and was terminated")                     \
+  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, 704, "peer access is already enabled")                 \
+  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, 705, "peer access has not been enabled")                   \
+  X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, 708, "cannot set while device is active in this process")   \
+  X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, "context is destroyed")                                  \
+  X(CUDA_ERROR_ASSERT, 710, "device-side assert triggered")                                        \
+  X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712,                                                \
+    "part or all of the requested memory range is already mapped")                                 \
+  X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713,                                                    \
+    "pointer does not correspond to a registered memory region")                                   \
+  X(CUDA_ERROR_HARDWARE_STACK_ERROR, 714, "hardware stack error")                                  \
+  X(CUDA_ERROR_ILLEGAL_INSTRUCTION, 715, "an illegal instruction was encountered")                 \
+  X(CUDA_ERROR_MISALIGNED_ADDRESS, 716, "misaligned address")                                      \
+  X(CUDA_ERROR_INVALID_ADDRESS_SPACE, 717,                                                         \
+    "operation not supported on global/shared address space")                                      \
+  X(CUDA_ERROR_INVALID_PC, 718, "invalid program counter")                                         \
+  X(CUDA_ERROR_LAUNCH_FAILED, 719, "unspecified launch failure")                                   \
+  X(CUDA_ERROR_NOT_PERMITTED, 800, "operation not permitted")                                      \
+  X(CUDA_ERROR_NOT_SUPPORTED, 801, "operation not supported")                                      \
+  X(CUDA_ERROR_SYSTEM_NOT_READY, 802, "system not yet initialized")                                \
+  X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 803,                                                        \
+    "system has unsupported display driver / cuda driver combination")                             \
+  X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804,                                                \
+    "forward compatibility was attempted on non supported HW")                                     \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900,                                                    \
+    "operation not permitted when stream is capturing")                                            \
+  X(CUDA_ERROR_TIMEOUT, 909, "wait operation timed out")                                           \
+  X(CUDA_ERROR_UNKNOWN, 999, "unknown error")
+
+/* For kvik_err_name() and kvik_strerror(): the driver's words where kvik loaded it, else the
+ * table's. */
+static const char *result_name(CUresult result) {
+  const char *name = driver_error_name(result);
+  if (name) return name;
+  switch (result) {
+#define KVIK_CUDA_NAME_(name, value, text) \
+  case value:                              \
+    return #name;
+    KVIK__CUDA_RESULTS(KVIK_CUDA_NAME_)
+#undef KVIK_CUDA_NAME_
+  default:
+    return "CUDA_ERROR_UNKNOWN_CODE";
+  }
+}
+
+static const char *result_text(CUresult result) {
+  const char *text = driver_error_text(result);
+  if (text) return text;
+  switch (result) {
+#define KVIK_CUDA_TEXT_(name, value, text) \
+  case value:                              \
+    return text;
+    KVIK__CUDA_RESULTS(KVIK_CUDA_TEXT_)
+#undef KVIK_CUDA_TEXT_
+  default:
+    return "unknown CUDA error";
+  }
 }
 
 /* Called with the lock held. The handle stays open for the life of the process: the driver
@@ -156,7 +251,7 @@ int kvik__cuda_for_pointers(const char *fn, const kvik__cuda_api **out) {
 
 int kvik__cuda_check(CUresult result, const char *fn, const char *call) {
   if (result == CUDA_SUCCESS) return 0;
-  const char *name = kvik__cuda_error_name(result), *text = kvik__cuda_error_text(result);
+  const char *name = driver_error_name(result), *text = driver_error_text(result);
   /* No driver defines a result outside the range that kvik's codes leave for CUDA. */
   int code = kvik__foreign_code(KVIK_ECUDA_BASE, result, CUDA_ERROR_UNKNOWN);
   return kvik__fail(code, "%s: %s: %s (%s)", fn, call, name ? name : "unknown CUDA error",
@@ -165,20 +260,26 @@ int kvik__cuda_check(CUresult result, const char *fn, const char *call) {
 
 /* Whether CUDA was in the process is decided in the parent: the child may not call dlopen(),
  * whose lock another parent thread may have held at fork(). */
-void kvik__cuda_atfork_prepare(void) {
+static void fork_prepare(void) {
   pthread_mutex_lock(&lock);
   present_at_fork = state == LOADED || soname_loaded();
 }
 
-void kvik__cuda_atfork_parent(void) { pthread_mutex_unlock(&lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
 
-void kvik__cuda_atfork_child(void) {
+static void fork_child(void) {
   pthread_mutex_init(&lock, NULL);
   if (present_at_fork) {
     state = FORKED;
     snprintf(why_unavailable, sizeof why_unavailable,
              "this process was forked from one that had CUDA loaded, and CUDA does not survive fork()");
   }
+}
+
+KVIK__ON_LOAD(install_hooks) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_CUDA, &handlers);
+  kvik__error_register(KVIK_ECUDA_BASE, result_name, result_text);
 }
 
 /* ---- public queries ------------------------------------------------------------------- */

@@ -113,14 +113,4 @@ int kvik__cuda_for_pointers(const char *fn, const kvik__cuda_api **api);
  * (<error text>)". Returns 0 for CUDA_SUCCESS. */
 int kvik__cuda_check(CUresult result, const char *fn, const char *call);
 
-/* The loaded driver's name ("CUDA_ERROR_OUT_OF_MEMORY") and description ("out of memory") of
- * `result`, or NULL when kvik has not loaded the driver (these never load it) or the driver
- * does not know the result. Static strings of the driver. Thread-safe. */
-const char *kvik__cuda_error_name(CUresult result);
-const char *kvik__cuda_error_text(CUresult result);
-
-void kvik__cuda_atfork_prepare(void);
-void kvik__cuda_atfork_parent(void);
-void kvik__cuda_atfork_child(void);
-
 #endif

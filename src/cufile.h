@@ -274,6 +274,12 @@ typedef struct kvik__cufile_api {
  * Thread-safe. */
 const kvik__cufile_api *kvik__cufile(const char *fn, int *code);
 
+/* The cuFile API, loaded but its driver not necessarily open (parameters are set before the
+ * driver opens): loads libcufile.so.0 on the first call, never opens the driver. Returns NULL
+ * with *code = KVIK_ECUFILE_UNAVAILABLE and a detail message "<fn>: cuFile unavailable: <why>".
+ * Thread-safe. */
+const kvik__cufile_api *kvik__cufile_loaded(const char *fn, int *code);
+
 /* The loaded API if the driver is open, else NULL; never loads anything. */
 const kvik__cufile_api *kvik__cufile_if_open(void);
 
@@ -294,9 +300,5 @@ void kvik__cufile_leave(void);
 
 /* Incremented in a child after fork(): handles registered before belong to the parent. */
 unsigned kvik__cufile_generation(void);
-
-void kvik__cufile_atfork_prepare(void);
-void kvik__cufile_atfork_parent(void);
-void kvik__cufile_atfork_child(void);
 
 #endif

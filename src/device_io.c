@@ -10,6 +10,8 @@
 
 #include "bounce.h"
 #include "error.h"
+#include "init.h"
+#include "pool.h"
 #include "settings.h"
 
 #define MIN_CHUNK ((size_t)256 << 10)
@@ -339,6 +341,9 @@ void kvik__device_settle(void) {
   settle_lane(cu, l, 1);
   if (pushed) kvik__context_pop();
 }
+
+/* An IO worker finishes the reads it deferred before it sleeps. */
+KVIK__ON_LOAD(install_idle_hook) { kvik__pool_set_idle(KVIK__POOL_IO, kvik__device_settle); }
 
 /* Read the range chunk by chunk, each into the slot whose copy was queued first, once that copy
  * is done. Returns 0 or the first error. */

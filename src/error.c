@@ -2,13 +2,11 @@
 #define _GNU_SOURCE
 #include "error.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-#include "cuda.h"
-#include "cufile.h"
 
 static _Thread_local char last_message[KVIK_MESSAGE_MAX];
 
@@ -39,111 +37,24 @@ int kvik__fail_errno(int err, const char *fmt, ...) {
 /* errno values are small positive numbers; anything between KVIK_ERRNO_BASE and 0 is one. */
 static int is_errno_code(int code) { return code < 0 && code > KVIK_ERRNO_BASE; }
 
-/* The common CUresults, named and described as the driver does, for when it is not loaded:
- * X(name, value, text). The driver, when loaded, knows them all. */
-#define KVIK__CUDA_RESULTS(X)                                                                      \
-  X(CUDA_ERROR_INVALID_VALUE, 1, "invalid argument")                                               \
-  X(CUDA_ERROR_OUT_OF_MEMORY, 2, "out of memory")                                                  \
-  X(CUDA_ERROR_NOT_INITIALIZED, 3, "initialization error")                                         \
-  X(CUDA_ERROR_DEINITIALIZED, 4, "driver shutting down")                                           \
-  X(CUDA_ERROR_PROFILER_DISABLED, 5, "profiler disabled while using external profiling tool")      \
-  X(CUDA_ERROR_STUB_LIBRARY, 34, "CUDA driver is a stub library")                                  \
-  X(CUDA_ERROR_DEVICE_UNAVAILABLE, 46, "CUDA-capable device(s) is/are busy or unavailable")         \
-  X(CUDA_ERROR_NO_DEVICE, 100, "no CUDA-capable device is detected")                               \
-  X(CUDA_ERROR_INVALID_DEVICE, 101, "invalid device ordinal")                                      \
-  X(CUDA_ERROR_DEVICE_NOT_LICENSED, 102, "device doesn't have valid Grid license")                 \
-  X(CUDA_ERROR_INVALID_IMAGE, 200, "device kernel image is invalid")                               \
-  X(CUDA_ERROR_INVALID_CONTEXT, 201, "invalid device context")                                     \
-  X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, 202, "context already current")                            \
-  X(CUDA_ERROR_MAP_FAILED, 205, "mapping of buffer object failed")                                 \
-  X(CUDA_ERROR_UNMAP_FAILED, 206, "unmapping of buffer object failed")                             \
-  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209, "no kernel image is available for execution on the device") \
-  X(CUDA_ERROR_ECC_UNCORRECTABLE, 214, "uncorrectable ECC error encountered")                      \
-  X(CUDA_ERROR_INVALID_PTX, 218, "a PTX JIT compilation failed")                                   \
-  X(CUDA_ERROR_INVALID_SOURCE, 300, "device kernel image is invalid")                              \
-  X(CUDA_ERROR_FILE_NOT_FOUND, 301, "file not found")                                              \
-  X(CUDA_ERROR_OPERATING_SYSTEM, 304, "OS call failed or operation not supported on this OS")      \
-  X(CUDA_ERROR_INVALID_HANDLE, 400, "invalid resource handle")                                     \
-  X(CUDA_ERROR_ILLEGAL_STATE, 401, "the operation cannot be performed in the present state")       \
-  X(CUDA_ERROR_NOT_FOUND, 500, "named symbol not found")                                           \
-  X(CUDA_ERROR_NOT_READY, 600, "device not ready")                                                 \
-  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, "an illegal memory access was encountered")                   \
-  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, "too many resources requested for launch")            \
-  X(CUDA_ERROR_LAUNCH_TIMEOUT, 702, "the launch timed out and was terminated")                     \
-  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, 704, "peer access is already enabled")                 \
-  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, 705, "peer access has not been enabled")                   \
-  X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, 708, "cannot set while device is active in this process")   \
-  X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, "context is destroyed")                                  \
-  X(CUDA_ERROR_ASSERT, 710, "device-side assert triggered")                                        \
-  X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712,                                                \
-    "part or all of the requested memory range is already mapped")                                \
-  X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713, "pointer does not correspond to a registered memory region") \
-  X(CUDA_ERROR_HARDWARE_STACK_ERROR, 714, "hardware stack error")                                  \
-  X(CUDA_ERROR_ILLEGAL_INSTRUCTION, 715, "an illegal instruction was encountered")                 \
-  X(CUDA_ERROR_MISALIGNED_ADDRESS, 716, "misaligned address")                                      \
-  X(CUDA_ERROR_INVALID_ADDRESS_SPACE, 717, "operation not supported on global/shared address space") \
-  X(CUDA_ERROR_INVALID_PC, 718, "invalid program counter")                                         \
-  X(CUDA_ERROR_LAUNCH_FAILED, 719, "unspecified launch failure")                                   \
-  X(CUDA_ERROR_NOT_PERMITTED, 800, "operation not permitted")                                      \
-  X(CUDA_ERROR_NOT_SUPPORTED, 801, "operation not supported")                                      \
-  X(CUDA_ERROR_SYSTEM_NOT_READY, 802, "system not yet initialized")                                \
-  X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 803, "system has unsupported display driver / cuda driver combination") \
-  X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804,                                                \
-    "forward compatibility was attempted on non supported HW")                                    \
-  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900, "operation not permitted when stream is capturing") \
-  X(CUDA_ERROR_TIMEOUT, 909, "wait operation timed out")                                           \
-  X(CUDA_ERROR_UNKNOWN, 999, "unknown error")
+/* The other libraries' codes: registered while the library loads, read-only after. */
+#define MAX_FOREIGN 4
+static struct foreign {
+  int base;
+  kvik__foreign_text *name, *text;
+} foreign[MAX_FOREIGN];
+static size_t nforeign;
 
-static const char *cuda_name(CUresult result) {
-  const char *name = kvik__cuda_error_name(result);
-  if (name) return name;
-  switch (result) {
-#define KVIK_CUDA_NAME_(name, value, text) \
-  case value:                              \
-    return #name;
-    KVIK__CUDA_RESULTS(KVIK_CUDA_NAME_)
-#undef KVIK_CUDA_NAME_
-  default:
-    return "CUDA_ERROR_UNKNOWN_CODE";
-  }
+void kvik__error_register(int base, kvik__foreign_text *name, kvik__foreign_text *text) {
+  assert(nforeign < MAX_FOREIGN && base <= KVIK_ERRNO_BASE - 1000);
+  foreign[nforeign++] = (struct foreign){base, name, text};
 }
 
-static const char *cuda_text(CUresult result) {
-  const char *text = kvik__cuda_error_text(result);
-  if (text) return text;
-  switch (result) {
-#define KVIK_CUDA_TEXT_(name, value, text) \
-  case value:                              \
-    return text;
-    KVIK__CUDA_RESULTS(KVIK_CUDA_TEXT_)
-#undef KVIK_CUDA_TEXT_
-  default:
-    return "unknown CUDA error";
-  }
-}
-
-static const char *cufile_name(int status) {
-  switch (status) {
-#define KVIK_CUFILE_NAME_(name, value, text) \
-  case value:                                \
-    return #name;
-    KVIK__CUFILE_STATUSES(KVIK_CUFILE_NAME_)
-#undef KVIK_CUFILE_NAME_
-  default:
-    return "UNKNOWN";
-  }
-}
-
-static const char *cufile_text(int status) {
-  switch (status) {
-#define KVIK_CUFILE_TEXT_(name, value, text) \
-  case value:                                \
-    return text;
-    KVIK__CUFILE_STATUSES(KVIK_CUFILE_TEXT_)
-#undef KVIK_CUFILE_TEXT_
-  default:
-    return "unknown cuFile status";
-  }
+/* The registered library whose code this is, or NULL. */
+static const struct foreign *foreign_of(int code) {
+  for (size_t i = 0; i < nforeign; i++)
+    if (KVIK_IS_FOREIGN_CODE_(foreign[i].base, code)) return &foreign[i];
+  return NULL;
 }
 
 /* The standard HTTP error statuses: X(status, reason phrase). */
@@ -198,8 +109,8 @@ const char *kvik_strerror(int code) {
     break;
   }
   if (code >= 0) return "success";
-  if (KVIK_IS_CUFILE_ERROR(code)) return cufile_text(KVIK_CUFILE_STATUS(code));
-  if (KVIK_IS_CUDA_ERROR(code)) return cuda_text(KVIK_CUDA_RESULT(code));
+  const struct foreign *f = foreign_of(code);
+  if (f) return f->text(KVIK_FOREIGN_CODE_(f->base, code));
   if (KVIK_IS_HTTP_ERROR(code)) return http_text(KVIK_HTTP_STATUS(code));
   const char *text = is_errno_code(code) ? strerrordesc_np(-code) : NULL;
   return text ? text : "unknown error";
@@ -216,8 +127,8 @@ const char *kvik_err_name(int code) {
     break;
   }
   if (code >= 0) return "OK";
-  if (KVIK_IS_CUFILE_ERROR(code)) return cufile_name(KVIK_CUFILE_STATUS(code));
-  if (KVIK_IS_CUDA_ERROR(code)) return cuda_name(KVIK_CUDA_RESULT(code));
+  const struct foreign *f = foreign_of(code);
+  if (f) return f->name(KVIK_FOREIGN_CODE_(f->base, code));
   if (KVIK_IS_HTTP_ERROR(code)) return http_name(KVIK_HTTP_STATUS(code));
   const char *name = is_errno_code(code) ? strerrorname_np(-code) : NULL;
   return name ? name : "UNKNOWN";

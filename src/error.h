@@ -21,6 +21,13 @@ static inline int kvik__foreign_code(int base, long n, int unknown) {
   return KVIK_FOREIGN_CODE_(base, n > 0 && n < 1000 ? (int)n : unknown);
 }
 
+/* Names and descriptions of another library's codes (KVIK_E<L>_BASE - n above): the module that
+ * loads the library registers them while kvik loads (KVIK__ON_LOAD, init.h), and kvik_err_name()
+ * and kvik_strerror() give name(n) and text(n) for the codes of that range, n in 1..999, whether
+ * the library was ever loaded or not. Each returns a static string. */
+typedef const char *kvik__foreign_text(int n);
+void kvik__error_register(int base, kvik__foreign_text *name, kvik__foreign_text *text);
+
 /* Replace this thread's detail message with a copy of `message`. */
 void kvik__set_message(const char *message);
 

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "init.h"
 #include "sys.h"
 
 struct kvik_future {
@@ -261,14 +262,14 @@ void kvik_future_free(kvik_future *future) {
   free(future);
 }
 
-void kvik__future_atfork_prepare(void) { lock(); }
+static void fork_prepare(void) { lock(); }
 
-void kvik__future_atfork_parent(void) { unlock(); }
+static void fork_parent(void) { unlock(); }
 
 /* In the child only the forking thread exists: the tasks of futures in flight will never run
  * here, so each such future completes now with KVIK_ECANCELED_BY_FORK instead of hanging its
  * waiters. The parent's copies are untouched. */
-void kvik__future_atfork_child(void) {
+static void fork_child(void) {
   pthread_mutex_init(&completion_lock, NULL);
   init_completion_cond();
   lock();
@@ -284,4 +285,9 @@ void kvik__future_atfork_child(void) {
     complete_locked(future, KVIK_ECANCELED_BY_FORK);
   }
   unlock();
+}
+
+KVIK__ON_LOAD(register_fork_handlers) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_FUTURE, &handlers);
 }

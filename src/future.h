@@ -74,9 +74,4 @@ void kvik__future_read_ended(kvik_future *future, size_t end);
  * broadcasts. Returns how many of them are done. */
 size_t kvik__futures_wait_some(kvik_future *const *futures, size_t n, size_t min_done, int64_t timeout_ns);
 
-/* fork() handlers; see init.c. */
-void kvik__future_atfork_prepare(void);
-void kvik__future_atfork_parent(void);
-void kvik__future_atfork_child(void);
-
 #endif

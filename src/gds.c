@@ -169,20 +169,6 @@ kvik__cufile_handle kvik__gds_handle(kvik__gds_file *g) {
 
 /* ---- transfers ------------------------------------------------------------------------------ */
 
-int kvik__allocation_range(const char *fn, const void *ptr, char **base, size_t *size) {
-  const kvik__cuda_api *cu = kvik__cuda_if_present();
-  if (!cu) return kvik__fail(-EINVAL, "%s: %p is not device memory", fn, ptr);
-  CUdeviceptr start = 0;
-  size_t bytes = 0;
-  int attributes[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-  void *values[] = {&start, &bytes};
-  int rc = kvik__cuda_check(cu->cuPointerGetAttributes(2, attributes, values, (CUdeviceptr)(uintptr_t)ptr), fn,
-                            "cuPointerGetAttributes");
-  *base = (char *)(uintptr_t)start;
-  *size = bytes;
-  return rc;
-}
-
 /* One cuFile call; the context of the memory is current, as cuFile requires. */
 static ssize_t cufile_call(const kvik__cufile_api *cf, kvik__cufile_handle h, kvik__op op, char *base, size_t size,
                            int64_t offset, int64_t base_offset) {

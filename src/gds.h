@@ -72,7 +72,4 @@ int kvik__gds_enqueue(kvik__gds_file *g, const char *fn, kvik__op op, const kvik
  * count, or a negative code with a message naming `fn`. */
 ssize_t kvik__gds_async_result(const kvik__gds_file *g, const char *fn, kvik__op op, const kvik__gds_async *state);
 
-/* The allocation `ptr` points into: its start and size. Returns 0 or a CUDA code. */
-int kvik__allocation_range(const char *fn, const void *ptr, char **base, size_t *size);
-
 #endif

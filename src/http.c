@@ -88,10 +88,6 @@ int kvik__http_supported(char *detail, size_t len) {
   return 0;
 }
 
-void kvik__http_atfork_prepare(void) {}
-void kvik__http_atfork_parent(void) {}
-void kvik__http_atfork_child(void) {}
-
 #else
 
 #include <curl/curl.h>
@@ -101,6 +97,7 @@ void kvik__http_atfork_child(void) {}
 #include <time.h>
 
 #include "cancel.h"
+#include "init.h"
 #include "settings.h"
 #include "sys.h"
 
@@ -164,18 +161,23 @@ static pooled_handle *acquire_handle(void) {
   return h;
 }
 
-void kvik__http_atfork_prepare(void) { pthread_mutex_lock(&pool_lock); }
+static void fork_prepare(void) { pthread_mutex_lock(&pool_lock); }
 
-void kvik__http_atfork_parent(void) { pthread_mutex_unlock(&pool_lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&pool_lock); }
 
 /* The idle handles' connections are the parent's too: a TLS stream used from two processes is
  * corrupted, and cleaning a handle up may send on it. The child leaves them alone (a small
  * leak) and connects afresh. */
-void kvik__http_atfork_child(void) {
+static void fork_child(void) {
   pthread_mutex_init(&pool_lock, NULL);
   pthread_cond_init(&pool_cond, NULL);
   idle_list = NULL;
   in_use = 0;
+}
+
+KVIK__ON_LOAD(register_fork_handlers) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_HTTP, &handlers);
 }
 
 /* ---- tracing, without credentials -------------------------------------------------------- */

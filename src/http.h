@@ -70,9 +70,4 @@ int kvik__http_parse_content_range(const char *value, size_t len, int64_t *first
 /* 1 and libcurl's version in detail, or 0 and why not; see kvik_remote_supported(). */
 int kvik__http_supported(char *detail, size_t len);
 
-/* fork() handlers; see init.c. */
-void kvik__http_atfork_prepare(void);
-void kvik__http_atfork_parent(void);
-void kvik__http_atfork_child(void);
-
 #endif

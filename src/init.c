@@ -1,66 +1,53 @@
-/* One-time initialisation and the fork() handlers of every module that holds locks. */
+/* One-time initialisation, and the fork() handlers that modules registered. */
 #define _GNU_SOURCE
 #include "init.h"
 
+#include <assert.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 
-#include "append.h"
-#include "bounce.h"
-#include "cuda.h"
-#include "cufile.h"
 #include "error.h"
-#include "future.h"
-#include "http.h"
-#include "pool.h"
-#include "registry.h"
-#include "settings.h"
-#include "stream_io.h"
+
+#define MAX_STEPS 4
+
+/* Written while the library loads, before any thread can call kvik__init(); read-only after. */
+static const kvik__fork_handlers *fork_slots[KVIK__FORK_SLOTS];
+static kvik__init_step *steps[MAX_STEPS];
+static size_t nsteps;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_result;
 static char init_message[KVIK_MESSAGE_MAX];
 
-/* Lock order at fork: appends in progress and remote connections (neither held with another
- * lock), buffer registry (which opens cuFile under its lock), cuFile loader (which loads CUDA
- * under its lock), CUDA loader, bounce buffers, pool, completions; released in reverse. */
+void kvik__atfork_register(kvik__fork_slot slot, const kvik__fork_handlers *handlers) {
+  assert(slot < KVIK__FORK_SLOTS && !fork_slots[slot]);
+  fork_slots[slot] = handlers;
+}
+
+void kvik__init_register(kvik__init_step *step) {
+  assert(nsteps < MAX_STEPS);
+  steps[nsteps++] = step;
+}
+
 static void prepare(void) {
-  kvik__append_atfork_prepare();
-  kvik__http_atfork_prepare();
-  kvik__registry_atfork_prepare();
-  kvik__cufile_atfork_prepare();
-  kvik__cuda_atfork_prepare();
-  kvik__bounce_atfork_prepare();
-  kvik__pool_atfork_prepare();
-  kvik__future_atfork_prepare();
+  for (int i = KVIK__FORK_SLOTS - 1; i >= 0; i--)
+    if (fork_slots[i] && fork_slots[i]->prepare) fork_slots[i]->prepare();
 }
 
 static void parent(void) {
-  kvik__future_atfork_parent();
-  kvik__pool_atfork_parent();
-  kvik__bounce_atfork_parent();
-  kvik__cuda_atfork_parent();
-  kvik__cufile_atfork_parent();
-  kvik__registry_atfork_parent();
-  kvik__http_atfork_parent();
-  kvik__append_atfork_parent();
+  for (int i = 0; i < KVIK__FORK_SLOTS; i++)
+    if (fork_slots[i] && fork_slots[i]->parent) fork_slots[i]->parent();
 }
 
 static void child(void) {
-  kvik__future_atfork_child();
-  kvik__pool_atfork_child();
-  kvik__stream_atfork_child();
-  kvik__bounce_atfork_child();
-  kvik__cuda_atfork_child();
-  kvik__cufile_atfork_child();
-  kvik__registry_atfork_child();
-  kvik__http_atfork_child();
-  kvik__append_atfork_child();
+  for (int i = 0; i < KVIK__FORK_SLOTS; i++)
+    if (fork_slots[i] && fork_slots[i]->child) fork_slots[i]->child();
 }
 
 static void initialise(void) {
   pthread_atfork(prepare, parent, child);
-  init_result = kvik__settings_load_env();
+  for (size_t i = 0; i < nsteps && init_result == 0; i++) init_result = steps[i]();
   if (init_result < 0) snprintf(init_message, sizeof init_message, "%s", kvik_last_error());
 }
 

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 
 #include "error.h"
 #include "init.h"
@@ -13,6 +14,21 @@
 
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext primary[MAX_DEVICES]; /* guarded by primary_lock */
+
+int kvik__allocation_range(const char *fn, const void *ptr, char **base, size_t *size) {
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  if (!cu) return kvik__fail(-EINVAL, "%s: %p is not device memory", fn, ptr);
+  CUdeviceptr start = 0;
+  size_t bytes = 0;
+  int attributes[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void *values[] = {&start, &bytes};
+  CUdeviceptr at = (CUdeviceptr)(uintptr_t)ptr;
+  int rc = kvik__cuda_check(cu->cuPointerGetAttributes(2, attributes, values, at), fn,
+                            "cuPointerGetAttributes");
+  *base = (char *)(uintptr_t)start;
+  *size = bytes;
+  return rc;
+}
 
 int kvik__primary_context(const char *fn, int ordinal, CUcontext *ctx) {
   const kvik__cuda_api *cu = kvik__cuda(fn);

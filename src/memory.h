@@ -21,6 +21,9 @@ static inline int kvik__memory_on_device(const kvik__memory *mem) {
   return mem->kind == KVIK_MEMORY_DEVICE || mem->kind == KVIK_MEMORY_MANAGED;
 }
 
+/* The allocation `ptr` points into: its start and size. Returns 0 or a CUDA code. */
+int kvik__allocation_range(const char *fn, const void *ptr, char **base, size_t *size);
+
 /* Make `ctx` current on this thread until kvik__context_pop(). Returns 0 or a CUDA error code. */
 int kvik__context_push(const char *fn, CUcontext ctx);
 void kvik__context_pop(void);

@@ -2,12 +2,12 @@
 #define _GNU_SOURCE
 #include "page_cache.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -17,21 +17,10 @@
 /* cachestat(2) (Linux 6.5+) counts a range's cached pages in the kernel; mincore(2) needs a
  * mapping and reports every page to the caller: for 8 GiB cached on an H100 machine 0.5-0.7 ms
  * against 64-122 ms (bench_zero_copy_probe step 7), a third of what registering the range costs. */
-#ifndef SYS_cachestat
-#define SYS_cachestat 451 /* the same on every architecture; older headers lack it */
-#endif
 
 /* mincore() needs a mapping and one byte per page; a window bounds both for huge files. */
 #define WINDOW_BYTES ((size_t)1 << 30)
 #define VEC_PAGES 4096
-
-struct cachestat_range {
-  uint64_t off, len;
-};
-
-struct cachestat_counts {
-  uint64_t cached, dirty, writeback, evicted, recently_evicted;
-};
 
 /* Set once cachestat(2) was refused as unknown: by an older kernel (ENOSYS), or by a seccomp filter
  * that predates it (ENOSYS or EPERM, as containers' default filters answer). */
@@ -40,9 +29,9 @@ static _Atomic int no_cachestat;
 /* The range's pages that cachestat(2) counts, or -1 when it cannot count them. */
 static int64_t cachestat_pages(int fd, int64_t offset, size_t len) {
   if (atomic_load_explicit(&no_cachestat, memory_order_relaxed)) return -1;
-  struct cachestat_range range = {(uint64_t)offset, len};
-  struct cachestat_counts counts;
-  if (syscall(SYS_cachestat, fd, &range, &counts, 0) == 0) return (int64_t)counts.cached;
+  kvik__cachestat_range range = {(uint64_t)offset, len};
+  kvik__cachestat_counts counts;
+  if (kvik__cachestat(fd, &range, &counts) == 0) return (int64_t)counts.cached;
   if (errno == ENOSYS || errno == EPERM) atomic_store_explicit(&no_cachestat, 1, memory_order_relaxed);
   return -1;
 }
@@ -60,6 +49,7 @@ static int64_t mincore_pages(const char *map, size_t len, size_t page) {
 }
 
 int64_t kvik__page_cache_pages(int fd, const char *map, int64_t offset, size_t len) {
+  assert(offset >= 0 && offset % sysconf(_SC_PAGESIZE) == 0);
   if (len == 0) return 0;
   /* None counted is asked again with mincore: on overlayfs, cachestat sees the overlay's own page
    * cache, which stays empty, while a mapping reaches the pages of the file below. */

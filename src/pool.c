@@ -7,18 +7,21 @@
 #define _GNU_SOURCE
 #include "pool.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "device_io.h"
 #include "error.h"
+#include "init.h"
+#include "settings.h"
 #include "sys.h"
 
 typedef struct pool {
   const char *name;   /* for messages */
-  void (*idle)(void); /* called by a worker before it sleeps or exits, or NULL */
+  void (*idle)(void); /* called by a worker before it sleeps or exits, or NULL; set at load */
   pthread_mutex_t resize_lock, queue_lock;
   pthread_cond_t work_available;
   kvik__task *queue_head, *queue_tail; /* guarded by queue_lock */
@@ -28,16 +31,14 @@ typedef struct pool {
   _Atomic unsigned running;            /* written under resize_lock */
 } pool;
 
-#define POOL_INIT(pool_name, idle_fn)                                                              \
+#define POOL_INIT(pool_name)                                                                       \
   {                                                                                                \
-    .name = pool_name, .idle = idle_fn, .resize_lock = PTHREAD_MUTEX_INITIALIZER,                  \
+    .name = pool_name, .resize_lock = PTHREAD_MUTEX_INITIALIZER,                                   \
     .queue_lock = PTHREAD_MUTEX_INITIALIZER, .work_available = PTHREAD_COND_INITIALIZER,           \
     .configured = 1                                                                                \
   }
 
-/* An IO worker finishes the device reads it deferred before it sleeps (device_io.h). */
-static pool pools[KVIK__POOLS] = {POOL_INIT("thread pool", kvik__device_settle),
-                                  POOL_INIT("host thread pool", NULL)};
+static pool pools[KVIK__POOLS] = {POOL_INIT("thread pool"), POOL_INIT("host thread pool")};
 
 static _Thread_local pool *worker_of; /* the pool whose thread this is, or NULL */
 
@@ -78,8 +79,14 @@ static void *worker_main(void *arg) {
 
 int kvik__pool_in_worker(void) { return worker_of == &pools[KVIK__POOL_IO]; }
 
+void kvik__pool_set_idle(kvik__pool_id id, void (*idle)(void)) {
+  assert(id < KVIK__POOLS && !pools[id].idle && atomic_load(&pools[id].running) == 0);
+  pools[id].idle = idle;
+}
+
 /* Start up to n threads. Called with resize_lock held and no threads running. */
 static int start_threads(pool *p, unsigned n) {
+  assert(n > 0 && !p->threads && atomic_load(&p->running) == 0);
   p->threads = kvik__calloc(n, sizeof *p->threads);
   if (!p->threads) return kvik__fail(-ENOMEM, "%s: out of memory for %u threads", p->name, n);
   unsigned started = 0;
@@ -135,6 +142,7 @@ static int ensure_started(pool *p) {
 }
 
 int kvik__pool_submit(kvik__pool_id id, kvik__task *first, kvik__task *last) {
+  assert(id < KVIK__POOLS && first && last);
   pool *p = &pools[id];
   last->next = NULL;
   /* `running` is checked under queue_lock so that a resize that fails to start threads, and
@@ -170,7 +178,13 @@ static int resize(pool *p, unsigned nthreads) {
   return rc;
 }
 
-int kvik__pool_resize(unsigned nthreads) {
+/* Both pools take KVIK_SETTING_NUM_THREADS: a running pool is resized at once, running tasks
+ * finish, queued tasks wait for the new threads. Returns 0; -EDEADLK when called from a pool
+ * thread; a negative errno when no thread could be started (queued tasks then run on the calling
+ * thread, so none is lost). */
+static int resize_all(int64_t setting) {
+  assert(setting >= 1 && setting <= UINT_MAX); /* the setting's range */
+  unsigned nthreads = (unsigned)setting;
   if (worker_of)
     return kvik__fail(-EDEADLK, "%s: cannot resize from one of its own threads", worker_of->name);
   int rc = 0;
@@ -181,14 +195,14 @@ int kvik__pool_resize(unsigned nthreads) {
   return rc;
 }
 
-void kvik__pool_atfork_prepare(void) {
+static void fork_prepare(void) {
   for (int i = 0; i < KVIK__POOLS; i++) {
     pthread_mutex_lock(&pools[i].resize_lock);
     pthread_mutex_lock(&pools[i].queue_lock);
   }
 }
 
-void kvik__pool_atfork_parent(void) {
+static void fork_parent(void) {
   for (int i = KVIK__POOLS - 1; i >= 0; i--) {
     pthread_mutex_unlock(&pools[i].queue_lock);
     pthread_mutex_unlock(&pools[i].resize_lock);
@@ -196,8 +210,8 @@ void kvik__pool_atfork_parent(void) {
 }
 
 /* The child has none of the parent's threads. Forget them and the queues (their tasks belong to
- * futures that kvik__future_atfork_child cancels); threads start again on the next submit. */
-void kvik__pool_atfork_child(void) {
+ * futures that future.c's fork handler cancels); threads start again on the next submit. */
+static void fork_child(void) {
   for (int i = 0; i < KVIK__POOLS; i++) {
     pool *p = &pools[i];
     pthread_mutex_init(&p->resize_lock, NULL);
@@ -209,4 +223,10 @@ void kvik__pool_atfork_child(void) {
     p->threads = NULL;
     atomic_store(&p->running, 0);
   }
+}
+
+KVIK__ON_LOAD(install_hooks) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_POOL, &handlers);
+  kvik__setting_watch(KVIK_SETTING_NUM_THREADS, resize_all);
 }

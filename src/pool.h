@@ -3,7 +3,7 @@
  * Tasks never wait on other tasks: a request's last task to finish completes its future
  * (future.c), so no thread of a pool ever blocks on work queued behind it.
  *
- * Two pools, of KVIK_SETTING_NUM_THREADS threads each:
+ * Two pools, of KVIK_SETTING_NUM_THREADS threads each (a change resizes them: see pool.c):
  *  - KVIK__POOL_IO runs requests: file IO, and the copies to and from device memory;
  *  - KVIK__POOL_HOST runs the host side of stream-ordered requests (stream_io.c), whose tasks
  *    never make a CUDA call. A CUDA stream waits for them, and a call such as cuMemFree waits for
@@ -24,17 +24,12 @@ typedef enum kvik__pool_id { KVIK__POOL_IO, KVIK__POOL_HOST, KVIK__POOLS } kvik_
  * be started (then nothing was queued). */
 int kvik__pool_submit(kvik__pool_id pool, kvik__task *first, kvik__task *last);
 
-/* Set the number of threads of both pools. A running pool is resized at once: running tasks
- * finish, queued tasks wait for the new threads. Returns 0; -EDEADLK when called from a pool
- * thread; a negative errno when no thread could be started (queued tasks then run on the calling
- * thread, so none is lost). */
-int kvik__pool_resize(unsigned nthreads);
-
 /* Whether the calling thread is one of KVIK__POOL_IO's. */
 int kvik__pool_in_worker(void);
 
-void kvik__pool_atfork_prepare(void);
-void kvik__pool_atfork_parent(void);
-void kvik__pool_atfork_child(void);
+/* Have each thread of `pool` call `idle` before it sleeps or exits: how a higher layer finishes
+ * work a thread deferred (device_io.c: the device reads whose copies still run). Call it while
+ * the library loads (KVIK__ON_LOAD, init.h), before any thread starts. */
+void kvik__pool_set_idle(kvik__pool_id pool, void (*idle)(void));
 
 #endif

@@ -6,9 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "op.h"
 #include "sys.h"
-
-typedef enum kvik__op { KVIK__READ, KVIK__WRITE } kvik__op;
 
 /* O_DIRECT needs buffer, offset and size aligned; a page satisfies every device we meet. */
 #define KVIK__DIRECT_ALIGNMENT 4096

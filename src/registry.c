@@ -4,16 +4,15 @@
  * inside it, reports double registration and unknown buffers the same way whether cuFile is in
  * use or not, and knows which context to make current when the buffer is deregistered. */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "cufile.h"
 #include "error.h"
-#include "gds.h"
 #include "init.h"
 #include "memory.h"
-#include "registry.h"
 #include "settings.h"
 #include "sys.h"
 
@@ -77,9 +76,7 @@ static int buffer_call(const char *fn, const kvik__cufile_api *cf, CUcontext ctx
 
 /* The allocation `ptr` points into, which must be device memory. */
 static int device_allocation(const char *fn, const void *ptr, kvik__memory *mem, char **base, size_t *size) {
-  if (!ptr) return kvik__fail(-EINVAL, "%s: NULL pointer", fn);
-  int rc = kvik__init();
-  if (rc == 0) rc = kvik__memory_classify(fn, ptr, mem);
+  int rc = kvik__memory_classify(fn, ptr, mem);
   if (rc < 0) return rc;
   if (mem->kind != KVIK_MEMORY_DEVICE) return kvik__fail(-EINVAL, "%s(%p): not device memory", fn, ptr);
   return kvik__allocation_range(fn, ptr, base, size);
@@ -89,10 +86,12 @@ static void remove_locked(record *r) { *r = records[--count]; }
 
 int kvik_cufile_buffer_register(const void *ptr, int flags) {
   static const char fn[] = "kvik_cufile_buffer_register";
+  if (!ptr) return kvik__fail(-EINVAL, "%s: NULL pointer", fn);
   kvik__memory mem;
   char *base;
   size_t size;
-  int rc = device_allocation(fn, ptr, &mem, &base, &size);
+  int rc = kvik__init();
+  if (rc == 0) rc = device_allocation(fn, ptr, &mem, &base, &size);
   if (rc < 0) return rc;
   pthread_mutex_lock(&lock);
   if (find_locked(base))
@@ -106,6 +105,7 @@ int kvik_cufile_buffer_register(const void *ptr, int flags) {
   if (rc == 0 && cf) rc = buffer_call(fn, cf, mem.ctx, base, size, flags, 1);
   pthread_mutex_lock(&lock);
   record *r = find_locked(base);
+  assert(r && r->pending); /* reserved above: no other call takes or removes a pending record */
   if (rc < 0) {
     remove_locked(r);
   } else {
@@ -118,10 +118,12 @@ int kvik_cufile_buffer_register(const void *ptr, int flags) {
 
 int kvik_cufile_buffer_deregister(const void *ptr) {
   static const char fn[] = "kvik_cufile_buffer_deregister";
+  if (!ptr) return kvik__fail(-EINVAL, "%s: NULL pointer", fn);
   kvik__memory mem;
   char *base;
   size_t size;
-  int rc = device_allocation(fn, ptr, &mem, &base, &size);
+  int rc = kvik__init();
+  if (rc == 0) rc = device_allocation(fn, ptr, &mem, &base, &size);
   if (rc < 0) return rc;
   pthread_mutex_lock(&lock);
   record *r = find_locked(base), taken = {0};
@@ -141,8 +143,7 @@ int kvik_cufile_buffer_deregister(const void *ptr) {
 /* ---- streams --------------------------------------------------------------------------------- */
 
 static int stream_call(const char *fn, void *stream, unsigned flags, int registering) {
-  int rc = kvik__init();
-  if (rc < 0) return rc;
+  int rc;
   const kvik__cufile_api *cf = cufile_for(fn, &rc);
   if (!cf || !cf->cuFileStreamRegister) return rc;
   rc = kvik__cufile_enter(fn);
@@ -154,18 +155,29 @@ static int stream_call(const char *fn, void *stream, unsigned flags, int registe
   return rc;
 }
 
-int kvik_cufile_stream_register(void *stream, unsigned flags) { return stream_call("kvik_cufile_stream_register", stream, flags, 1); }
+int kvik_cufile_stream_register(void *stream, unsigned flags) {
+  int rc = kvik__init();
+  return rc < 0 ? rc : stream_call("kvik_cufile_stream_register", stream, flags, 1);
+}
 
-int kvik_cufile_stream_deregister(void *stream) { return stream_call("kvik_cufile_stream_deregister", stream, 0, 0); }
+int kvik_cufile_stream_deregister(void *stream) {
+  int rc = kvik__init();
+  return rc < 0 ? rc : stream_call("kvik_cufile_stream_deregister", stream, 0, 0);
+}
 
 /* ---- fork ------------------------------------------------------------------------------------ */
 
-void kvik__registry_atfork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
 
-void kvik__registry_atfork_parent(void) { pthread_mutex_unlock(&lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
 
 /* Registrations belong to the parent's cuFile driver, which the child does not have. */
-void kvik__registry_atfork_child(void) {
+static void fork_child(void) {
   pthread_mutex_init(&lock, NULL);
   count = 0;
+}
+
+KVIK__ON_LOAD(register_fork_handlers) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_REGISTRY, &handlers);
 }

@@ -10,7 +10,6 @@
 #include "cancel.h"
 #include "cuda.h"
 #include "error.h"
-#include "init.h"
 #include "pool.h"
 #include "settings.h"
 
@@ -260,8 +259,7 @@ int kvik__request_check(const kvik__request *req, kvik_future **out, kvik__memor
   int rc = kvik__request_check_args(req);
   if (rc < 0) return rc;
   if (!out) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL future", req->fn, req->source->name);
-  rc = kvik__init();
-  return rc < 0 ? rc : kvik__memory_classify(req->fn, req->buf, mem);
+  return kvik__memory_classify(req->fn, req->buf, mem);
 }
 
 /* Whether the request appends: a write to an append handle. */
@@ -412,13 +410,11 @@ static int submit(kvik_future *future, size_t ntasks) {
 
 int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   if (out) *out = NULL;
-  int rc = kvik__init();
-  if (rc < 0) return rc;
   size_t task_size = req->task_size ? req->task_size : (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
   int inline_run = req->size == 0 || (blocking && (req->size <= task_size || appends(req))) ||
                    req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   size_t ntasks = 0;
-  rc = prepare(req, inline_run, out, &ntasks);
+  int rc = prepare(req, inline_run, out, &ntasks);
   if (rc < 0) return rc;
   if (inline_run) {
     io_task *tasks = kvik__future_extra(*out);

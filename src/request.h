@@ -48,8 +48,8 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out);
 int kvik__request_check_args(const kvik__request *req);
 
 /* Every check a request gets before it starts: kvik__request_check_args(), a future to store
- * (`out`), the library's initialisation; then the buffer's kind and context in *mem. Returns 0,
- * or a negative code with a message. */
+ * (`out`); then the buffer's kind and context in *mem. (The library is initialised: its source's
+ * handle was opened after kvik__init() succeeded.) Returns 0, or a negative code with a message. */
 int kvik__request_check(const kvik__request *req, kvik_future **out, kvik__memory *mem);
 
 /* Start the request and wait for it. Returns the byte count or a negative code. */

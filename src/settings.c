@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "settings.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -16,8 +17,6 @@
 
 #include "error.h"
 #include "init.h"
-#include "pool.h"
-#include "zero_copy.h"
 
 typedef enum { KIND_TRISTATE, KIND_BOOL, KIND_COUNT, KIND_BYTES, KIND_STATUS_LIST } value_kind;
 
@@ -57,6 +56,8 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
 
 static _Atomic int64_t values[KVIK_SETTING_COUNT];
 static _Atomic int sources[KVIK_SETTING_COUNT];
+/* Written while the library loads, before any thread can change a setting; read-only after. */
+static kvik__setting_watcher *watchers[KVIK_SETTING_COUNT];
 
 /* KVIK_SETTING_HTTP_STATUS_CODES, one bit per status; its values[] entry is unused. A change
  * stores word by word: a request that reads the set meanwhile may see part of the change. */
@@ -262,13 +263,26 @@ static int load_one(kvik_setting s) {
   return 0;
 }
 
-int kvik__settings_load_env(void) {
+void kvik__setting_watch(kvik_setting setting, kvik__setting_watcher *watcher) {
+  assert(valid_setting(setting) && descs[setting].kind != KIND_STATUS_LIST && !watchers[setting]);
+  watchers[setting] = watcher;
+}
+
+static int notify(kvik_setting s, int64_t value) { return watchers[s] ? watchers[s](value) : 0; }
+
+static int load_env(void) {
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
     int rc = load_one((kvik_setting)s);
     if (rc < 0) return rc;
   }
-  return kvik__pool_resize((unsigned)atomic_load(&values[KVIK_SETTING_NUM_THREADS]));
+  for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
+    int rc = notify((kvik_setting)s, atomic_load(&values[s]));
+    if (rc < 0) return rc;
+  }
+  return 0;
 }
+
+KVIK__ON_LOAD(register_init_step) { kvik__init_register(load_env); }
 
 int64_t kvik__setting(kvik_setting setting) { return atomic_load(&values[setting]); }
 
@@ -290,15 +304,17 @@ int kvik_setting_get(kvik_setting setting, int64_t *value) {
   return 0;
 }
 
-/* Serialises changes, so that a value and the pool size it implies always agree. */
+/* Serialises changes, so that a value and what its watcher made of it (the pool's size) always
+ * agree. */
 static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A thread count applies even when its threads cannot start now: the pool tries again on its
  * next use, so the setting and the pool agree either way. */
 static int set_checked(kvik_setting s, int64_t value) {
+  assert(valid_setting(s) && descs[s].kind != KIND_STATUS_LIST);
+  assert(value >= descs[s].min && value <= descs[s].max);
   pthread_mutex_lock(&set_lock);
-  int rc = s == KVIK_SETTING_NUM_THREADS ? kvik__pool_resize((unsigned)value) : 0;
-  if (s == KVIK_SETTING_ZERO_COPY_READ) kvik__zc_retry();
+  int rc = notify(s, value);
   if (rc != -EDEADLK) {
     atomic_store(&values[s], value);
     atomic_store(&sources[s], KVIK_SOURCE_API);

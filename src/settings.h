@@ -6,14 +6,22 @@
 
 #include "kvik.h"
 
-/* Read every setting's environment variable. Called once, by kvik__init(). Returns 0, or
- * KVIK_ECONFIG with the detail message naming the first bad variable and its value. */
-int kvik__settings_load_env(void);
-
-/* The current value of a setting. Only meaningful after kvik__init() succeeded. */
+/* The current value of a setting. Only meaningful after kvik__init() succeeded: its step here
+ * reads every setting's environment variable (an invalid value makes it fail with KVIK_ECONFIG,
+ * the detail message naming the first bad variable and its value). */
 int64_t kvik__setting(kvik_setting setting);
 
 /* Whether a response with this HTTP status is tried again (KVIK_SETTING_HTTP_STATUS_CODES). */
 int kvik__http_status_retryable(long status);
+
+/* Told each value a setting takes: the environment's (or the default) in kvik__init(), then each
+ * value set through the API, before it applies; calls are serialised. Returns 0, or a negative
+ * code that the call making the change returns: the value applies all the same, except after
+ * -EDEADLK (it cannot be applied from this thread), which leaves the setting as it was. */
+typedef int kvik__setting_watcher(int64_t value);
+
+/* Make `watcher` the one of `setting` (a setting with an int64_t value). Call it while the library
+ * loads (KVIK__ON_LOAD, init.h), so that no change can come before it. */
+void kvik__setting_watch(kvik_setting setting, kvik__setting_watcher *watcher);
 
 #endif

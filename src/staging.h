@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 #include "cuda.h"
-#include "posix_io.h"
+#include "op.h"
 
 #define KVIK__STAGING_BYTES ((size_t)64 << 20)
 #define KVIK__STAGING_UNIT ((size_t)64 << 10)

@@ -242,12 +242,17 @@ static void retire(ring *r) {
   pthread_mutex_unlock(&retired_lock);
 }
 
-void kvik__stream_atfork_child(void) {
+static void fork_child(void) {
   pthread_mutex_init(&retired_lock, NULL);
   pthread_mutex_init(&probe_lock, NULL);
   probe_page = NULL;
   retired = NULL; /* pinned memory of the parent's CUDA, which the child cannot use */
   release_queued = 0;
+}
+
+KVIK__ON_LOAD(register_fork_handlers) {
+  static const kvik__fork_handlers handlers = {NULL, NULL, fork_child};
+  kvik__atfork_register(KVIK__FORK_STREAM, &handlers);
 }
 
 /* ---- the host functions ---------------------------------------------------------------------- */

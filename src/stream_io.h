@@ -18,6 +18,4 @@ int kvik__stream_request_start(kvik__request *req, void *stream, int64_t source_
  * calls. */
 void kvik__stream_release_retired(void);
 
-void kvik__stream_atfork_child(void);
-
 #endif

@@ -15,7 +15,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -33,7 +35,9 @@ typedef enum {
   KVIK__FAULT_ALLOC,  /* malloc, calloc, realloc, strdup, strndup, posix_memalign */
   KVIK__FAULT_THREAD, /* pthread_create */
   KVIK__FAULT_DLOPEN,
-  KVIK__FAULT_COPY, /* process_vm_readv, process_vm_writev */
+  KVIK__FAULT_COPY,      /* process_vm_readv, process_vm_writev */
+  KVIK__FAULT_URING,     /* io_uring_setup, io_uring_enter, io_uring_register */
+  KVIK__FAULT_CACHESTAT, /* cachestat */
   KVIK__FAULT_CALLS
 } kvik__fault_call;
 
@@ -213,6 +217,69 @@ static inline void kvik__pause_ns(long ns) {
   struct timespec t = {ns / 1000000000, ns % 1000000000};
   nanosleep(&t, NULL);
 }
+
+/* ---- system calls that libc has no function for, made through syscall(2) ------------------- */
+
+/* io_uring(7). io_uring_enter() is not retried when interrupted: a wait that a signal ends returns
+ * -1 with EINTR, and its caller decides whether to wait again (its deadline may have passed). */
+struct io_uring_params;
+
+static inline int kvik__io_uring_setup_at(const char *site, unsigned entries,
+                                          struct io_uring_params *params) {
+  long r;
+  do {
+    int err = kvik__fault_errno(KVIK__FAULT_URING, site);
+    r = err ? (errno = err, -1) : syscall(__NR_io_uring_setup, entries, params);
+  } while (r < 0 && errno == EINTR);
+  return (int)r;
+}
+#define kvik__io_uring_setup(entries, params) kvik__io_uring_setup_at(KVIK__SITE, entries, params)
+
+static inline int kvik__io_uring_enter_at(const char *site, int fd, unsigned to_submit,
+                                          unsigned min_complete, unsigned flags, void *arg,
+                                          size_t arg_len) {
+  int err = kvik__fault_errno(KVIK__FAULT_URING, site);
+  if (err) return errno = err, -1;
+  return (int)syscall(__NR_io_uring_enter, fd, to_submit, min_complete, flags, arg, arg_len);
+}
+#define kvik__io_uring_enter(fd, to_submit, min_complete, flags, arg, arg_len) \
+  kvik__io_uring_enter_at(KVIK__SITE, fd, to_submit, min_complete, flags, arg, arg_len)
+
+static inline int kvik__io_uring_register_at(const char *site, int fd, unsigned opcode, void *arg,
+                                             unsigned nr_args) {
+  long r;
+  do {
+    int err = kvik__fault_errno(KVIK__FAULT_URING, site);
+    r = err ? (errno = err, -1) : syscall(__NR_io_uring_register, fd, opcode, arg, nr_args);
+  } while (r < 0 && errno == EINTR);
+  return (int)r;
+}
+#define kvik__io_uring_register(fd, opcode, arg, nr_args) \
+  kvik__io_uring_register_at(KVIK__SITE, fd, opcode, arg, nr_args)
+
+/* cachestat(2) (Linux 6.5): how many pages of [range->off, range->off + range->len) of `fd` the
+ * page cache holds. Kernels before it fail with ENOSYS; seccomp filters that predate it with
+ * ENOSYS or EPERM. */
+#ifndef SYS_cachestat
+#define SYS_cachestat 451 /* the same on every architecture; older headers lack it */
+#endif
+typedef struct kvik__cachestat_range {
+  uint64_t off, len;
+} kvik__cachestat_range;
+typedef struct kvik__cachestat_counts {
+  uint64_t cached, dirty, writeback, evicted, recently_evicted;
+} kvik__cachestat_counts;
+
+static inline int kvik__cachestat_at(const char *site, int fd, kvik__cachestat_range *range,
+                                     kvik__cachestat_counts *counts) {
+  long r;
+  do {
+    int err = kvik__fault_errno(KVIK__FAULT_CACHESTAT, site);
+    r = err ? (errno = err, -1) : syscall(SYS_cachestat, fd, range, counts, 0);
+  } while (r < 0 && errno == EINTR);
+  return (int)r;
+}
+#define kvik__cachestat(fd, range, counts) kvik__cachestat_at(KVIK__SITE, fd, range, counts)
 
 /* dlerror() says nothing after an injected failure; callers report a generic reason then. */
 static inline void *kvik__dlopen_at(const char *site, const char *file, int flags) {

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "uring.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <linux/io_uring.h>
 #include <pthread.h>
@@ -15,13 +16,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include "error.h"
-#include "file.h"
 #include "init.h"
 #include "sys.h"
 
@@ -64,6 +63,7 @@ struct kvik__uring {
   int canceling;      /* a cancel request is out: -ECANCELED and -EINTR mean canceled */
   char *fixed;        /* the registered buffer, or NULL */
   size_t fixed_len;
+  kvik__uring_rest *rest;
   unsigned max_ops;
   ring_op ops[];
 };
@@ -75,8 +75,8 @@ static unsigned round_up_pow2(unsigned n) {
 }
 
 static int enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags, void *arg, size_t arg_len) {
-  long r = syscall(__NR_io_uring_enter, fd, to_submit, min_complete, flags, arg, arg_len);
-  return r < 0 ? -errno : (int)r;
+  int r = kvik__io_uring_enter(fd, to_submit, min_complete, flags, arg, arg_len);
+  return r < 0 ? -errno : r;
 }
 
 /* ---- setting up ---------------------------------------------------------------------------- */
@@ -88,8 +88,8 @@ static int setup_fd(unsigned entries, unsigned cq_entries, struct io_uring_param
     memset(p, 0, sizeof *p);
     p->flags = IORING_SETUP_CQSIZE | (attempt == 0 ? optional : 0);
     p->cq_entries = cq_entries;
-    long fd = syscall(__NR_io_uring_setup, entries, p);
-    if (fd >= 0) return (int)fd;
+    int fd = kvik__io_uring_setup(entries, p);
+    if (fd >= 0) return fd;
     if (errno != EINVAL) return -errno;
   }
   return -EINVAL;
@@ -126,11 +126,13 @@ static int map_rings(kvik__uring *r, const struct io_uring_params *p) {
 /* The features kvik needs: completions never dropped (5.5), and waits with a timeout (5.11). */
 static const unsigned needed_features = IORING_FEAT_SINGLE_MMAP | IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG;
 
-int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring **ring) {
+int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring_rest *rest,
+                       kvik__uring **ring) {
   *ring = NULL;
   kvik__uring *r = kvik__calloc(1, sizeof *r + max_ops * sizeof r->ops[0]);
   if (!r) return kvik__fail(-ENOMEM, "%s: out of memory for an io_uring of %u operations", fn, max_ops);
   r->max_ops = max_ops;
+  r->rest = rest;
   r->pid = getpid();
   struct io_uring_params p;
   unsigned cq_entries = round_up_pow2(max_ops < 2 ? 2 : max_ops);
@@ -153,7 +155,7 @@ int kvik__uring_forked(const kvik__uring *r) { return r->pid != getpid(); }
 
 int kvik__uring_register_buffer(kvik__uring *r, char *base, size_t len) {
   struct iovec iov = {base, len};
-  if (syscall(__NR_io_uring_register, r->fd, IORING_REGISTER_BUFFERS, &iov, 1) < 0) return -errno;
+  if (kvik__io_uring_register(r->fd, IORING_REGISTER_BUFFERS, &iov, 1) < 0) return -errno;
   r->fixed = base;
   r->fixed_len = len;
   return 0;
@@ -190,6 +192,7 @@ static struct io_uring_sqe *next_sqe(kvik__uring *r) {
 }
 
 static void push_sqe(kvik__uring *r) {
+  assert(r->queued < r->sq_entries); /* a full queue is submitted before an entry is taken */
   unsigned tail = atomic_load_explicit(r->sq_tail, memory_order_relaxed);
   r->sq_array[tail & r->sq_mask] = tail & r->sq_mask;
   atomic_store_explicit(r->sq_tail, tail + 1, memory_order_release);
@@ -198,13 +201,15 @@ static void push_sqe(kvik__uring *r) {
 
 /* The byte count of an operation once the ring took it as far as it would: the rest, if any,
  * goes through the file's own path, which also tells the end of the file from a short count. */
-static ssize_t finish_op(const kvik__uring_op *op, ssize_t res) {
+static ssize_t finish_op(const kvik__uring *r, const kvik__uring_op *op, ssize_t res) {
   if (res >= 0 && (size_t)res == op->size) return res;
   if (res == 0 && op->op == KVIK__READ) return 0;
   int again = res == -EINTR || res == -EAGAIN || (res == -EINVAL && op->direct);
   if (res < 0 && !again) return res;
   size_t moved = res > 0 ? (size_t)res : 0, rest = 0;
-  int rc = kvik__file_transfer(op->file, op->op, op->buf + moved, op->size - moved, op->offset + (int64_t)moved, &rest);
+  assert(r->rest); /* a ring that takes operations was given one */
+  int rc = r->rest(op->file, op->op, op->buf + moved, op->size - moved,
+                   op->offset + (int64_t)moved, &rest);
   return rc < 0 ? rc : (ssize_t)(moved + rest);
 }
 
@@ -216,8 +221,9 @@ static void take_back_queued(kvik__uring *r) {
   for (; head != tail; head++) {
     uint64_t tag = r->sqes[r->sq_array[head & r->sq_mask]].user_data;
     if (tag == CANCEL_TAG) continue;
+    assert(tag < r->max_ops && r->ops[tag].in_flight);
     ring_op *o = &r->ops[tag];
-    o->result = finish_op(&o->op, -EAGAIN);
+    o->result = finish_op(r, &o->op, -EAGAIN);
     o->ended = 1;
     r->ended++;
   }
@@ -240,6 +246,7 @@ void kvik__uring_submit(kvik__uring *r) {
 }
 
 void kvik__uring_start(kvik__uring *r, unsigned id, const kvik__uring_op *op) {
+  assert(id < r->max_ops && !r->ops[id].in_flight);
   if (r->queued == r->sq_entries) kvik__uring_submit(r);
   r->ops[id] = (ring_op){*op, 1, 0, 0};
   r->in_flight++;
@@ -276,6 +283,7 @@ static ssize_t ring_result(const kvik__uring_op *op, ssize_t res) {
 }
 
 static void report(kvik__uring *r, unsigned id, ssize_t result, int canceled, kvik__uring_done *done, void *ctx) {
+  assert(r->ops[id].in_flight && r->in_flight > 0);
   r->ops[id].in_flight = 0;
   r->in_flight--;
   if (done) done(ctx, id, result, canceled);
@@ -304,7 +312,7 @@ static void drain(kvik__uring *r, kvik__uring_done *done, void *ctx) {
     if (tag >= r->max_ops || !r->ops[tag].in_flight) continue; /* the cancel request's own */
     const kvik__uring_op *op = &r->ops[tag].op;
     int canceled = r->canceling && (res == -ECANCELED || res == -EINTR);
-    ssize_t result = canceled ? -ECANCELED : !done ? res : finish_op(op, ring_result(op, res));
+    ssize_t result = canceled ? -ECANCELED : !done ? res : finish_op(r, op, ring_result(op, res));
     report(r, (unsigned)tag, result, canceled, done, ctx);
   }
   if (r->in_flight == 0) r->canceling = 0;
@@ -347,7 +355,7 @@ static void probe(void) {
   const char *release = uname(&u) == 0 ? u.release : "unknown";
   char saved[KVIK_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", kvik_last_error());
-  if (kvik__uring_create("kvik_io_uring_supported", 2, &r) == 0) {
+  if (kvik__uring_create("kvik_io_uring_supported", 2, NULL, &r) == 0) {
     kvik__uring_free(r);
     probe_result = 1;
     snprintf(probe_why, sizeof probe_why, "available (Linux %s)", release);

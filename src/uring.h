@@ -9,14 +9,14 @@
 #include <sys/types.h>
 
 #include "kvik.h"
-#include "posix_io.h"
+#include "op.h"
 
 typedef struct kvik__uring kvik__uring;
 
 /* One operation: `fd` is the descriptor the ring reads or writes through (the file's O_DIRECT
  * one where the whole range may go direct). Whatever the ring leaves unfinished (a short count,
  * an interrupted call, O_DIRECT refused by the file system) is finished on the thread that
- * collects it, through the file's own path, as kvik_file_pread/pwrite would. */
+ * collects it, through the ring's kvik__uring_rest. */
 typedef struct kvik__uring_op {
   kvik_file *file;
   kvik__op op;
@@ -27,9 +27,18 @@ typedef struct kvik__uring_op {
   int64_t offset;
 } kvik__uring_op;
 
-/* A ring for up to max_ops operations in flight. Returns 0, or a negative code with a message
- * (-ENOSYS, -EPERM: the kernel or its policy refuses io_uring; -EOPNOTSUPP: too old a kernel). */
-int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring **ring);
+/* Moves `size` bytes of an operation's file on this thread, without the ring, as a task of
+ * kvik_file_pread or kvik_file_pwrite would (file.c: kvik__file_transfer, which the caller of
+ * kvik__uring_create passes, as this layer may not call it). Returns 0 with *done, or a negative
+ * code with a message. */
+typedef int kvik__uring_rest(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset,
+                             size_t *done);
+
+/* A ring for up to max_ops operations in flight, which finishes what it leaves unfinished with
+ * `rest`. Returns 0, or a negative code with a message (-ENOSYS, -EPERM: the kernel or its policy
+ * refuses io_uring; -EOPNOTSUPP: too old a kernel). */
+int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring_rest *rest,
+                       kvik__uring **ring);
 
 /* Waits for what is in flight (the kernel writes into its buffers), then frees the ring. In a
  * child after fork() it only lets go of the child's copies: the ring is the parent's. */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "init.h"
 #include "memory.h"
 #include "page_cache.h"
 #include "settings.h"
@@ -25,7 +26,15 @@ static _Atomic int unsupported;
 /* Held by the one thread of the process that registers (see zero_copy.h). */
 static atomic_flag registering = ATOMIC_FLAG_INIT;
 
-void kvik__zc_retry(void) { atomic_store(&unsupported, 0); }
+/* The setting was set again: try the driver once more even if it refused read-only
+ * registration before. */
+static int retry(int64_t mode) {
+  (void)mode;
+  atomic_store(&unsupported, 0);
+  return 0;
+}
+
+KVIK__ON_LOAD(watch_setting) { kvik__setting_watch(KVIK_SETTING_ZERO_COPY_READ, retry); }
 
 void kvik__zc_init(kvik__zc_file *zc, int fd) {
   memset(zc, 0, sizeof *zc);

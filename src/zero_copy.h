@@ -108,8 +108,4 @@ int kvik__zc_registered(kvik__zc_file *zc, int64_t offset);
 /* The copies from the pointer kvik__zc_begin() gave are complete (or failed). */
 void kvik__zc_done(kvik__zc_file *zc);
 
-/* The setting was set again: try the driver once more even if it refused read-only
- * registration before. */
-void kvik__zc_retry(void);
-
 #endif
