@@ -342,8 +342,8 @@ void kvik__device_settle(void) {
 
 /* Read the range chunk by chunk, each into the slot whose copy was queued first, once that copy
  * is done. Returns 0 or the first error. */
-static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, CUdeviceptr dev, size_t size,
-                        int64_t offset, kvik__host_transfer transfer, void *source) {
+static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, CUdeviceptr dev,
+                        size_t size, int64_t offset) {
   for (size_t pos = 0; pos < size;) {
     unsigned s = l->next;
     slot *sl = &l->slot[s];
@@ -357,7 +357,7 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     }
     l->next ^= 1;
     size_t n = size - pos < l->chunk ? size - pos : l->chunk, got = 0;
-    int rc = transfer(source, KVIK__READ, sl->buf, n, offset + (int64_t)pos, &got);
+    int rc = r->transfer(r->source, KVIK__READ, sl->buf, n, offset + (int64_t)pos, &got);
     if (got > 0) {
       sl->bytes = got;
       if (!r->relay || !post(r->relay, l, s, dev + pos)) {
@@ -393,25 +393,25 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
   return 0;
 }
 
-int kvik__device_read_begin(const char *fn, const kvik__memory *mem, size_t task_size, kvik__device_read *r) {
-  *r = (kvik__device_read){.finish = r->finish, .fn = fn, .relay = r->relay};
-  int rc = kvik__context_push(fn, mem->ctx);
+int kvik__device_read_begin(kvik__device_read *r, const kvik__device_io *io) {
+  *r = (kvik__device_read){.finish = r->finish, .fn = io->fn, .relay = r->relay,
+                           .transfer = io->transfer, .source = io->source};
+  int rc = kvik__context_push(io->fn, io->mem->ctx);
   if (rc < 0) {
     r->rc = rc;
     return rc;
   }
   r->pushed = 1;
-  rc = read_lane(fn, kvik__cuda_if_present(), mem, chunk_size(task_size), &r->lane);
+  rc = read_lane(io->fn, kvik__cuda_if_present(), io->mem, chunk_size(io->task_size), &r->lane);
   if (rc < 0) r->rc = rc;
   return rc;
 }
 
-size_t kvik__device_read_bounced(kvik__device_read *r, char *dev, size_t size, int64_t offset,
-                                 kvik__host_transfer transfer, void *source) {
+size_t kvik__device_read_bounced(kvik__device_read *r, char *dev, size_t size, int64_t offset) {
   if (r->rc < 0) return 0;
   size_t before = r->issued_bytes;
-  int rc = queue_chunks(kvik__cuda_if_present(), r->lane, r, (CUdeviceptr)(uintptr_t)dev, size, offset, transfer,
-                        source);
+  CUdeviceptr to = (CUdeviceptr)(uintptr_t)dev;
+  int rc = queue_chunks(kvik__cuda_if_present(), r->lane, r, to, size, offset);
   if (rc < 0) r->rc = rc;
   return r->issued_bytes - before;
 }
@@ -476,26 +476,25 @@ void kvik__device_read_end(kvik__device_read *r, int may_defer) {
   if (pushed) kvik__context_pop();
 }
 
-void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                          size_t task_size, kvik__host_transfer transfer, void *source, int may_defer,
-                          kvik__device_read *r) {
-  if (kvik__device_read_begin(fn, mem, task_size, r) == 0)
-    kvik__device_read_bounced(r, dev, size, offset, transfer, source);
+void kvik__read_to_device(const kvik__device_io *io, int may_defer, kvik__device_read *r) {
+  if (kvik__device_read_begin(r, io) == 0)
+    kvik__device_read_bounced(r, io->dev, io->size, io->offset);
   kvik__device_read_end(r, may_defer);
 }
 
 /* ---- writes ----------------------------------------------------------------------------- */
 
-int kvik__device_write(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                       size_t task_size, kvik__host_transfer transfer, void *source, size_t *done) {
+int kvik__device_write(const kvik__device_io *io, size_t *done) {
   *done = 0;
   kvik__device_settle(); /* writes use the lane's events */
-  if (size == 0) return 0;
-  pipeline p = {fn, kvik__cuda_if_present(), NULL, {NULL, NULL}, chunk_size(task_size), transfer, source};
-  int rc = kvik__context_push(fn, mem->ctx);
+  if (io->size == 0) return 0;
+  pipeline p = {.fn = io->fn, .cu = kvik__cuda_if_present(), .chunk = chunk_size(io->task_size),
+                .transfer = io->transfer, .source = io->source};
+  int rc = kvik__context_push(io->fn, io->mem->ctx);
   if (rc < 0) return rc;
-  rc = lane_for(fn, mem->ctx, &p.lane);
-  if (rc == 0) rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)dev, size, offset, done);
+  rc = lane_for(io->fn, io->mem->ctx, &p.lane);
+  if (rc == 0)
+    rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)io->dev, io->size, io->offset, done);
   for (int b = 0; b < 2; b++) kvik__pinned_put(p.buf[b], p.chunk);
   kvik__context_pop();
   return rc;

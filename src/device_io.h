@@ -17,6 +17,18 @@
  * the end of the source. */
 typedef int (*kvik__host_transfer)(void *source, kvik__op op, char *host, size_t size, int64_t offset, size_t *done);
 
+/* A transfer between device (or managed) memory and a source, through the bounce buffers. */
+typedef struct kvik__device_io {
+  const char *fn;               /* the public function called, for messages */
+  const kvik__memory *mem;      /* the device memory, classified */
+  char *dev;                    /* its first byte */
+  size_t size;
+  int64_t offset;               /* of the first byte in the source */
+  size_t task_size;             /* the request's task size, which sizes the bounce buffers */
+  kvik__host_transfer transfer; /* moves bytes between a bounce buffer and the source */
+  void *source;                 /* transfer's first argument */
+} kvik__device_io;
+
 struct kvik__lane;
 struct kvik__slot;
 
@@ -60,6 +72,8 @@ typedef struct kvik__device_read {
   void (*finish)(struct kvik__device_read *read, size_t bytes, int rc);
   const char *fn;      /* the public function called, for messages */
   kvik__relay *relay;  /* where its bounce copies are posted while it is open, or NULL */
+  kvik__host_transfer transfer; /* what its bounce pieces read from (kvik__device_io) */
+  void *source;
   size_t bytes;        /* bytes whose copies are known to be complete */
   size_t issued_bytes; /* bytes whose bounce copies were queued */
   unsigned in_flight;  /* bounce copies queued and not yet known to be complete */
@@ -76,16 +90,15 @@ typedef struct kvik__device_read {
   } map;
 } kvik__device_read;
 
-/* Start a read into device memory (classified as `mem`) on this thread's stream for the memory's
- * context, with bounce buffers sized for tasks of `task_size` bytes. Set read->finish (and
- * read->relay, if any) first. 0, or a negative code, which the read then finishes with: its
- * pieces do nothing. */
-int kvik__device_read_begin(const char *fn, const kvik__memory *mem, size_t task_size, kvik__device_read *read);
+/* Start a read of io's range on this thread's stream for the memory's context, with bounce
+ * buffers sized for tasks of io->task_size bytes; its pieces read from io's source. Set
+ * read->finish (and read->relay, if any) first. 0, or a negative code, which the read then
+ * finishes with: its pieces do nothing. */
+int kvik__device_read_begin(kvik__device_read *read, const kvik__device_io *io);
 
-/* Queue the read of `size` bytes at `offset` of `source` into `dev` through the bounce buffers.
+/* Queue the read of `size` bytes at `offset` of the source into `dev` through the bounce buffers.
  * Returns the bytes queued: fewer than `size` where the source ended, or on an error (read->rc). */
-size_t kvik__device_read_bounced(kvik__device_read *read, char *dev, size_t size, int64_t offset,
-                                 kvik__host_transfer transfer, void *source);
+size_t kvik__device_read_bounced(kvik__device_read *read, char *dev, size_t size, int64_t offset);
 
 /* Queue the copy of what it can of `size` bytes at `offset` (within the request `zc` describes)
  * straight from the file's registered mapping: those up to the end of offset's granule, once it
@@ -98,19 +111,16 @@ size_t kvik__device_read_mapped(kvik__device_read *read, const kvik__zc_read *zc
  * `may_defer` (pool threads only) once its last bounce copies are done. */
 void kvik__device_read_end(kvik__device_read *read, int may_defer);
 
-/* A read of one range through the bounce buffers: begin, one piece, end. */
-void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                          size_t task_size, kvik__host_transfer transfer, void *source, int may_defer,
-                          kvik__device_read *read);
+/* A read of io's range through the bounce buffers: begin, one piece, end. */
+void kvik__read_to_device(const kvik__device_io *io, int may_defer, kvik__device_read *read);
 
 /* Finish the reads this thread deferred, waiting for their copies. */
 void kvik__device_settle(void);
 
-/* Write `size` bytes from device memory `dev` (classified as `mem`) to `source` at `offset`:
- * the copy of chunk i+1 to host is queued before chunk i is written. Returns 0 or a negative code
- * with a message naming `fn`; *done counts bytes that reached the file. */
-int kvik__device_write(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                       size_t task_size, kvik__host_transfer transfer, void *source, size_t *done);
+/* Write io's range from device memory to the source: the copy of chunk i+1 to host is queued
+ * before chunk i is written. Returns 0 or a negative code with a message naming io->fn; *done
+ * counts bytes that reached the file. */
+int kvik__device_write(const kvik__device_io *io, size_t *done);
 
 /* Allocate `size` bytes of device memory in the primary context of `device`. */
 int kvik__device_alloc(const char *fn, int device, size_t size, void **devptr);

@@ -121,8 +121,7 @@ static size_t take_back(split *s, size_t piece, kvik__zc_file *zc, int64_t *offs
 /* Read a piece through the bounce buffers. A short one marks where the file ended; a failed one
  * stops the other tasks from taking more. */
 static void read_piece(io_task *t, int64_t at, size_t n) {
-  size_t got = kvik__device_read_bounced(&t->read, t->buf + (at - t->offset), n, at, t->source->transfer,
-                                         t->source->self);
+  size_t got = kvik__device_read_bounced(&t->read, t->buf + (at - t->offset), n, at);
   if (t->read.rc < 0) {
     split_lock(t->split);
     t->split->failed = 1;
@@ -168,9 +167,17 @@ static void run_back(io_task *t) {
     read_piece(t, at, n);
 }
 
+/* The task's range, for the device paths. */
+static kvik__device_io device_io_of(const io_task *t) {
+  return (kvik__device_io){.fn = t->fn, .mem = &t->mem, .dev = t->buf, .size = t->size,
+                           .offset = t->offset, .task_size = t->task_size,
+                           .transfer = t->source->transfer, .source = t->source->self};
+}
+
 static void run_split_task(io_task *t) {
-  size_t piece = t->front ? t->task_size : back_piece(t->task_size);
-  if (kvik__device_read_begin(t->fn, &t->mem, piece, &t->read) == 0) {
+  kvik__device_io io = device_io_of(t);
+  io.task_size = t->front ? t->task_size : back_piece(t->task_size);
+  if (kvik__device_read_begin(&t->read, &io) == 0) {
     if (t->front) run_front(t);
     else run_back(t);
   }
@@ -186,9 +193,9 @@ static void run_append_task(io_task *t) {
   kvik__append_enter(&in_progress, t->source->append);
   size_t done = 0;
   kvik__source *src = t->source;
+  kvik__device_io io = device_io_of(t);
   int rc = kvik__memory_on_device(&t->mem)
-               ? kvik__device_write(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size,
-                                    src->transfer, src->self, &done)
+               ? kvik__device_write(&io, &done)
                : src->transfer(src->self, t->op, t->buf, t->size, t->offset, &done);
   kvik__append_leave(&in_progress);
   task_done(t, done, rc);
@@ -209,20 +216,21 @@ static void run_task(io_task *t) {
   if (t->via_cufile) {
     size_t done = 0;
     kvik__device_settle(); /* its pinned buffers may be needed while this thread waits on cuFile */
-    int rc = kvik__gds_transfer(t->source->gds, t->fn, t->op, &t->mem, t->buf, t->size, t->offset, &done);
+    kvik__gds_io io = {.fn = t->fn, .op = t->op, .mem = &t->mem, .dev = t->buf, .size = t->size,
+                       .offset = t->offset};
+    int rc = kvik__gds_transfer(t->source->gds, &io, &done);
     task_done(t, done, rc);
     return;
   }
+  kvik__device_io io = device_io_of(t);
   if (kvik__memory_on_device(&t->mem) && t->op == KVIK__READ) {
-    kvik__read_to_device(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
-                         t->source->self, kvik__pool_in_worker(), &t->read);
+    kvik__read_to_device(&io, kvik__pool_in_worker(), &t->read);
     return;
   }
   size_t done = 0;
   int rc;
   if (kvik__memory_on_device(&t->mem)) {
-    rc = kvik__device_write(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
-                            t->source->self, &done);
+    rc = kvik__device_write(&io, &done);
   } else {
     kvik__device_settle(); /* a host task may take long: finish the device reads before it */
     rc = t->source->transfer(t->source->self, t->op, t->buf, t->size, t->offset, &done);
