@@ -21,6 +21,7 @@
 #include "settings.h"
 #include "stream_io.h"
 #include "sys.h"
+#include "zero_copy.h"
 
 /* States of kvik_file.direct_fd besides an open descriptor. */
 #define DIRECT_NOT_TRIED (-2)
