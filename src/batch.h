@@ -1,0 +1,156 @@
+/* Batch IO (kvik_batch_*): what the batch (batch.c: the API, routing, waiting, the done queue)
+ * shares with its three backends: the thread pool (batch_pool.c), io_uring (batch_uring.c) and
+ * cuFile's batch API (batch_cufile.c).
+ *
+ * Each operation holds a slot from its submission until its completion is collected: that is
+ * what max_ops bounds. A slot in flight is on the pool (its future in pool.futures), in cuFile's
+ * batch (its index is cuFile's cookie) or in the ring (its index is the ring's id for it); once
+ * done, its event waits in the done queue, in the order of completion, until kvik_batch_wait()
+ * hands it out. The batch is used by one thread at a time, so none of this needs a lock. */
+#ifndef KVIK_SRC_BATCH_H
+#define KVIK_SRC_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cufile.h"
+#include "kvik.h"
+#include "staging.h"
+#include "uring.h"
+
+typedef struct kvik__batch_slot {
+  void *cookie;
+  int in_cufile;          /* in flight in cuFile's batch, which may report it */
+  size_t size;            /* of a cuFile operation (to tell a short write) or a staged one */
+  int write;
+  char *dev;              /* a staged operation's device memory ... */
+  char *piece;            /* ... and its piece of the staging arena; NULL for others */
+  size_t copied;          /* a staged read's bytes, while their copy to the device runs */
+  kvik_batch_event event; /* once done */
+} kvik__batch_slot;
+
+struct kvik_batch {
+  unsigned max_ops;
+  kvik__batch_slot *slots;
+  unsigned *free_ids, nfree;            /* a stack of free slots */
+  unsigned *done_ids, done_head, ndone; /* a ring of slots done, oldest first */
+  struct { /* batch_pool.c's */
+    unsigned *ids, n;      /* operations in flight ... */
+    kvik_future **futures; /* ... and their futures, at the same index */
+  } pool;
+  struct { /* batch_uring.c's */
+    kvik__uring *ring;               /* set up on the first operation that goes there */
+    int refused;                     /* setting it up failed: the pool serves all */
+    kvik__staging *staging;          /* set up on the first device operation for the ring */
+    int staging_refused;             /* setting it up failed: the pool serves device memory */
+    unsigned *copying_ids, ncopying; /* staged reads whose copies to the device run */
+  } uring;
+  struct { /* batch_cufile.c's: cuFile's batch, set up on the first operation that goes there */
+    kvik__cufile_batch_handle handle;
+    unsigned capacity;   /* the entries it was set up with */
+    unsigned n;          /* operations in flight */
+    CUcontext ctx;       /* current during every call on it */
+    unsigned generation; /* kvik__cufile_generation() at set-up */
+    kvik__cufile_io_params *params;
+    kvik__cufile_io_event *events;
+  } cufile;
+};
+
+/* Where kvik_batch_submit() sends one operation. */
+typedef struct kvik__batch_route {
+  int cufile;
+  int host;   /* host memory, not an append write: the ring may take it */
+  int device; /* device or managed memory, not an append write: the ring may take it, staged */
+  CUcontext ctx;
+  kvik__cufile_handle handle;
+  char *base; /* the start of the buffer's allocation */
+  /* Set while the ring's part is submitted: */
+  int held;   /* the file is held */
+  int ring;   /* the ring takes it, as uop says, in slot id */
+  int failed; /* it failed before the ring took it, and is done */
+  kvik__uring_op uop;
+  unsigned id;
+} kvik__batch_route;
+
+/* The longest one cuFileBatchIOGetStatus call may wait. cuFile is never given a NULL timeout,
+ * whose meaning its documentation leaves open; an unlimited wait is a loop of these. */
+#define KVIK__BATCH_CUFILE_WAIT_MAX_NS ((int64_t)1000000000)
+
+/* ---- slots and the done queue --------------------------------------------------------------- */
+
+static inline unsigned kvik__batch_take_slot(kvik_batch *b, void *cookie) {
+  unsigned id = b->free_ids[--b->nfree];
+  b->slots[id].cookie = cookie;
+  return id;
+}
+
+static inline void kvik__batch_put_slot(kvik_batch *b, unsigned id) {
+  b->free_ids[b->nfree++] = id;
+}
+
+/* The operation in slot `id` is done: its event goes to the done queue. */
+static inline void kvik__batch_finish(kvik_batch *b, unsigned id, kvik_batch_status status,
+                                      ssize_t result) {
+  kvik__batch_slot *s = &b->slots[id];
+  s->in_cufile = 0;
+  s->event = (kvik_batch_event){s->cookie, status, result};
+  b->done_ids[(b->done_head + b->ndone++) % b->max_ops] = id;
+}
+
+/* ---- the pool (batch_pool.c) ---------------------------------------------------------------- */
+
+/* Start the operation as a future (kvik_file_pread/pwrite); one that cannot start is done. */
+void kvik__batch_pool_start(kvik_batch *b, const kvik_batch_op *op);
+
+/* Move the pool operations that are done to the done queue. */
+void kvik__batch_pool_collect(kvik_batch *b);
+
+/* Wait until `min_done` of the pool's operations are done or `timeout_ns` passed (negative: no
+ * limit). */
+void kvik__batch_pool_wait(kvik_batch *b, unsigned min_done, int64_t timeout_ns);
+
+/* ---- io_uring (batch_uring.c) --------------------------------------------------------------- */
+
+/* Hand to the ring the operations it takes (see KVIK_SETTING_IO_URING), and set r[i].ring or
+ * r[i].failed for them; the others are left to the pool. */
+void kvik__batch_uring_submit(kvik_batch *b, const kvik_batch_op *ops, kvik__batch_route *r,
+                              unsigned count);
+
+unsigned kvik__batch_uring_in_flight(const kvik_batch *b);
+
+/* Collect the ring's completions, waiting up to timeout_ns until min_nr came. Returns 0 or a
+ * negative code. */
+int kvik__batch_uring_collect(kvik_batch *b, unsigned min_nr, int64_t timeout_ns);
+
+/* Cancel what the kernel has not started, and collect everything in flight. */
+void kvik__batch_uring_cancel(kvik_batch *b);
+
+/* Free the ring and the staging arena. */
+void kvik__batch_uring_free(kvik_batch *b);
+
+/* ---- cuFile (batch_cufile.c) ---------------------------------------------------------------- */
+
+/* Set r->cufile when cuFile's batch takes the operation: device memory on a file that cuFile
+ * serves, with a cuFile that has the batch API, in the batch's one context (*ctx, once known:
+ * memory of another goes to the pool). r->ctx is the memory's context. Returns 0 or a negative
+ * code with a message naming `who`. */
+int kvik__batch_cufile_route(const char *who, const kvik_batch_op *op, CUcontext *ctx,
+                             kvik__batch_route *r);
+
+/* Hand the operations routed to cuFile to its batch, set up in `ctx` on first use; those beyond
+ * its free entries are routed to the pool instead. On failure nothing was submitted. */
+int kvik__batch_cufile_submit(kvik_batch *b, const char *fn, const kvik_batch_op *ops,
+                              kvik__batch_route *r, unsigned count, CUcontext ctx);
+
+/* Collect what cuFile reports, waiting up to timeout_ns until min_nr operations completed. If
+ * cuFile can no longer be called for the batch, its operations fail with that code. */
+int kvik__batch_cufile_collect(kvik_batch *b, const char *fn, unsigned min_nr, int64_t timeout_ns);
+
+/* Cancel cuFile's operations and collect them all. */
+int kvik__batch_cufile_cancel(kvik_batch *b, const char *fn);
+
+/* Destroy cuFile's batch, if it was set up, and free its arrays. */
+void kvik__batch_cufile_free(kvik_batch *b);
+
+#endif
