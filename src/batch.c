@@ -5,6 +5,7 @@
  * futures (batch_pool.c). Here: the API, the checks and routing, and the waiting. batch.h says
  * how slots and the done queue work. */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -46,6 +47,7 @@ static int restore_message(const saved_message *m, int rc) {
 /* ---- the done queue ------------------------------------------------------------------------ */
 
 static kvik_batch_event pop_done(kvik_batch *b) {
+  assert(b->ndone > 0);
   unsigned id = b->done_ids[b->done_head];
   b->done_head = (b->done_head + 1) % b->max_ops;
   b->ndone--;

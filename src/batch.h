@@ -10,6 +10,7 @@
 #ifndef KVIK_SRC_BATCH_H
 #define KVIK_SRC_BATCH_H
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -80,18 +81,21 @@ typedef struct kvik__batch_route {
 /* ---- slots and the done queue --------------------------------------------------------------- */
 
 static inline unsigned kvik__batch_take_slot(kvik_batch *b, void *cookie) {
+  assert(b->nfree > 0); /* kvik_batch_submit() checked that there are enough */
   unsigned id = b->free_ids[--b->nfree];
   b->slots[id].cookie = cookie;
   return id;
 }
 
 static inline void kvik__batch_put_slot(kvik_batch *b, unsigned id) {
+  assert(b->nfree < b->max_ops && id < b->max_ops);
   b->free_ids[b->nfree++] = id;
 }
 
 /* The operation in slot `id` is done: its event goes to the done queue. */
 static inline void kvik__batch_finish(kvik_batch *b, unsigned id, kvik_batch_status status,
                                       ssize_t result) {
+  assert(b->ndone < b->max_ops && id < b->max_ops);
   kvik__batch_slot *s = &b->slots[id];
   s->in_cufile = 0;
   s->event = (kvik_batch_event){s->cookie, status, result};

@@ -75,6 +75,7 @@ static void take_cufile_event(kvik_batch *b, const kvik__cufile_io_event *ev) {
   } else {
     return;
   }
+  assert(b->cufile.n > 0);
   b->cufile.n--;
   kvik__batch_finish(b, (unsigned)id, status, result);
 }

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "device_io.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 
@@ -51,6 +52,7 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 /* Hand slot s's copy of its bytes to `dst` to `handoff`, if it takes it. Returns whether it did. */
 static int hand_off(kvik__handoff *handoff, lane *l, unsigned s, CUdeviceptr dst) {
   slot *sl = &l->slot[s];
+  assert(!sl->handoff); /* its last handed copy was waited for, when it was reaped */
   kvik__handed_copy *c = &sl->copy;
   c->dst = dst;
   c->src = sl->buf;
@@ -245,6 +247,7 @@ static void reap(const kvik__cuda_api *cu, lane *l, unsigned s) {
   }
   if (result == CUDA_SUCCESS) r->bytes += sl->bytes;
   else if (r->rc == 0) r->rc = kvik__cuda_check(result, r->fn, call);
+  assert(r->in_flight > 0);
   r->in_flight--;
   finish_if_done(r);
 }
@@ -282,6 +285,7 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     unsigned s = l->next;
     slot *sl = &l->slot[s];
     reap(cu, l, s);
+    assert(!sl->owner);
     if (r->rc < 0) return r->rc; /* a copy that another thread queued for it failed */
     if (!sl->buf) {
       void *buf;
@@ -352,6 +356,7 @@ size_t kvik__device_read_bounced(kvik__device_read *r, char *dev, size_t size, i
 
 int kvik__device_read_direct(kvik__device_read *r, char *dev, const char *host, size_t size) {
   if (r->rc < 0) return 0;
+  assert(r->lane); /* begun */
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   CUdeviceptr to = (CUdeviceptr)(uintptr_t)dev;
   int rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(to, host, size, r->lane->stream), r->fn,
@@ -380,6 +385,7 @@ void kvik__device_read_end(kvik__device_read *r, int may_defer) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   lane *l = r->lane;
   int pushed = r->pushed;
+  assert(r->direct_bytes == 0); /* the caller waited for its direct copies */
   int defer = may_defer && r->rc == 0;
   r->issued = 1;
   /* From here on r may be finished, and then freed by its waiter: it is not touched again. */

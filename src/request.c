@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "request.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdatomic.h>
@@ -35,6 +36,7 @@ typedef struct io_task {
 } io_task;
 
 static void task_done(io_task *t, size_t bytes, int rc) {
+  assert(bytes <= t->size);
   if (t->zc.split) {
     if (t->zc.ended != SIZE_MAX) kvik__future_read_ended(t->future, t->zc.ended);
   } else if (t->op == KVIK__READ && rc == 0 && bytes < t->size) {
@@ -227,6 +229,7 @@ static void lay_out_tasks(const kvik__request *req, const kvik__memory *mem, con
     t->via_cufile = p->via_cufile && in_body;
     start += n;
   }
+  assert(start == req->size);
 }
 
 /* Lay out the tasks of a zero-copy read: each covers the whole request, and takes its pieces. */

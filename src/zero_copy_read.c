@@ -15,13 +15,12 @@
 #define _GNU_SOURCE
 #include "zero_copy_read.h"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <assert.h>
 
 #include "cancel.h"
 #include "cuda.h"
 #include "settings.h"
+#include "sys.h"
 
 /* The back's pieces: at least this large, since each of their copies is a call that can wait for
  * a registration; on an H100, 16 MiB tasks read a first 8 GiB at 33 GB/s from 4 threads where 4
@@ -65,7 +64,7 @@ static int relay_take(kvik__handoff *handoff, kvik__handed_copy *copy) {
 static void relay_wait(kvik__handoff *handoff, kvik__handed_copy *copy) {
   (void)handoff;
   while (atomic_load_explicit(&copy->queued, memory_order_acquire) == 0)
-    syscall(SYS_futex, &copy->queued, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+    kvik__futex_wait(&copy->queued, 0);
 }
 
 /* A closed relay. */
@@ -85,7 +84,7 @@ static void pass(const kvik__cuda_api *cu, kvik__handed_copy *c) {
     c->result = cu->cuEventRecord(c->event, c->stream);
   }
   atomic_store_explicit(&c->queued, 1, memory_order_release);
-  syscall(SYS_futex, &c->queued, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  kvik__futex_wake(&c->queued, 1);
 }
 
 /* Take what was handed (and close the relay, with `close`), then queue it. A copy is read before
@@ -135,10 +134,11 @@ static void split_unlock(kvik__zc_split *s) {
 static size_t take_front(kvik__zc_split *s, int64_t mapped_from, size_t task_size,
                          int64_t *offset) {
   split_lock(s);
+  assert(s->front <= s->back);
   int64_t at = s->front, granule = (int64_t)KVIK__ZC_GRANULE;
-  int64_t end = at >= mapped_from ? (at / granule + 1) * granule
-                                  : (mapped_from - at < (int64_t)task_size ? mapped_from
-                                                                           : at + (int64_t)task_size);
+  int64_t end;
+  if (at >= mapped_from) end = (at / granule + 1) * granule;
+  else end = mapped_from - at < (int64_t)task_size ? mapped_from : at + (int64_t)task_size;
   if (end > s->back) end = s->back;
   if (s->failed) end = at;
   s->front = end;
@@ -151,6 +151,7 @@ static size_t take_front(kvik__zc_split *s, int64_t mapped_from, size_t task_siz
  * the back never passes it. */
 static void give_back_front(kvik__zc_split *s, size_t n) {
   split_lock(s);
+  assert((int64_t)n <= s->front);
   s->front -= (int64_t)n;
   split_unlock(s);
 }
@@ -169,6 +170,7 @@ static size_t take_back(kvik__zc_split *s, size_t piece, int64_t *offset) {
   int64_t start = (end - 1) / (int64_t)piece * (int64_t)piece;
   if (start < s->front) start = s->front;
   if (s->failed) start = end;
+  assert(s->front <= start && start <= end);
   s->back = start;
   split_unlock(s);
   *offset = start;
@@ -224,6 +226,7 @@ static size_t read_mapped(run *r, mapping *m, char *dev, size_t size, int64_t of
   if (!m->held) return 0;
   size_t n = kvik__zc_ready(&zc, r->io->mem->ctx, offset, size);
   if (n == 0) return 0;
+  assert(n <= size);
   return kvik__device_read_direct(r->read, dev, m->host + (offset - r->io->offset), n) ? n : 0;
 }
 
@@ -284,6 +287,7 @@ void kvik__zc_split_init(kvik__zc_split *s, kvik__zc_file *zc, int64_t offset, s
 
 void kvik__zc_read_run(kvik__zc_task *task, const kvik__device_io *io, int may_defer,
                        kvik__device_read *read) {
+  assert(task->split);
   int front = task->index == 0;
   run r = {task, task->split, io, read};
   kvik__device_io bounced = *io;
