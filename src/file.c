@@ -210,7 +210,8 @@ static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_
   }
   kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
   int refused = 0;
-  int rc = kvik__posix_io(op, &target, buf, size, offset, done, &refused);
+  kvik__posix_range range = {.op = op, .buf = buf, .size = size, .offset = offset};
+  int rc = kvik__posix_io(&target, &range, done, &refused);
   /* The file system opens with O_DIRECT but refuses its IO: stop trying for this file. The
    * descriptor stays open until close, as other tasks may be using it right now. */
   if (refused) atomic_store(&file->direct_refused, 1);
