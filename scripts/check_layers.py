@@ -27,9 +27,9 @@ LAYERS = [
     ("base", ["error", "sys", "fault", "op", "init", "settings", "cancel", "version"]),
     ("loaders", ["dl", "cuda", "cufile", "http", "uring"]),
     ("resources", ["pool", "bounce", "registry", "staging", "memory"]),
-    ("io paths", ["posix_io", "device_io", "zero_copy", "page_cache", "gds", "append"]),
+    ("io paths", ["posix_io", "device_io", "zero_copy", "zero_copy_read", "page_cache", "gds", "append"]),
     ("requests", ["future", "request", "stream_io"]),
-    ("handles", ["file", "mmap", "remote", "batch"]),
+    ("handles", ["file", "mmap", "remote", "batch", "batch_pool", "batch_uring", "batch_cufile", "batch_state"]),
     ("entry points", ["cufile_driver"]),
 ]
 

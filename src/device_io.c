@@ -2,11 +2,9 @@
 #define _GNU_SOURCE
 #include "device_io.h"
 
+#include <assert.h>
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "bounce.h"
 #include "error.h"
@@ -19,19 +17,12 @@
 #define MAX_LANES 8
 
 /* A bounce buffer of a lane, and the read that its last copy to the device belongs to. */
-typedef struct kvik__slot {
+typedef struct slot {
   char *buf;
   kvik__device_read *owner; /* whose copy from buf may still run; NULL when none may */
   size_t bytes;             /* that copy's size */
-  /* That copy, when it was posted to a relay: */
-  kvik__relay *relay; /* NULL when the lane's thread queued it */
-  struct kvik__slot *next_posted;
-  CUdeviceptr dst;
-  CUstream stream;
-  CUevent event;
-  _Atomic uint32_t passed; /* a futex word: 1 once the relay made the calls below */
-  CUresult result;         /* of the first of them that failed, or CUDA_SUCCESS */
-  const char *call;        /* its name */
+  kvik__handoff *handoff;   /* which took that copy to queue it; NULL when the lane's thread did */
+  kvik__handed_copy copy;   /* that copy, as handed off */
 } slot;
 
 /* A thread's stream in one context, with two bounce buffers and an event each that marks the
@@ -41,7 +32,7 @@ typedef struct kvik__lane {
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
   CUstream stream;
   CUevent copied[2];
-  CUevent mapped_copied; /* the last copy from a mapping; its waiter sleeps, as the copies are all it waits for */
+  CUevent direct_copied; /* after the direct copies; its waiter sleeps, they are all it waits for */
   slot slot[2]; /* reads only; writes take buffers of their own */
   size_t chunk; /* the size of the slots' buffers */
   unsigned next; /* the slot reads fill next: the one whose copy was queued first */
@@ -58,100 +49,44 @@ static _Thread_local lane *busy; /* the lane whose slots may hold copies of unfi
 static pthread_key_t lanes_key; /* only for its destructor, which frees a thread's lanes */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
-/* ---- relays (see kvik__relay) ------------------------------------------------------------ */
+/* ---- handed copies (see kvik__handoff) ----------------------------------------------------- */
 
-static void relay_lock(kvik__relay *relay) {
-  while (atomic_flag_test_and_set_explicit(&relay->lock, memory_order_acquire)) {
-  }
-}
-
-static void relay_unlock(kvik__relay *relay) { atomic_flag_clear_explicit(&relay->lock, memory_order_release); }
-
-void kvik__relay_init(kvik__relay *relay) {
-  atomic_flag_clear(&relay->lock);
-  relay->open = 0;
-  relay->first = relay->last = NULL;
-}
-
-/* Post slot s's copy of its bytes to `dst` if the relay is open. Returns whether it did. */
-static int post(kvik__relay *relay, lane *l, unsigned s, CUdeviceptr dst) {
+/* Hand slot s's copy of its bytes to `dst` to `handoff`, if it takes it. Returns whether it did. */
+static int hand_off(kvik__handoff *handoff, lane *l, unsigned s, CUdeviceptr dst) {
   slot *sl = &l->slot[s];
-  sl->dst = dst;
-  sl->stream = l->stream;
-  sl->event = l->copied[s];
-  sl->next_posted = NULL;
-  atomic_store_explicit(&sl->passed, 0, memory_order_relaxed);
-  relay_lock(relay);
-  int open = relay->open;
-  if (open) {
-    if (relay->last) relay->last->next_posted = sl;
-    else relay->first = sl;
-    relay->last = sl;
-  }
-  relay_unlock(relay);
-  sl->relay = open ? relay : NULL;
-  return open;
+  assert(!sl->handoff); /* its last handed copy was waited for, when it was reaped */
+  kvik__handed_copy *c = &sl->copy;
+  c->dst = dst;
+  c->src = sl->buf;
+  c->bytes = sl->bytes;
+  c->stream = l->stream;
+  c->event = l->copied[s];
+  int taken = handoff->take(handoff, c);
+  sl->handoff = taken ? handoff : NULL;
+  return taken;
 }
 
-/* Queue a posted copy and record its event, as its own thread would, and wake that thread. */
-static void pass(const kvik__cuda_api *cu, slot *sl) {
-  sl->call = "cuMemcpyHtoDAsync";
-  sl->result = cu->cuMemcpyHtoDAsync(sl->dst, sl->buf, sl->bytes, sl->stream);
-  if (sl->result == CUDA_SUCCESS) {
-    sl->call = "cuEventRecord";
-    sl->result = cu->cuEventRecord(sl->event, sl->stream);
-  }
-  atomic_store_explicit(&sl->passed, 1, memory_order_release);
-  syscall(SYS_futex, &sl->passed, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-/* Take what was posted (and close the relay, with `close`), then queue it. A slot is read before
- * it is passed: from then on its thread may post it again. */
-static void pass_posted(kvik__relay *relay, int close) {
-  relay_lock(relay);
-  slot *sl = relay->first;
-  relay->first = relay->last = NULL;
-  if (close) relay->open = 0;
-  relay_unlock(relay);
-  const kvik__cuda_api *cu = kvik__cuda_if_present();
-  while (sl) {
-    slot *next = sl->next_posted;
-    pass(cu, sl);
-    sl = next;
-  }
-}
-
-void kvik__relay_open(kvik__relay *relay) {
-  relay_lock(relay);
-  relay->open = 1;
-  relay_unlock(relay);
-}
-
-void kvik__relay_pass(kvik__relay *relay) { pass_posted(relay, 0); }
-
-void kvik__relay_close(kvik__relay *relay) { pass_posted(relay, 1); }
-
-/* Wait until the relay queued the slot's copy, if it was posted. Returns the result of its calls;
+/* Wait until the slot's copy was queued, if it was handed off. Returns the result of its calls;
  * after a failure the copy may run without its event, so the caller waits for the stream. */
-static CUresult wait_passed(slot *sl) {
-  if (!sl->relay) return CUDA_SUCCESS;
-  while (atomic_load_explicit(&sl->passed, memory_order_acquire) == 0)
-    syscall(SYS_futex, &sl->passed, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
-  sl->relay = NULL;
-  return sl->result;
+static CUresult wait_handed(slot *sl) {
+  kvik__handoff *handoff = sl->handoff;
+  if (!handoff) return CUDA_SUCCESS;
+  handoff->wait(handoff, &sl->copy);
+  sl->handoff = NULL;
+  return sl->copy.result;
 }
 
 /* Destroy the lane's stream and events, unless its context is gone: then they went with it, and
  * its handle may now name another context. */
 static void destroy_lane(const kvik__cuda_api *cu, lane *l) {
-  for (int i = 0; i < 2; i++) wait_passed(&l->slot[i]);
+  for (int i = 0; i < 2; i++) wait_handed(&l->slot[i]);
   if (kvik__context_id(l->ctx) != l->ctx_id || cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
   if (l->stream) cu->cuStreamSynchronize(l->stream);
   for (int i = 0; i < 2; i++) {
     kvik__pinned_put(l->slot[i].buf, l->chunk);
     if (l->copied[i]) cu->cuEventDestroy(l->copied[i]);
   }
-  if (l->mapped_copied) cu->cuEventDestroy(l->mapped_copied);
+  if (l->direct_copied) cu->cuEventDestroy(l->direct_copied);
   if (l->stream) cu->cuStreamDestroy(l->stream);
   CUcontext popped;
   cu->cuCtxPopCurrent(&popped);
@@ -174,8 +109,9 @@ static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
   for (int i = 0; i < 2 && rc == 0; i++)
     rc = kvik__cuda_check(cu->cuEventCreate(&l->copied[i], CU_EVENT_DISABLE_TIMING), fn, "cuEventCreate");
   if (rc == 0)
-    rc = kvik__cuda_check(cu->cuEventCreate(&l->mapped_copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), fn,
-                          "cuEventCreate");
+    rc = kvik__cuda_check(
+        cu->cuEventCreate(&l->direct_copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), fn,
+        "cuEventCreate");
   if (rc < 0) destroy_lane(cu, l);
   return rc;
 }
@@ -191,7 +127,7 @@ static int lane_for(const char *fn, CUcontext ctx, lane **out) {
       *out = &lanes.lane[i];
       return 0;
     }
-    for (int s = 0; s < 2; s++) wait_passed(&lanes.lane[i].slot[s]); /* the relay writes to the slots */
+    for (int s = 0; s < 2; s++) wait_handed(&lanes.lane[i].slot[s]); /* takers write to slots */
     lanes.lane[i] = lanes.lane[--lanes.count];
     break;
   }
@@ -303,16 +239,17 @@ static void reap(const kvik__cuda_api *cu, lane *l, unsigned s) {
   kvik__device_read *r = sl->owner;
   if (!r) return;
   sl->owner = NULL;
-  CUresult result = wait_passed(sl);
+  CUresult result = wait_handed(sl);
   const char *call = "cuEventSynchronize";
   if (result != CUDA_SUCCESS) {
-    call = sl->call;
+    call = sl->copy.call;
     cu->cuStreamSynchronize(l->stream); /* the copy may run without its event */
   } else {
     result = cu->cuEventSynchronize(l->copied[s]);
   }
   if (result == CUDA_SUCCESS) r->bytes += sl->bytes;
   else if (r->rc == 0) r->rc = kvik__cuda_check(result, r->fn, call);
+  assert(r->in_flight > 0);
   r->in_flight--;
   finish_if_done(r);
 }
@@ -347,13 +284,14 @@ KVIK__ON_LOAD(install_idle_hook) { kvik__pool_set_idle(KVIK__POOL_IO, kvik__devi
 
 /* Read the range chunk by chunk, each into the slot whose copy was queued first, once that copy
  * is done. Returns 0 or the first error. */
-static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, CUdeviceptr dev, size_t size,
-                        int64_t offset, kvik__host_transfer transfer, void *source) {
+static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r, CUdeviceptr dev,
+                        size_t size, int64_t offset) {
   for (size_t pos = 0; pos < size;) {
     unsigned s = l->next;
     slot *sl = &l->slot[s];
     reap(cu, l, s);
-    if (r->rc < 0) return r->rc; /* a copy the relay queued for it failed */
+    assert(!sl->owner);
+    if (r->rc < 0) return r->rc; /* a copy that another thread queued for it failed */
     if (!sl->buf) {
       void *buf;
       int get_rc = kvik__pinned_get(r->fn, l->chunk, &buf);
@@ -362,10 +300,10 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     }
     l->next ^= 1;
     size_t n = size - pos < l->chunk ? size - pos : l->chunk, got = 0;
-    int rc = transfer(source, KVIK__READ, sl->buf, n, offset + (int64_t)pos, &got);
+    int rc = r->transfer(r->source, KVIK__READ, sl->buf, n, offset + (int64_t)pos, &got);
     if (got > 0) {
       sl->bytes = got;
-      if (!r->relay || !post(r->relay, l, s, dev + pos)) {
+      if (!r->handoff || !hand_off(r->handoff, l, s, dev + pos)) {
         int copy_rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev + pos, sl->buf, got, l->stream), r->fn,
                                        "cuMemcpyHtoDAsync");
         if (copy_rc == 0)
@@ -398,78 +336,61 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
   return 0;
 }
 
-int kvik__device_read_begin(const char *fn, const kvik__memory *mem, size_t task_size, kvik__device_read *r) {
-  *r = (kvik__device_read){.finish = r->finish, .fn = fn, .relay = r->relay};
-  int rc = kvik__context_push(fn, mem->ctx);
+int kvik__device_read_begin(kvik__device_read *r, const kvik__device_io *io) {
+  *r = (kvik__device_read){.finish = r->finish, .fn = io->fn, .handoff = r->handoff,
+                           .transfer = io->transfer, .source = io->source};
+  int rc = kvik__context_push(io->fn, io->mem->ctx);
   if (rc < 0) {
     r->rc = rc;
     return rc;
   }
   r->pushed = 1;
-  rc = read_lane(fn, kvik__cuda_if_present(), mem, chunk_size(task_size), &r->lane);
+  rc = read_lane(io->fn, kvik__cuda_if_present(), io->mem, chunk_size(io->task_size), &r->lane);
   if (rc < 0) r->rc = rc;
   return rc;
 }
 
-size_t kvik__device_read_bounced(kvik__device_read *r, char *dev, size_t size, int64_t offset,
-                                 kvik__host_transfer transfer, void *source) {
+size_t kvik__device_read_bounced(kvik__device_read *r, char *dev, size_t size, int64_t offset) {
   if (r->rc < 0) return 0;
   size_t before = r->issued_bytes;
-  int rc = queue_chunks(kvik__cuda_if_present(), r->lane, r, (CUdeviceptr)(uintptr_t)dev, size, offset, transfer,
-                        source);
+  CUdeviceptr to = (CUdeviceptr)(uintptr_t)dev;
+  int rc = queue_chunks(kvik__cuda_if_present(), r->lane, r, to, size, offset);
   if (rc < 0) r->rc = rc;
   return r->issued_bytes - before;
 }
 
-/* Whether r may copy from the mapping of its request: asked once per read, for the whole request,
- * which holds the mapping until kvik__device_read_end(). */
-static int mapping_held(kvik__device_read *r, const kvik__zc_read *zc) {
-  if (!r->map.asked) {
-    r->map.asked = 1;
-    if (kvik__zc_begin(zc, zc->request_offset, zc->request_size, &r->map.host)) r->map.file = zc->file;
-    r->map.offset = zc->request_offset;
-  }
-  return r->map.file != NULL;
-}
-
-size_t kvik__device_read_mapped(kvik__device_read *r, const kvik__zc_read *zc, char *dev, size_t size,
-                                int64_t offset) {
-  if (r->rc < 0 || !zc->file || !mapping_held(r, zc)) return 0;
-  size_t n = kvik__zc_ready(zc, r->lane->ctx, offset, size);
-  if (n == 0) return 0;
+int kvik__device_read_direct(kvik__device_read *r, char *dev, const char *host, size_t size) {
+  if (r->rc < 0) return 0;
+  assert(r->lane); /* begun */
   const kvik__cuda_api *cu = kvik__cuda_if_present();
-  const char *host = r->map.host + (offset - r->map.offset);
-  int rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dev, host, n, r->lane->stream), r->fn,
+  CUdeviceptr to = (CUdeviceptr)(uintptr_t)dev;
+  int rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(to, host, size, r->lane->stream), r->fn,
                             "cuMemcpyHtoDAsync");
   if (rc < 0) {
     r->rc = rc;
     return 0;
   }
-  r->map.bytes += n;
-  return n;
+  r->direct_bytes += size;
+  return 1;
 }
 
-/* Wait for the copies from the mapping (which must end before it may be dropped), credit them,
- * and let the mapping go. */
-static void finish_mapped(const kvik__cuda_api *cu, kvik__device_read *r) {
-  if (!r->map.file) return;
-  if (r->map.bytes > 0) {
-    lane *l = r->lane;
-    CUresult result = cu->cuEventRecord(l->mapped_copied, l->stream);
-    if (result == CUDA_SUCCESS) result = cu->cuEventSynchronize(l->mapped_copied);
-    if (result != CUDA_SUCCESS) cu->cuStreamSynchronize(l->stream); /* nothing may still copy from the mapping */
-    if (result == CUDA_SUCCESS) r->bytes += r->map.bytes;
-    else if (r->rc == 0) r->rc = kvik__cuda_check(result, r->fn, "cuEventSynchronize");
-  }
-  kvik__zc_done(r->map.file);
-  r->map.file = NULL;
+void kvik__device_read_direct_wait(kvik__device_read *r) {
+  if (r->direct_bytes == 0) return;
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  lane *l = r->lane;
+  CUresult result = cu->cuEventRecord(l->direct_copied, l->stream);
+  if (result == CUDA_SUCCESS) result = cu->cuEventSynchronize(l->direct_copied);
+  if (result != CUDA_SUCCESS) cu->cuStreamSynchronize(l->stream); /* none may still copy */
+  if (result == CUDA_SUCCESS) r->bytes += r->direct_bytes;
+  else if (r->rc == 0) r->rc = kvik__cuda_check(result, r->fn, "cuEventSynchronize");
+  r->direct_bytes = 0;
 }
 
 void kvik__device_read_end(kvik__device_read *r, int may_defer) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   lane *l = r->lane;
   int pushed = r->pushed;
-  finish_mapped(cu, r);
+  assert(r->direct_bytes == 0); /* the caller waited for its direct copies */
   int defer = may_defer && r->rc == 0;
   r->issued = 1;
   /* From here on r may be finished, and then freed by its waiter: it is not touched again. */
@@ -481,26 +402,25 @@ void kvik__device_read_end(kvik__device_read *r, int may_defer) {
   if (pushed) kvik__context_pop();
 }
 
-void kvik__read_to_device(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                          size_t task_size, kvik__host_transfer transfer, void *source, int may_defer,
-                          kvik__device_read *r) {
-  if (kvik__device_read_begin(fn, mem, task_size, r) == 0)
-    kvik__device_read_bounced(r, dev, size, offset, transfer, source);
+void kvik__read_to_device(const kvik__device_io *io, int may_defer, kvik__device_read *r) {
+  if (kvik__device_read_begin(r, io) == 0)
+    kvik__device_read_bounced(r, io->dev, io->size, io->offset);
   kvik__device_read_end(r, may_defer);
 }
 
 /* ---- writes ----------------------------------------------------------------------------- */
 
-int kvik__device_write(const char *fn, const kvik__memory *mem, char *dev, size_t size, int64_t offset,
-                       size_t task_size, kvik__host_transfer transfer, void *source, size_t *done) {
+int kvik__device_write(const kvik__device_io *io, size_t *done) {
   *done = 0;
   kvik__device_settle(); /* writes use the lane's events */
-  if (size == 0) return 0;
-  pipeline p = {fn, kvik__cuda_if_present(), NULL, {NULL, NULL}, chunk_size(task_size), transfer, source};
-  int rc = kvik__context_push(fn, mem->ctx);
+  if (io->size == 0) return 0;
+  pipeline p = {.fn = io->fn, .cu = kvik__cuda_if_present(), .chunk = chunk_size(io->task_size),
+                .transfer = io->transfer, .source = io->source};
+  int rc = kvik__context_push(io->fn, io->mem->ctx);
   if (rc < 0) return rc;
-  rc = lane_for(fn, mem->ctx, &p.lane);
-  if (rc == 0) rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)dev, size, offset, done);
+  rc = lane_for(io->fn, io->mem->ctx, &p.lane);
+  if (rc == 0)
+    rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)io->dev, io->size, io->offset, done);
   for (int b = 0; b < 2; b++) kvik__pinned_put(p.buf[b], p.chunk);
   kvik__context_pop();
   return rc;

@@ -21,6 +21,7 @@
 #include "settings.h"
 #include "stream_io.h"
 #include "sys.h"
+#include "zero_copy.h"
 
 /* States of kvik_file.direct_fd besides an open descriptor. */
 #define DIRECT_NOT_TRIED (-2)
@@ -209,7 +210,8 @@ static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_
   }
   kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
   int refused = 0;
-  int rc = kvik__posix_io(op, &target, buf, size, offset, done, &refused);
+  kvik__posix_range range = {.op = op, .buf = buf, .size = size, .offset = offset};
+  int rc = kvik__posix_io(&target, &range, done, &refused);
   /* The file system opens with O_DIRECT but refuses its IO: stop trying for this file. The
    * descriptor stays open until close, as other tasks may be using it right now. */
   if (refused) atomic_store(&file->direct_refused, 1);
@@ -254,19 +256,14 @@ static int check_access(const char *fn, kvik_file *file, kvik__op op) {
   return 0;
 }
 
-/* The buffer of a write is only read from; the cast lets reads and writes share one request. */
-static kvik__request request(const char *fn, kvik_file *file, kvik__op op, const void *buf, size_t size,
-                             int64_t offset, size_t task_size) {
-  return (kvik__request){fn, &file->source, op, (char *)buf, size, offset, task_size};
-}
-
 int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset, size_t task_size,
                     kvik_future **future) {
   static const char fn[] = "kvik_file_pread";
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__READ);
   if (rc < 0) return rc;
-  kvik__request req = request(fn, file, KVIK__READ, buf, size, file_offset, task_size);
+  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__READ, .buf = buf,
+                       .size = size, .offset = file_offset, .task_size = task_size};
   return kvik__request_start(&req, 0, future);
 }
 
@@ -276,7 +273,9 @@ int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__WRITE);
   if (rc < 0) return rc;
-  kvik__request req = request(fn, file, KVIK__WRITE, buf, size, file_offset, task_size);
+  /* A write's buffer is only read from: the cast lets reads and writes share one request. */
+  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__WRITE, .buf = (char *)buf,
+                       .size = size, .offset = file_offset, .task_size = task_size};
   return kvik__request_start(&req, 0, future);
 }
 
@@ -284,7 +283,8 @@ ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_off
   static const char fn[] = "kvik_file_read";
   int rc = check_access(fn, file, KVIK__READ);
   if (rc < 0) return rc;
-  kvik__request req = request(fn, file, KVIK__READ, buf, size, file_offset, 0);
+  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__READ, .buf = buf,
+                       .size = size, .offset = file_offset, .task_size = 0};
   return kvik__request_run(&req);
 }
 
@@ -292,7 +292,8 @@ ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t f
   static const char fn[] = "kvik_file_write";
   int rc = check_access(fn, file, KVIK__WRITE);
   if (rc < 0) return rc;
-  kvik__request req = request(fn, file, KVIK__WRITE, buf, size, file_offset, 0);
+  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__WRITE, .buf = (char *)buf,
+                       .size = size, .offset = file_offset, .task_size = 0};
   return kvik__request_run(&req);
 }
 
@@ -302,7 +303,8 @@ int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_o
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__READ);
   if (rc < 0) return rc;
-  kvik__request req = request(fn, file, KVIK__READ, buf, size, file_offset, 0);
+  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__READ, .buf = buf,
+                       .size = size, .offset = file_offset, .task_size = 0};
   return kvik__stream_request_start(&req, stream, size_of_fd(file->fd), future);
 }
 
@@ -312,7 +314,8 @@ int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__WRITE);
   if (rc < 0) return rc;
-  kvik__request req = request(fn, file, KVIK__WRITE, buf, size, file_offset, 0);
+  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__WRITE, .buf = (char *)buf,
+                       .size = size, .offset = file_offset, .task_size = 0};
   return kvik__stream_request_start(&req, stream, -1, future);
 }
 
@@ -327,7 +330,8 @@ ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr) {
   void *dev = NULL;
   rc = kvik__device_alloc(fn, device, (size_t)size, &dev);
   if (rc < 0) return rc;
-  kvik__request req = request(fn, file, KVIK__READ, dev, (size_t)size, 0, 0);
+  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__READ, .buf = dev,
+                       .size = (size_t)size, .offset = 0, .task_size = 0};
   ssize_t got = kvik__request_run(&req);
   if (got < 0) {
     kvik_device_free(dev);
@@ -374,10 +378,13 @@ static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, 
   if (kvik__owner_acquire(&file->source.owner) < 0) return closed_error(file, fn);
   ssize_t result;
   if (!(file->append && op == KVIK__WRITE) && kvik__gds_handle(&file->gds)) {
-    result = kvik__gds_raw(&file->gds, fn, op, &mem, base, size, file_offset, dev_offset);
+    kvik__gds_io io = {
+        .fn = fn, .op = op, .mem = &mem, .dev = base, .size = size, .offset = file_offset};
+    result = kvik__gds_raw(&file->gds, &io, dev_offset);
   } else {
     /* One task of the whole size: kvik__request_run() runs it on this thread. */
-    kvik__request req = request(fn, file, op, base + dev_offset, size, file_offset, size ? size : 1);
+    kvik__request req = {.fn = fn, .source = &file->source, .op = op, .buf = base + dev_offset,
+                         .size = size, .offset = file_offset, .task_size = size ? size : 1};
     result = kvik__request_run(&req);
   }
   kvik__owner_release(&file->source.owner);

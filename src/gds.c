@@ -177,12 +177,13 @@ static ssize_t cufile_call(const kvik__cufile_api *cf, kvik__cufile_handle h, kv
 }
 
 /* The handle and API for a transfer, with the context pushed and the exit gate entered. */
-static int begin(kvik__gds_file *g, const char *fn, const kvik__memory *mem, const kvik__cufile_api **cf,
+static int begin(kvik__gds_file *g, const kvik__gds_io *io, const kvik__cufile_api **cf,
                  kvik__cufile_handle *h) {
+  const char *fn = io->fn;
   *h = kvik__gds_handle(g);
   *cf = kvik__cufile_if_open();
   if (!*h || !*cf) return kvik__fail(KVIK_ECUFILE_UNAVAILABLE, "%s(\"%s\"): cuFile does not serve this file", fn, g->path);
-  int rc = kvik__context_push(fn, mem->ctx);
+  int rc = kvik__context_push(fn, io->mem->ctx);
   if (rc < 0) return rc;
   rc = kvik__cufile_enter(fn);
   if (rc < 0) kvik__context_pop();
@@ -194,13 +195,13 @@ static void end(void) {
   kvik__context_pop();
 }
 
-/* begin() for a transfer at `dev`, finding the allocation it lies in: cuFile takes the
+/* begin() for a transfer at io->dev, finding the allocation it lies in: cuFile takes the
  * allocation's start and an offset into it. */
-static int begin_at(kvik__gds_file *g, const char *fn, const kvik__memory *mem, const char *dev,
-                    const kvik__cufile_api **cf, kvik__cufile_handle *h, char **base) {
+static int begin_at(kvik__gds_file *g, const kvik__gds_io *io, const kvik__cufile_api **cf,
+                    kvik__cufile_handle *h, char **base) {
   size_t alloc_size;
-  int rc = kvik__allocation_range(fn, dev, base, &alloc_size);
-  return rc < 0 ? rc : begin(g, fn, mem, cf, h);
+  int rc = kvik__allocation_range(io->fn, io->dev, base, &alloc_size);
+  return rc < 0 ? rc : begin(g, io, cf, h);
 }
 
 /* Whether a short read stopped at the end of the file. Asking the file rather than cuFile again
@@ -210,15 +211,17 @@ static int at_end(const kvik__gds_file *g, int64_t offset) {
   return fstat(g->fd, &st) != 0 || offset >= st.st_size;
 }
 
-int kvik__gds_transfer(kvik__gds_file *g, const char *fn, kvik__op op, const kvik__memory *mem, char *dev, size_t size,
-                       int64_t offset, size_t *done) {
+int kvik__gds_transfer(kvik__gds_file *g, const kvik__gds_io *io, size_t *done) {
   *done = 0;
   char *base = NULL;
   const kvik__cufile_api *cf;
   kvik__cufile_handle h;
-  int rc = begin_at(g, fn, mem, dev, &cf, &h, &base);
+  int rc = begin_at(g, io, &cf, &h, &base);
   if (rc < 0) return rc;
-  int64_t base_offset = dev - base;
+  const char *fn = io->fn;
+  kvik__op op = io->op;
+  size_t size = io->size;
+  int64_t offset = io->offset, base_offset = io->dev - base;
   const char *call = op == KVIK__READ ? "cuFileRead" : "cuFileWrite";
   while (*done < size) {
     errno = 0;
@@ -238,17 +241,17 @@ int kvik__gds_transfer(kvik__gds_file *g, const char *fn, kvik__op op, const kvi
   return rc;
 }
 
-ssize_t kvik__gds_raw(kvik__gds_file *g, const char *fn, kvik__op op, const kvik__memory *mem, char *base, size_t size,
-                      int64_t offset, int64_t base_offset) {
+ssize_t kvik__gds_raw(kvik__gds_file *g, const kvik__gds_io *io, int64_t base_offset) {
   const kvik__cufile_api *cf;
   kvik__cufile_handle h;
-  int rc = begin(g, fn, mem, &cf, &h);
+  int rc = begin(g, io, &cf, &h);
   if (rc < 0) return rc;
   errno = 0;
-  ssize_t n = cufile_call(cf, h, op, base, size, offset, base_offset);
+  ssize_t n = cufile_call(cf, h, io->op, io->dev, io->size, io->offset, base_offset);
   int saved = errno;
   end();
-  return n < 0 ? kvik__cufile_io_error(n, saved, fn, op == KVIK__READ ? "cuFileRead" : "cuFileWrite", g->path) : n;
+  const char *call = io->op == KVIK__READ ? "cuFileRead" : "cuFileWrite";
+  return n < 0 ? kvik__cufile_io_error(n, saved, io->fn, call, g->path) : n;
 }
 
 /* ---- stream order ------------------------------------------------------------------------- */
@@ -259,21 +262,22 @@ int kvik__gds_async_possible(kvik__gds_file *g, const kvik__memory *mem) {
          cf->cuFileWriteAsync;
 }
 
-int kvik__gds_enqueue(kvik__gds_file *g, const char *fn, kvik__op op, const kvik__memory *mem, char *dev, size_t size,
-                      int64_t offset, void *stream, kvik__gds_async *state) {
+int kvik__gds_enqueue(kvik__gds_file *g, const kvik__gds_io *io, void *stream,
+                      kvik__gds_async *state) {
   char *base = NULL;
   const kvik__cufile_api *cf;
   kvik__cufile_handle h;
-  int rc = begin_at(g, fn, mem, dev, &cf, &h, &base);
+  int rc = begin_at(g, io, &cf, &h, &base);
   if (rc < 0) return rc;
-  *state = (kvik__gds_async){size, (off_t)offset, (off_t)(dev - base), 0};
+  *state = (kvik__gds_async){io->size, (off_t)io->offset, (off_t)(io->dev - base), 0};
+  int read = io->op == KVIK__READ;
   kvik__cufile_error status =
-      op == KVIK__READ ? cf->cuFileReadAsync(h, base, &state->size, &state->file_offset, &state->base_offset,
-                                             &state->bytes, (CUstream)stream)
-                       : cf->cuFileWriteAsync(h, base, &state->size, &state->file_offset, &state->base_offset,
-                                              &state->bytes, (CUstream)stream);
+      read ? cf->cuFileReadAsync(h, base, &state->size, &state->file_offset, &state->base_offset,
+                                 &state->bytes, (CUstream)stream)
+           : cf->cuFileWriteAsync(h, base, &state->size, &state->file_offset, &state->base_offset,
+                                  &state->bytes, (CUstream)stream);
   end();
-  return kvik__cufile_check(status, fn, op == KVIK__READ ? "cuFileReadAsync" : "cuFileWriteAsync");
+  return kvik__cufile_check(status, io->fn, read ? "cuFileReadAsync" : "cuFileWriteAsync");
 }
 
 ssize_t kvik__gds_async_result(const kvik__gds_file *g, const char *fn, kvik__op op, const kvik__gds_async *state) {

@@ -42,15 +42,24 @@ int kvik__gds_backend(kvik__gds_file *g, char *why, size_t len);
 /* The cuFile handle when cuFile serves the file in this process, else NULL. Decides first. */
 kvik__cufile_handle kvik__gds_handle(kvik__gds_file *g);
 
-/* Transfer [dev, dev + size) of device memory `mem` at file offset `offset` with cuFile, retrying
- * short transfers; a read stops early only at end of file. Returns 0 or a negative code with a
- * message naming `fn`; *done counts the bytes transferred. */
-int kvik__gds_transfer(kvik__gds_file *g, const char *fn, kvik__op op, const kvik__memory *mem, char *dev, size_t size,
-                       int64_t offset, size_t *done);
+/* A transfer between device memory and a file through cuFile. */
+typedef struct kvik__gds_io {
+  const char *fn;          /* the public function called, for messages */
+  kvik__op op;
+  const kvik__memory *mem; /* the device memory, classified */
+  char *dev;               /* its first byte */
+  size_t size;
+  int64_t offset;          /* in the file */
+} kvik__gds_io;
 
-/* One cuFileRead/cuFileWrite of `size` bytes at `base + base_offset`, as KvikIO's raw IO. */
-ssize_t kvik__gds_raw(kvik__gds_file *g, const char *fn, kvik__op op, const kvik__memory *mem, char *base,
-                      size_t size, int64_t offset, int64_t base_offset);
+/* Transfer io's range with cuFile, retrying short transfers; a read stops early only at end of
+ * file. Returns 0 or a negative code with a message naming io->fn; *done counts the bytes
+ * transferred. */
+int kvik__gds_transfer(kvik__gds_file *g, const kvik__gds_io *io, size_t *done);
+
+/* One cuFileRead/cuFileWrite of io->size bytes at `io->dev + base_offset` (io->dev: the base
+ * pointer), as KvikIO's raw IO. */
+ssize_t kvik__gds_raw(kvik__gds_file *g, const kvik__gds_io *io, int64_t base_offset);
 
 /* The arguments cuFileReadAsync/WriteAsync read when the stream reaches them, and the result it
  * writes then: they must live until that moment. */
@@ -63,10 +72,10 @@ typedef struct kvik__gds_async {
 /* Whether kvik__gds_enqueue() can take a transfer of memory `mem` on this file. */
 int kvik__gds_async_possible(kvik__gds_file *g, const kvik__memory *mem);
 
-/* Queue cuFileReadAsync/WriteAsync of [dev, dev + size) at `offset` on `stream`, with `state`
- * holding its arguments and result. Returns 0 or a negative code (nothing queued). */
-int kvik__gds_enqueue(kvik__gds_file *g, const char *fn, kvik__op op, const kvik__memory *mem, char *dev, size_t size,
-                      int64_t offset, void *stream, kvik__gds_async *state);
+/* Queue cuFileReadAsync/WriteAsync of io's range on `stream`, with `state` holding its arguments
+ * and result. Returns 0 or a negative code (nothing queued). */
+int kvik__gds_enqueue(kvik__gds_file *g, const kvik__gds_io *io, void *stream,
+                      kvik__gds_async *state);
 
 /* The result of a transfer queued by kvik__gds_enqueue(), once the stream passed it: the byte
  * count, or a negative code with a message naming `fn`. */

@@ -31,17 +31,23 @@ static int fail_at(kvik__op op, int err, const kvik__posix_target *t, size_t n, 
   return kvik__fail_errno(err, "%s(\"%s\", %zu bytes at offset %lld)", op_name(op), t->path, n, (long long)offset);
 }
 
-/* Transfer through `fd` until n bytes are done or (reads) the file ends. */
-static int transfer_all(kvik__op op, const kvik__posix_target *t, int fd, char *buf, size_t n, int64_t offset,
-                        size_t *done) {
+/* The `n` bytes of `range` from its byte `from` on. */
+static kvik__posix_range part_of(kvik__posix_range range, size_t from, size_t n) {
+  return (kvik__posix_range){range.op, range.buf + from, n, range.offset + (int64_t)from};
+}
+
+/* Transfer `part` through `fd` until it is done or (reads) the file ends. */
+static int transfer_all(const kvik__posix_target *t, int fd, kvik__posix_range part, size_t *done) {
   *done = 0;
-  while (*done < n) {
-    ssize_t r = sys_once(op, fd, buf + *done, n - *done, offset + (int64_t)*done);
-    if (r < 0) return fail_at(op, (int)-r, t, n - *done, offset + (int64_t)*done);
+  while (*done < part.size) {
+    size_t left = part.size - *done;
+    int64_t at = part.offset + (int64_t)*done;
+    ssize_t r = sys_once(part.op, fd, part.buf + *done, left, at);
+    if (r < 0) return fail_at(part.op, (int)-r, t, left, at);
     if (r == 0) {
-      if (op == KVIK__READ) return 0;
-      return kvik__fail(-EIO, "pwrite(\"%s\", %zu bytes at offset %lld) wrote nothing", t->path, n - *done,
-                        (long long)(offset + (int64_t)*done));
+      if (part.op == KVIK__READ) return 0;
+      return kvik__fail(-EIO, "pwrite(\"%s\", %zu bytes at offset %lld) wrote nothing", t->path,
+                        left, (long long)at);
     }
     *done += (size_t)r;
   }
@@ -68,11 +74,13 @@ typedef enum { DIRECT_ALL, DIRECT_STOPPED, DIRECT_REFUSED } direct_outcome;
  * no alignment rules, finishes the range. So does EFAULT, which an O_DIRECT call returns for a
  * buffer with a bad page after it moved the bytes before that page, without counting them: the
  * buffered descriptor moves them again and stops at the bad page with an exact count. */
-static int direct_aligned(kvik__op op, const kvik__posix_target *t, char *buf, size_t n, int64_t offset, size_t *done,
+static int direct_aligned(const kvik__posix_target *t, kvik__posix_range part, size_t *done,
                           direct_outcome *outcome) {
   *done = 0;
-  while (*done < n) {
-    ssize_t r = sys_once(op, t->direct_fd, buf + *done, n - *done, offset + (int64_t)*done);
+  while (*done < part.size) {
+    size_t left = part.size - *done;
+    int64_t at = part.offset + (int64_t)*done;
+    ssize_t r = sys_once(part.op, t->direct_fd, part.buf + *done, left, at);
     if (r == -EFAULT) {
       *outcome = DIRECT_STOPPED;
       return 0;
@@ -81,7 +89,7 @@ static int direct_aligned(kvik__op op, const kvik__posix_target *t, char *buf, s
       *outcome = *done == 0 ? DIRECT_REFUSED : DIRECT_STOPPED;
       return 0;
     }
-    if (r < 0) return fail_at(op, (int)-r, t, n - *done, offset + (int64_t)*done);
+    if (r < 0) return fail_at(part.op, (int)-r, t, left, at);
     *done += (size_t)r;
     if (r == 0 || r % KVIK__DIRECT_ALIGNMENT) {
       *outcome = DIRECT_STOPPED;
@@ -100,15 +108,18 @@ static _Atomic int copy_refused;
 /* How a copy between the caller's buffer and the bounce buffer ended. */
 typedef enum { COPY_ALL, COPY_REFUSED, COPY_FAILED } copy_outcome;
 
-/* Copy n bytes between the caller's buffer `user` and `bounce` (into `user` for a read), with
- * *copied the bytes copied. On COPY_FAILED, returns the failure's code with a message that names
- * the part of the transfer at `offset` that was not copied. */
-static int copy_user(kvik__op op, const kvik__posix_target *t, char *user, char *bounce, size_t n,
-                     int64_t offset, size_t *copied, copy_outcome *outcome) {
+/* Copy the bytes of `part`, in the caller's buffer, between it and `bounce` (into the caller's
+ * buffer for a read), with *copied the bytes copied. On COPY_FAILED, returns the failure's code
+ * with a message that names the part of the transfer that was not copied. */
+static int copy_user(const kvik__posix_target *t, kvik__posix_range part, char *bounce,
+                     size_t *copied, copy_outcome *outcome) {
+  kvik__op op = part.op;
+  size_t n = part.size;
   *copied = 0;
   *outcome = COPY_ALL;
   while (*copied < n) {
-    ssize_t r = kvik__copy_user(op == KVIK__READ, user + *copied, bounce + *copied, n - *copied);
+    char *user = part.buf + *copied;
+    ssize_t r = kvik__copy_user(op == KVIK__READ, user, bounce + *copied, n - *copied);
     if (r < 0 && (errno == ENOSYS || errno == EPERM)) {
       atomic_store(&copy_refused, 1);
       *outcome = COPY_REFUSED;
@@ -117,7 +128,7 @@ static int copy_user(kvik__op op, const kvik__posix_target *t, char *user, char 
     if (r < 0) {
       *outcome = COPY_FAILED;
       const char *way = op == KVIK__READ ? "into" : "out of";
-      long long at = (long long)(offset + (int64_t)*copied);
+      long long at = (long long)(part.offset + (int64_t)*copied);
       return kvik__fail_errno(errno, "%s(\"%s\", %zu bytes at offset %lld): copying %s the buffer",
                               op_name(op), t->path, n - *copied, at, way);
     }
@@ -128,26 +139,28 @@ static int copy_user(kvik__op op, const kvik__posix_target *t, char *user, char 
 
 /* One chunk of a bounced write: copied out of the caller's buffer, then written; nothing of it is
  * written where the caller's buffer cannot be read. */
-static int bounced_write(const kvik__posix_target *t, char *user, char *bounce, size_t n,
-                         int64_t offset, size_t *moved, direct_outcome *outcome) {
+static int bounced_write(const kvik__posix_target *t, kvik__posix_range part, char *bounce,
+                         size_t *moved, direct_outcome *outcome) {
   size_t copied;
   copy_outcome copy;
   *moved = 0;
-  int rc = copy_user(KVIK__WRITE, t, user, bounce, n, offset, &copied, &copy);
+  int rc = copy_user(t, part, bounce, &copied, &copy);
   if (copy == COPY_REFUSED) *outcome = DIRECT_STOPPED;
   if (copy != COPY_ALL) return rc;
-  return direct_aligned(KVIK__WRITE, t, bounce, n, offset, moved, outcome);
+  kvik__posix_range from_bounce = {KVIK__WRITE, bounce, part.size, part.offset};
+  return direct_aligned(t, from_bounce, moved, outcome);
 }
 
 /* One chunk of a bounced read: read, then copied into the caller's buffer as far as it can be
  * written; *moved counts the bytes that reached the caller's buffer. */
-static int bounced_read(const kvik__posix_target *t, char *user, char *bounce, size_t n,
-                        int64_t offset, size_t *moved, direct_outcome *outcome) {
-  int rc = direct_aligned(KVIK__READ, t, bounce, n, offset, moved, outcome);
+static int bounced_read(const kvik__posix_target *t, kvik__posix_range part, char *bounce,
+                        size_t *moved, direct_outcome *outcome) {
+  kvik__posix_range into_bounce = {KVIK__READ, bounce, part.size, part.offset};
+  int rc = direct_aligned(t, into_bounce, moved, outcome);
   size_t read = *moved;
   if (read == 0) return rc;
   copy_outcome copy;
-  int copy_rc = copy_user(KVIK__READ, t, user, bounce, read, offset, moved, &copy);
+  int copy_rc = copy_user(t, part_of(part, 0, read), bounce, moved, &copy);
   if (copy == COPY_REFUSED) *outcome = DIRECT_STOPPED;
   return copy == COPY_FAILED ? copy_rc : rc;
 }
@@ -155,7 +168,7 @@ static int bounced_read(const kvik__posix_target *t, char *user, char *bounce, s
 /* O_DIRECT for an unaligned user buffer: through an aligned bounce buffer, chunk by chunk.
  * Without a bounce buffer (out of memory) or a way to copy (copy_refused), the buffered
  * descriptor does the whole range. */
-static int direct_bounced(kvik__op op, const kvik__posix_target *t, char *buf, size_t n, int64_t offset, size_t *done,
+static int direct_bounced(const kvik__posix_target *t, kvik__posix_range part, size_t *done,
                           direct_outcome *outcome) {
   size_t chunk_size = (size_t)kvik__setting(KVIK_SETTING_BOUNCE_BUFFER_SIZE) & ~(size_t)(KVIK__DIRECT_ALIGNMENT - 1);
   char *bounce = atomic_load(&copy_refused) ? NULL : kvik__bounce_get(chunk_size);
@@ -163,10 +176,10 @@ static int direct_bounced(kvik__op op, const kvik__posix_target *t, char *buf, s
   *outcome = bounce ? DIRECT_ALL : DIRECT_STOPPED;
   if (!bounce) return 0;
   int rc = 0;
-  while (*done < n && *outcome == DIRECT_ALL) {
-    size_t chunk = n - *done < chunk_size ? n - *done : chunk_size, moved;
-    rc = (op == KVIK__READ ? bounced_read : bounced_write)(t, buf + *done, bounce, chunk,
-                                                          offset + (int64_t)*done, &moved, outcome);
+  while (*done < part.size && *outcome == DIRECT_ALL) {
+    size_t chunk = part.size - *done < chunk_size ? part.size - *done : chunk_size, moved;
+    rc = (part.op == KVIK__READ ? bounced_read : bounced_write)(t, part_of(part, *done, chunk),
+                                                                bounce, &moved, outcome);
     *done += moved;
     if (*outcome == DIRECT_ALL && moved < chunk) *outcome = DIRECT_STOPPED;
     if (rc < 0) break;
@@ -184,27 +197,29 @@ size_t kvik__direct_readable(const kvik__posix_target *t, int64_t offset, size_t
   return (uint64_t)(end - offset) < size ? (size_t)(end - offset) : size;
 }
 
-int kvik__posix_io(kvik__op op, const kvik__posix_target *t, char *buf, size_t size, int64_t offset, size_t *done,
+int kvik__posix_io(const kvik__posix_target *t, const kvik__posix_range *range, size_t *done,
                    int *direct_refused) {
   *done = 0;
+  kvik__op op = range->op;
+  size_t size = range->size;
+  int64_t offset = range->offset;
   const size_t a = KVIK__DIRECT_ALIGNMENT;
   size_t head = (a - (size_t)offset % a) % a;
   size_t direct_span = t->direct_fd < 0 ? 0 : op == KVIK__READ ? kvik__direct_readable(t, offset, size) : size;
   if (direct_span >= head + a) {
     size_t middle = (direct_span - head) & ~(a - 1);
-    int rc = transfer_all(op, t, t->fd, buf, head, offset, done);
+    int rc = transfer_all(t, t->fd, part_of(*range, 0, head), done);
     if (rc < 0 || *done < head) return rc;
     size_t moved;
     direct_outcome outcome;
-    char *mid = buf + head;
-    rc = ((uintptr_t)mid % a == 0 ? direct_aligned : direct_bounced)(op, t, mid, middle, offset + (int64_t)head,
-                                                                      &moved, &outcome);
+    kvik__posix_range mid = part_of(*range, head, middle);
+    rc = ((uintptr_t)mid.buf % a == 0 ? direct_aligned : direct_bounced)(t, mid, &moved, &outcome);
     *done += moved;
     if (rc < 0) return rc;
     if (outcome == DIRECT_REFUSED) *direct_refused = 1;
   }
   size_t rest;
-  int rc = transfer_all(op, t, t->fd, buf + *done, size - *done, offset + (int64_t)*done, &rest);
+  int rc = transfer_all(t, t->fd, part_of(*range, *done, size - *done), &rest);
   *done += rest;
   return rc;
 }

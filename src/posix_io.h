@@ -20,16 +20,24 @@ typedef struct kvik__posix_target {
   const char *path; /* for messages */
 } kvik__posix_target;
 
-/* Transfer `size` bytes between `buf` and the file at `offset`. Interrupted and short system
- * calls are retried. With a direct_fd, the page-aligned middle of the range goes through it
- * (through a bounce buffer when `buf` is not aligned) and the unaligned head and tail through
- * the buffered descriptor; nothing outside the range is written.
+/* A transfer of `size` bytes between `buf` and the file at `offset`. */
+typedef struct kvik__posix_range {
+  kvik__op op;
+  char *buf;
+  size_t size;
+  int64_t offset;
+} kvik__posix_range;
+
+/* Transfer the range. Interrupted and short system calls are retried. With a direct_fd, the
+ * page-aligned middle of the range goes through it (through a bounce buffer when the buffer is
+ * not aligned) and the unaligned head and tail through the buffered descriptor; nothing outside
+ * the range is written.
  *
  * Returns 0, or a negative code with a detail message. *done is the number of bytes transferred,
  * also on failure; for a read, *done < size without error means the file ended. Sets
  * *direct_refused when the file system refused O_DIRECT IO (the range was then done buffered). */
-int kvik__posix_io(kvik__op op, const kvik__posix_target *target, char *buf, size_t size, int64_t offset,
-                   size_t *done, int *direct_refused);
+int kvik__posix_io(const kvik__posix_target *target, const kvik__posix_range *range, size_t *done,
+                   int *direct_refused);
 
 /* Append `size` bytes from `buf` through target->fd, which was opened with O_APPEND, in write(2)
  * calls, retried while interrupted or short. The kernel places each call at the end of the file

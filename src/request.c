@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "request.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdatomic.h>
@@ -12,24 +13,7 @@
 #include "error.h"
 #include "pool.h"
 #include "settings.h"
-
-/* A zero-copy read's bytes that no task has taken yet, [front, back) of the file. Its first task
- * takes them from the front, a granule at a time: it registers the granule, queues its copy from
- * the mapping, and registers the next while that copy runs. One thread, in that order, because a
- * call that queues a copy can wait for another thread's registration to end (bench_zero_copy_probe
- * step 6: up to 78 ms on an H100), which would leave the copy engine idle. Its other tasks take them
- * from the back, in pieces of at least BACK_PIECE_MIN, through the bounce buffers, which adds their
- * rate to the registration's until the two ends meet. For the same reason they do not queue their
- * copies themselves: they post them to the front (kvik__relay), which queues them between its
- * registrations. On a file read before, whose granules are all registered, the first task queues
- * its copies faster than the others read and takes nearly all. Taking is short and rare (once per
- * MiBs), so a spin lock guards it. */
-typedef struct split {
-  atomic_flag lock;
-  int64_t front, back;
-  int failed;        /* a task failed: the others take nothing more */
-  kvik__relay relay; /* the back's copies, queued by the front between registrations */
-} split;
+#include "zero_copy_read.h"
 
 typedef struct io_task {
   kvik__task base; /* first: the pool hands back a kvik__task pointer */
@@ -43,17 +27,20 @@ typedef struct io_task {
   int64_t offset;
   size_t start; /* the task's first byte, counted from the request's */
   size_t task_size;
-  kvik__zc_read zc; /* the zero-copy path (see KVIK_SETTING_ZERO_COPY_READ), for the front of a split */
   int via_cufile; /* cuFile moves this task's bytes (see plan()) */
   kvik__device_read read; /* the state of a read into device memory */
-  split *split;           /* the request's bytes that its tasks take in pieces, or NULL: the task's own range */
-  int front;              /* takes the split's bytes from the front */
+  /* With zc.split set, a task of a zero-copy read (zero_copy_read.h), whose range is the
+   * request's: it takes its pieces of it, and says where the file ended. */
+  kvik__zc_task zc;
 } io_task;
 
-/* A split task's range is the request's, and it reports its pieces' ends itself (read_piece). */
 static void task_done(io_task *t, size_t bytes, int rc) {
-  if (t->op == KVIK__READ && !t->split && rc == 0 && bytes < t->size)
+  assert(bytes <= t->size);
+  if (t->zc.split) {
+    if (t->zc.ended != SIZE_MAX) kvik__future_read_ended(t->future, t->zc.ended);
+  } else if (t->op == KVIK__READ && rc == 0 && bytes < t->size) {
     kvik__future_read_ended(t->future, t->start + bytes);
+  }
   kvik__future_task_done(t->future, bytes, rc);
 }
 
@@ -61,119 +48,11 @@ static void finish_device_read(kvik__device_read *read, size_t bytes, int rc) {
   task_done((io_task *)(void *)((char *)read - offsetof(io_task, read)), bytes, rc); /* container of `read` */
 }
 
-static void split_lock(split *s) {
-  while (atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)) {
-  }
-}
-
-static void split_unlock(split *s) { atomic_flag_clear_explicit(&s->lock, memory_order_release); }
-
-/* Take the next bytes from the front: to the end of their granule, or, before `mapped_from` (where
- * the mapping failed the front), a task's worth. Returns how many, from *offset; 0 when none are
- * left. */
-static size_t take_front(split *s, int64_t mapped_from, size_t task_size, int64_t *offset) {
-  split_lock(s);
-  int64_t at = s->front, granule = (int64_t)KVIK__ZC_GRANULE;
-  int64_t end = at >= mapped_from ? (at / granule + 1) * granule
-                                  : (mapped_from - at < (int64_t)task_size ? mapped_from : at + (int64_t)task_size);
-  if (end > s->back) end = s->back;
-  if (s->failed) end = at;
-  s->front = end;
-  split_unlock(s);
-  *offset = at;
-  return (size_t)(end - at);
-}
-
-/* Give back the last `n` bytes that take_front() took, unread: no other task moves the front, and
- * the back never passes it. */
-static void give_back_front(split *s, size_t n) {
-  split_lock(s);
-  s->front -= (int64_t)n;
-  split_unlock(s);
-}
-
-/* The back's pieces: at least this large, since each of their copies is a call that can wait for
- * a registration; on an H100, 16 MiB tasks read a first 8 GiB at 33 GB/s from 4 threads where 4
- * MiB ones read it at 26. */
-#define BACK_PIECE_MIN ((size_t)16 << 20)
-
-/* Take the last bytes from the back, back to a multiple of `piece` or to the front; none from a
- * registered granule, which the front copies for next to no CPU (a file read before). The
- * granule is asked about outside the lock, since its state waits for a file that changed to be
- * dropped: a piece taken meanwhile by another task only makes this answer about a neighbour. */
-static size_t take_back(split *s, size_t piece, kvik__zc_file *zc, int64_t *offset) {
-  split_lock(s);
-  int64_t end = s->back;
-  split_unlock(s);
-  if (kvik__zc_registered(zc, end - 1)) return 0;
-  split_lock(s);
-  end = s->back;
-  int64_t start = (end - 1) / (int64_t)piece * (int64_t)piece;
-  if (start < s->front) start = s->front;
-  if (s->failed) start = end;
-  s->back = start;
-  split_unlock(s);
-  *offset = start;
-  return (size_t)(end - start);
-}
-
-/* Read a piece through the bounce buffers. A short one marks where the file ended; a failed one
- * stops the other tasks from taking more. */
-static void read_piece(io_task *t, int64_t at, size_t n) {
-  size_t got = kvik__device_read_bounced(&t->read, t->buf + (at - t->offset), n, at, t->source->transfer,
-                                         t->source->self);
-  if (t->read.rc < 0) {
-    split_lock(t->split);
-    t->split->failed = 1;
-    split_unlock(t->split);
-  } else if (got < n) {
-    kvik__future_read_ended(t->future, (size_t)(at - t->offset) + got);
-  }
-}
-
-/* The front of a split: a granule the mapping cannot serve (not resident under KVIK_AUTO, refused,
- * another file registering) goes through the bounce buffers, a task's worth at a time, so that the
- * back tasks share it. After each step it queues the copies the back posted meanwhile. */
-static void run_front(io_task *t) {
-  int64_t mapped_from = 0, at;
-  size_t n;
-  kvik__relay *relay = &t->split->relay;
-  kvik__relay_open(relay);
-  while (t->read.rc == 0 && !kvik__future_failed(t->future) &&
-         (n = take_front(t->split, mapped_from, t->task_size, &at)) > 0) {
-    char *dev = t->buf + (at - t->offset);
-    size_t mapped = at >= mapped_from ? kvik__device_read_mapped(&t->read, &t->zc, dev, n, at) : 0;
-    kvik__relay_pass(relay);
-    if (mapped == n) continue;
-    if (at >= mapped_from) {
-      mapped_from = (at / (int64_t)KVIK__ZC_GRANULE + 1) * (int64_t)KVIK__ZC_GRANULE;
-      size_t keep = n < t->task_size ? n : t->task_size;
-      give_back_front(t->split, n - keep);
-      n = keep;
-    }
-    read_piece(t, at, n);
-  }
-  kvik__relay_close(relay);
-}
-
-static size_t back_piece(size_t task_size) { return task_size > BACK_PIECE_MIN ? task_size : BACK_PIECE_MIN; }
-
-static void run_back(io_task *t) {
-  int64_t at;
-  size_t n;
-  size_t piece = back_piece(t->task_size);
-  while (t->read.rc == 0 && !kvik__future_failed(t->future) &&
-         (n = take_back(t->split, piece, t->zc.file, &at)) > 0)
-    read_piece(t, at, n);
-}
-
-static void run_split_task(io_task *t) {
-  size_t piece = t->front ? t->task_size : back_piece(t->task_size);
-  if (kvik__device_read_begin(t->fn, &t->mem, piece, &t->read) == 0) {
-    if (t->front) run_front(t);
-    else run_back(t);
-  }
-  kvik__device_read_end(&t->read, kvik__pool_in_worker());
+/* The task's range, for the device paths. */
+static kvik__device_io device_io_of(const io_task *t) {
+  return (kvik__device_io){.fn = t->fn, .mem = &t->mem, .dev = t->buf, .size = t->size,
+                           .offset = t->offset, .task_size = t->task_size,
+                           .transfer = t->source->transfer, .source = t->source->self};
 }
 
 /* A write to an append handle (see kvik__source.append): one task, under the file's append lock
@@ -185,9 +64,9 @@ static void run_append_task(io_task *t) {
   kvik__append_enter(&in_progress, t->source->append);
   size_t done = 0;
   kvik__source *src = t->source;
+  kvik__device_io io = device_io_of(t);
   int rc = kvik__memory_on_device(&t->mem)
-               ? kvik__device_write(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size,
-                                    src->transfer, src->self, &done)
+               ? kvik__device_write(&io, &done)
                : src->transfer(src->self, t->op, t->buf, t->size, t->offset, &done);
   kvik__append_leave(&in_progress);
   task_done(t, done, rc);
@@ -197,8 +76,9 @@ static void run_append_task(io_task *t) {
  * kvik__device_read_end); everything else completes here, after the thread's deferred reads
  * (kvik__device_write settles them itself). */
 static void run_task(io_task *t) {
-  if (t->split) {
-    run_split_task(t);
+  if (t->zc.split) {
+    kvik__device_io io = device_io_of(t);
+    kvik__zc_read_run(&t->zc, &io, kvik__pool_in_worker(), &t->read);
     return;
   }
   if (t->source->append && t->op == KVIK__WRITE) {
@@ -208,20 +88,21 @@ static void run_task(io_task *t) {
   if (t->via_cufile) {
     size_t done = 0;
     kvik__device_settle(); /* its pinned buffers may be needed while this thread waits on cuFile */
-    int rc = kvik__gds_transfer(t->source->gds, t->fn, t->op, &t->mem, t->buf, t->size, t->offset, &done);
+    kvik__gds_io io = {.fn = t->fn, .op = t->op, .mem = &t->mem, .dev = t->buf, .size = t->size,
+                       .offset = t->offset};
+    int rc = kvik__gds_transfer(t->source->gds, &io, &done);
     task_done(t, done, rc);
     return;
   }
+  kvik__device_io io = device_io_of(t);
   if (kvik__memory_on_device(&t->mem) && t->op == KVIK__READ) {
-    kvik__read_to_device(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
-                         t->source->self, kvik__pool_in_worker(), &t->read);
+    kvik__read_to_device(&io, kvik__pool_in_worker(), &t->read);
     return;
   }
   size_t done = 0;
   int rc;
   if (kvik__memory_on_device(&t->mem)) {
-    rc = kvik__device_write(t->fn, &t->mem, t->buf, t->size, t->offset, t->task_size, t->source->transfer,
-                            t->source->self, &done);
+    rc = kvik__device_write(&io, &done);
   } else {
     kvik__device_settle(); /* a host task may take long: finish the device reads before it */
     rc = t->source->transfer(t->source->self, t->op, t->buf, t->size, t->offset, &done);
@@ -231,8 +112,8 @@ static void run_task(io_task *t) {
 
 /* Once a task of the request failed, that failure is its result: a task that starts after it
  * moves nothing, and one that runs watches for it (cancel.h), so that a remote transfer waiting
- * on its server stops too. The split tasks also stop at a failed piece (split.failed), before
- * its task reports it. */
+ * on its server stops too. The tasks of a zero-copy read also stop at another's failed piece
+ * (zero_copy_read.c), before its task reports it. */
 static void run_io_task(kvik__task *base) {
   io_task *t = (io_task *)base;
   if (kvik__future_failed(t->future)) {
@@ -313,17 +194,12 @@ static size_t plan_tasks(const plan *p) {
   return n ? n : 1;
 }
 
-/* Whether the request is a read into device memory that the zero-copy path may serve, and so is
- * split (see `split`) into a front task and up to one back task per other pool thread: the
- * threads set how much CPU a read may take. */
-static size_t split_tasks(const kvik__request *req, const kvik__memory *mem, const plan *p, int single) {
-  if (req->op != KVIK__READ || !kvik__memory_on_device(mem) || p->via_cufile ||
-      !kvik__zc_wanted(req->source->zc, req->size))
-    return 0;
-  if (single) return 1;
-  size_t piece = back_piece(req->task_size), pieces = req->size / piece + (req->size % piece != 0);
-  size_t others = (size_t)kvik__setting(KVIK_SETTING_NUM_THREADS) - 1;
-  return 1 + (pieces - 1 < others ? pieces - 1 : others);
+/* The tasks of the zero-copy path, for a read into device memory that cuFile does not serve and
+ * that the path takes; else 0. */
+static size_t zero_copy_tasks(const kvik__request *req, const kvik__memory *mem, const plan *p,
+                              int single) {
+  if (req->op != KVIK__READ || !kvik__memory_on_device(mem) || p->via_cufile) return 0;
+  return kvik__zc_read_tasks(req->source->zc, req->size, req->task_size, single);
 }
 
 /* Task i of `ntasks`, with what every task of the request shares; the range is the request's. */
@@ -351,21 +227,17 @@ static void lay_out_tasks(const kvik__request *req, const kvik__memory *mem, con
     t->via_cufile = p->via_cufile && in_body;
     start += n;
   }
+  assert(start == req->size);
 }
 
-/* Lay out the tasks of a split request: each covers the whole request, and takes its pieces. */
-static void lay_out_split(const kvik__request *req, const kvik__memory *mem, kvik_future *future, io_task *tasks,
-                          size_t ntasks, split *s) {
-  *s = (split){.front = req->offset, .back = req->offset + (int64_t)req->size};
-  atomic_flag_clear(&s->lock);
-  kvik__relay_init(&s->relay);
+/* Lay out the tasks of a zero-copy read: each covers the whole request, and takes its pieces. */
+static void lay_out_zero_copy(const kvik__request *req, const kvik__memory *mem,
+                              kvik_future *future, io_task *tasks, size_t ntasks,
+                              kvik__zc_split *s) {
+  kvik__zc_split_init(s, req->source->zc, req->offset, req->size);
   for (size_t i = 0; i < ntasks; i++) {
-    io_task *t = &tasks[i];
-    *t = request_task(req, mem, future, tasks, i, ntasks);
-    t->zc = (kvik__zc_read){req->source->zc, req->offset, req->size};
-    t->split = s;
-    t->front = i == 0;
-    if (!t->front) t->read.relay = &s->relay;
+    tasks[i] = request_task(req, mem, future, tasks, i, ntasks);
+    tasks[i].zc = (kvik__zc_task){.split = s, .index = i};
   }
 }
 
@@ -382,17 +254,19 @@ static int prepare(kvik__request *req, int single, kvik_future **out, size_t *nt
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
   req->task_size = capped_task_size(req->size, req->task_size);
   plan p = plan_request(req, &mem, single);
-  size_t split_count = split_tasks(req, &mem, &p, single);
-  size_t ntasks = split_count ? split_count : plan_tasks(&p);
-  size_t extra = ntasks * sizeof(io_task) + (split_count ? sizeof(split) : 0);
+  size_t zc_count = zero_copy_tasks(req, &mem, &p, single);
+  size_t ntasks = zc_count ? zc_count : plan_tasks(&p);
+  size_t extra = ntasks * sizeof(io_task) + (zc_count ? sizeof(kvik__zc_split) : 0);
   kvik_future *future = kvik__future_new(&src->owner, ntasks, req->size, extra);
   if (!future) {
     kvik__owner_release(&src->owner);
     return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory for %zu tasks", req->fn, src->name, ntasks);
   }
   io_task *tasks = kvik__future_extra(future);
-  if (split_count) lay_out_split(req, &mem, future, tasks, ntasks, (split *)(void *)(tasks + ntasks));
-  else lay_out_tasks(req, &mem, &p, future, tasks, ntasks);
+  if (zc_count)
+    lay_out_zero_copy(req, &mem, future, tasks, ntasks, (kvik__zc_split *)(void *)(tasks + ntasks));
+  else
+    lay_out_tasks(req, &mem, &p, future, tasks, ntasks);
   *out = future;
   *ntasks_out = ntasks;
   return 0;

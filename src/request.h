@@ -12,6 +12,7 @@
 #include "device_io.h"
 #include "future.h"
 #include "gds.h"
+#include "zero_copy.h"
 
 /* What requests run against. Lives inside its handle, so it outlives every request on it (the
  * handle's close waits for them through `owner`). */

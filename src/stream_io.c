@@ -546,8 +546,9 @@ static int queue_cufile(const queue *q, kvik__request *req, const kvik__memory *
   }
   cufile_op *c = kvik__future_extra(future);
   *c = (cufile_op){future, req->fn, src->gds, req->op, {0}};
-  int rc = kvik__gds_enqueue(src->gds, req->fn, req->op, mem, req->buf, req->size, req->offset,
-                             q->stream, &c->async);
+  kvik__gds_io io = {.fn = req->fn, .op = req->op, .mem = mem, .dev = req->buf, .size = req->size,
+                     .offset = req->offset};
+  int rc = kvik__gds_enqueue(src->gds, &io, q->stream, &c->async);
   if (rc == 0 && (rc = host_func(q, finish_cufile, c)) < 0)
     q->cu->cuStreamSynchronize(q->stream); /* cuFile's transfer writes into the future */
   if (rc < 0) {

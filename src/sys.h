@@ -12,10 +12,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -38,6 +39,7 @@ typedef enum {
   KVIK__FAULT_COPY,      /* process_vm_readv, process_vm_writev */
   KVIK__FAULT_URING,     /* io_uring_setup, io_uring_enter, io_uring_register */
   KVIK__FAULT_CACHESTAT, /* cachestat */
+  KVIK__FAULT_WAIT,      /* futex waits */
   KVIK__FAULT_CALLS
 } kvik__fault_call;
 
@@ -280,6 +282,26 @@ static inline int kvik__cachestat_at(const char *site, int fd, kvik__cachestat_r
   return (int)r;
 }
 #define kvik__cachestat(fd, range, counts) kvik__cachestat_at(KVIK__SITE, fd, range, counts)
+
+/* futex(2) */
+
+/* Sleep while the 32-bit word at `word` holds `expected`, until kvik__futex_wake() on it
+ * (futex(2), FUTEX_WAIT_PRIVATE: a word of this process). Returns 0, or -1 with errno set: EAGAIN
+ * when the word no longer held `expected`, EINTR on a signal. A wait may also end for no reason,
+ * so callers check the word again, in a loop; a fault makes the wait end early, as those do. */
+static inline int kvik__futex_wait_at(const char *site, _Atomic uint32_t *word, uint32_t expected) {
+  int err = kvik__fault_errno(KVIK__FAULT_WAIT, site);
+  return err ? (errno = err, -1)
+             : (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+#define kvik__futex_wait(word, expected) kvik__futex_wait_at(KVIK__SITE, word, expected)
+
+/* Wake at most `n` threads waiting on `word`; returns how many it woke. Not a fault site: waking
+ * a word of this process fails only for a bad address, a bug, and a wake that did not happen
+ * would leave its waiter asleep for good. */
+static inline int kvik__futex_wake(_Atomic uint32_t *word, int n) {
+  return (int)syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
 
 /* dlerror() says nothing after an injected failure; callers report a generic reason then. */
 static inline void *kvik__dlopen_at(const char *site, const char *file, int flags) {

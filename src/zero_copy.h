@@ -5,11 +5,11 @@
  * are kept until it is closed: a later read of the same range is a DMA transfer and nothing else.
  * The file is mapped once, whole, and registered in granules of KVIK__ZC_GRANULE bytes as reads
  * reach them. A request takes its granules in order on one thread, queueing a granule's copy
- * before it registers the next, so that the copy runs while the driver registers (request.c,
- * `split`); its other tasks read from its far end through bounce buffers meanwhile. The driver
- * serialises registrations, so one thread of the process registers at a time: a read that needs a
- * granule of the file it registers waits for it (and then registers its own), a read that needs
- * one while another file registers takes the bounce buffers.
+ * before it registers the next, so that the copy runs while the driver registers
+ * (zero_copy_read.c); its other tasks read from its far end through bounce buffers meanwhile.
+ * The driver serialises registrations, so one thread of the process registers at a time: a read
+ * that needs a granule of the file it registers waits for it (and then registers its own), a
+ * read that needs one while another file registers takes the bounce buffers.
  *
  * The pages of a registered granule stay pinned in the page cache. They are the file's pages, so
  * a write to the file through any path changes what the GPU copies, as it changes what pread(2)

@@ -1565,8 +1565,9 @@ static void fault_copy_to_device(kvik_file *f, unsigned char *dev) {
 }
 
 /* A copy failing in a split first read, with registration slowed so that most of the back's
- * copies are queued by the front for it (kvik__relay): the read fails with the copy's error and
- * reports fewer bytes than asked, nothing is left registered, and the handle reads again. */
+ * copies are queued by the front for it (the relay, zero_copy_read.c): the read fails with the
+ * copy's error and reports fewer bytes than asked, nothing is left registered, and the handle
+ * reads again. */
 static void fault_copy_in_split(void) {
   char *path = test_path(g_dir, "fault_split");
   unsigned char *content = zc_big_file(path), *dev = dev_alloc(ZC_BIG_BYTES);

@@ -16,8 +16,8 @@
  * fails a child that leaks.
  *
  * Usage: test_fault_sweep SOURCE_DIR CALL   (CALL: open, read, write, sync, mmap, alloc, thread,
- * dlopen, copy, uring, cachestat). Needs a build with -DKVIK_FAULT_INJECTION=ON; runs with the
- * fake CUDA driver and cuFile (tests/CMakeLists.txt) so that the device paths are swept too. */
+ * dlopen, copy, uring, cachestat, wait). Needs a build with -DKVIK_FAULT_INJECTION=ON; runs with
+ * the fake CUDA driver and cuFile (tests/CMakeLists.txt) so that the device paths are swept too. */
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "fake_cuda.h"
 #include "test_cuda.h"
 #include "../src/sys.h"
 
@@ -33,6 +34,10 @@ extern char **environ;
 #define FILE_BYTES ((size_t)(1 << 20) + 777)
 #define TASK (64 << 10)
 #define FILL 0xEE /* what a read buffer holds before the read; no data byte has this value */
+/* The read of step_zero_copy_relay: the last 16 MiB of a file's first zero-copy granule (64 MiB),
+ * and the MiB after it. */
+#define RELAY_OFFSET ((size_t)48 << 20)
+#define RELAY_BYTES ((size_t)17 << 20)
 #define MAX_SITES 256
 #define CHILD_TIMEOUT_MS (120 * 1000)
 
@@ -49,7 +54,7 @@ extern char **environ;
 
 static const char *const call_names[KVIK__FAULT_CALLS] = {
     "open", "read", "write", "sync", "mmap", "alloc", "thread", "dlopen", "copy", "uring",
-    "cachestat"};
+    "cachestat", "wait"};
 
 /* The wrappers of sys.h, by the kind of call they make. */
 static const struct {
@@ -79,6 +84,7 @@ static const struct {
     {"kvik__io_uring_enter(", KVIK__FAULT_URING},
     {"kvik__io_uring_register(", KVIK__FAULT_URING},
     {"kvik__cachestat(", KVIK__FAULT_CACHESTAT},
+    {"kvik__futex_wait(", KVIK__FAULT_WAIT},
 };
 
 /* What each kind of call fails with, 0-terminated. dlopen() has no errno: ENOENT only names it. */
@@ -97,9 +103,11 @@ static const int copy_errs[] = {EINTR, EFAULT, ENOMEM, ENOSYS, EPERM, KVIK__FAUL
 static const int uring_errs[] = {EINTR, EAGAIN, ENOMEM, 0};
 /* Where cachestat(2) is refused, the pages are counted with mincore(2): no step fails. */
 static const int cachestat_errs[] = {EINTR, ENOSYS, EPERM, 0};
+/* A futex wait that ends early, as a signal or a changed word makes it: the waiter waits again. */
+static const int wait_errs[] = {EINTR, EAGAIN, 0};
 static const int *const errs_of[KVIK__FAULT_CALLS] = {
-    open_errs,  read_errs,   write_errs,  sync_errs,  mmap_errs,     alloc_errs,
-    thread_errs, dlopen_errs, copy_errs, uring_errs, cachestat_errs};
+    open_errs,   read_errs,   write_errs, sync_errs,  mmap_errs,      alloc_errs,
+    thread_errs, dlopen_errs, copy_errs,  uring_errs, cachestat_errs, wait_errs};
 
 static const char *err_name(int err) { return err == KVIK__FAULT_SHORT ? "a short count" : strerror(err); }
 
@@ -116,6 +124,11 @@ static struct {
   unsigned char *old_bytes, *new_bytes; /* differ at every byte; neither holds FILL */
   unsigned char *buf;                   /* FILE_BYTES + 1, for an unaligned read too */
   char *dev_new, *dev_buf;              /* device memory: new_bytes, and a read target */
+  char *relay_path;                     /* relay_bytes at RELAY_OFFSET, a hole before them */
+  unsigned char *relay_bytes;           /* RELAY_BYTES; none is FILL */
+  unsigned char *relay_buf;             /* RELAY_BYTES, for a read */
+  char *dev_relay;                      /* device memory of RELAY_BYTES, a read target */
+  fake_cuda_slow_registration_fn slow_registration;
   int direct_io_supported;              /* kvik_direct_io_supported(dir) without faults */
   int have_remote;
 } env;
@@ -135,17 +148,19 @@ static int failed(long long rc) {
   return (int)rc;
 }
 
-/* Each byte of `got` is either `before` (one value when `fill`, else an array) or `after`; the
- * bytes that are `after` number `expected` (-1: any number). Block by block with memcmp, and byte
- * by byte only in a block that mixes the two: under ThreadSanitizer each byte a loop reads is a call. */
-static void check_truth(const char *what, const unsigned char *got, const unsigned char *before, int fill,
-                        const unsigned char *after, long long expected) {
+/* Each of the `len` bytes of `got` is either `before` (one value when `fill`, else an array) or
+ * `after`; the bytes that are `after` number `expected` (-1: any number). Block by block with
+ * memcmp, and byte by byte only in a block that mixes the two: under ThreadSanitizer each byte a
+ * loop reads is a call. */
+static void check_truth_of(const char *what, size_t len, const unsigned char *got,
+                           const unsigned char *before, int fill, const unsigned char *after,
+                           long long expected) {
   enum { BLOCK = 4096 };
   unsigned char filled[BLOCK];
   memset(filled, fill, sizeof filled);
   long long changed = 0;
-  for (size_t at = 0; at < FILE_BYTES; at += BLOCK) {
-    size_t n = FILE_BYTES - at < BLOCK ? FILE_BYTES - at : BLOCK;
+  for (size_t at = 0; at < len; at += BLOCK) {
+    size_t n = len - at < BLOCK ? len - at : BLOCK;
     const unsigned char *old = before ? before + at : filled;
     if (memcmp(got + at, after + at, n) == 0) {
       changed += (long long)n;
@@ -160,6 +175,12 @@ static void check_truth(const char *what, const unsigned char *got, const unsign
   }
   if (expected >= 0 && changed != expected)
     FAIL_AT("%s: %lld bytes changed, but the byte count says %lld", what, changed, expected);
+}
+
+/* check_truth_of() for the FILE_BYTES of the file at env.path. */
+static void check_truth(const char *what, const unsigned char *got, const unsigned char *before,
+                        int fill, const unsigned char *after, long long expected) {
+  check_truth_of(what, FILE_BYTES, got, before, fill, after, expected);
 }
 
 static void check_file(const char *what, long long expected_new) {
@@ -236,11 +257,15 @@ static int read_sync(kvik_file *f, void *dst, int device) {
   return 0;
 }
 
-static int open_file(const char *flags, kvik_compat_mode compat, kvik_file **f) {
+static int open_path(const char *path, const char *flags, kvik_compat_mode compat, kvik_file **f) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_COMPAT_MODE, compat));
-  int rc = kvik_file_open(env.path, flags, 0644, f);
+  int rc = kvik_file_open(path, flags, 0644, f);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_AUTO));
   return rc < 0 ? failed(rc) : 0;
+}
+
+static int open_file(const char *flags, kvik_compat_mode compat, kvik_file **f) {
+  return open_path(env.path, flags, compat, f);
 }
 
 /* A write then a read of the whole file: host or device memory, future or not. */
@@ -331,6 +356,56 @@ static int step_zero_copy(void) {
     kvik_file_free(f);
   }
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, TASK));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF));
+  return rc;
+}
+
+/* The times the relay's futex was waited on (zero_copy_read.c), failed waits included. */
+static long futex_waits(void) {
+  const char *sites[MAX_SITES];
+  kvik__fault_call calls[MAX_SITES];
+  long hits[MAX_SITES], waits = 0;
+  size_t n = kvik__fault_sites(sites, calls, hits, MAX_SITES);
+  for (size_t i = 0; i < n; i++)
+    if (calls[i] == KVIK__FAULT_WAIT) waits += hits[i];
+  return waits;
+}
+
+/* A first zero-copy read of the relay file's bytes in pieces of 16 MiB, so in two tasks
+ * (zero_copy_read.c): the first registers the file's first granule, slowly (the fake driver sleeps
+ * in each registration), and copies its last 16 MiB from it, while the other reads the MiB after
+ * the granule through a bounce buffer and hands its copy to the first, whose thread queues it
+ * after the registration: the other thread waits for that, on the relay's futex. Whether the
+ * relay was open when the copy was handed depends on which thread ran first, so the read is made
+ * again until a thread waited. */
+static int step_zero_copy_relay(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON));
+  env.slow_registration(20 * 1000);
+  int rc = 0;
+  long waits_before = futex_waits();
+  for (int attempt = 0; attempt < 20 && rc == 0 && futex_waits() == waits_before; attempt++) {
+    kvik_file *f;
+    if ((rc = open_path(env.relay_path, "r", KVIK_COMPAT_ON, &f)) < 0) break;
+    memset(env.relay_buf, FILL, RELAY_BYTES);
+    to_device(env.dev_relay, env.relay_buf, RELAY_BYTES);
+    kvik_future *future;
+    rc = kvik_file_pread(f, env.dev_relay, RELAY_BYTES, RELAY_OFFSET, (size_t)16 << 20, &future);
+    long long done = 0;
+    if (rc < 0) {
+      rc = failed(rc);
+    } else {
+      ssize_t n = kvik_future_wait(future);
+      if (n < 0) rc = failed(n);
+      else ASSERT_EQ(n, RELAY_BYTES);
+      done = (long long)kvik_future_bytes_done(future);
+      kvik_future_free(future);
+    }
+    from_device(env.relay_buf, env.dev_relay, RELAY_BYTES);
+    check_truth_of("zero-copy read in two tasks", RELAY_BYTES, env.relay_buf, NULL, FILL,
+                   env.relay_bytes, done);
+    kvik_file_free(f);
+  }
+  env.slow_registration(0);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF));
   return rc;
 }
@@ -615,6 +690,7 @@ static const struct {
     {"stream-ordered IO", step_stream},
     {"cuFile IO", step_cufile},
     {"zero-copy read", step_zero_copy},
+    {"zero-copy read in two tasks", step_zero_copy_relay},
     {"read to device", step_read_to_device},
     {"batch", step_batch},
     {"batch writes", step_batch_write},
@@ -632,6 +708,7 @@ static int expected_code(void) {
   switch (fault.call) {
   case KVIK__FAULT_ALLOC: return -ENOMEM;
   case KVIK__FAULT_DLOPEN: return KVIK_ECUDA_UNAVAILABLE;
+  case KVIK__FAULT_WAIT: return 0; /* a wait that ends early is no failure */
   default: break;
   }
   int refused_copy = fault.call == KVIK__FAULT_COPY && (fault.err == ENOSYS || fault.err == EPERM);
@@ -678,6 +755,21 @@ static void setup(void) {
   env.dev_new = device_alloc(FILE_BYTES);
   env.dev_buf = device_alloc(FILE_BYTES);
   to_device(env.dev_new, env.new_bytes, FILE_BYTES);
+  /* new_bytes over and over: a piece put at another offset by a MiB shows. */
+  env.relay_bytes = malloc(RELAY_BYTES);
+  env.relay_buf = malloc(RELAY_BYTES);
+  for (size_t at = 0; at < RELAY_BYTES; at += FILE_BYTES) {
+    size_t n = RELAY_BYTES - at < FILE_BYTES ? RELAY_BYTES - at : FILE_BYTES;
+    memcpy(env.relay_bytes + at, env.new_bytes, n);
+  }
+  env.relay_path = test_path(env.dir, "relay");
+  int fd = open(env.relay_path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+  ASSERT(fd >= 0 && pwrite(fd, env.relay_bytes, RELAY_BYTES, RELAY_OFFSET) == (ssize_t)RELAY_BYTES);
+  close(fd);
+  env.dev_relay = device_alloc(RELAY_BYTES);
+  *(void **)&env.slow_registration =
+      dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fake_cuda_slow_registration");
+  if (!env.slow_registration) FAIL_AT("no fake CUDA driver: run with it (tests/CMakeLists.txt)");
   env.direct_io_supported = kvik_direct_io_supported(env.dir);
   ASSERT_OK(env.direct_io_supported);
   env.have_remote = kvik_remote_supported(NULL, 0);
@@ -694,6 +786,11 @@ static void setup(void) {
 static void teardown(void) {
   device_free(env.dev_new);
   device_free(env.dev_buf);
+  device_free(env.dev_relay);
+  unlink(env.relay_path);
+  free(env.relay_path);
+  free(env.relay_bytes);
+  free(env.relay_buf);
   free(env.old_bytes);
   free(env.new_bytes);
   free(env.buf);

@@ -1,0 +1,105 @@
+/* Batch IO (kvik_batch_*): the state that the batch (batch.c: the API, routing, waiting) shares
+ * with its three backends (batch.h), and the slots and done queue that all of them use. A header
+ * of its own, so that the backends use it without depending on batch.c, which calls them.
+ *
+ * Each operation holds a slot from its submission until its completion is collected: that is
+ * what max_ops bounds. A slot in flight is on the pool (its future in pool.futures), in cuFile's
+ * batch (its index is cuFile's cookie) or in the ring (its index is the ring's id for it); once
+ * done, its event waits in the done queue, in the order of completion, until kvik_batch_wait()
+ * hands it out. The batch is used by one thread at a time, so none of this needs a lock. */
+#ifndef KVIK_SRC_BATCH_STATE_H
+#define KVIK_SRC_BATCH_STATE_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cufile.h"
+#include "kvik.h"
+#include "staging.h"
+#include "uring.h"
+
+typedef struct kvik__batch_slot {
+  void *cookie;
+  int in_cufile;          /* in flight in cuFile's batch, which may report it */
+  size_t size;            /* of a cuFile operation (to tell a short write) or a staged one */
+  int write;
+  char *dev;              /* a staged operation's device memory ... */
+  char *piece;            /* ... and its piece of the staging arena; NULL for others */
+  size_t copied;          /* a staged read's bytes, while their copy to the device runs */
+  kvik_batch_event event; /* once done */
+} kvik__batch_slot;
+
+struct kvik_batch {
+  unsigned max_ops;
+  kvik__batch_slot *slots;
+  unsigned *free_ids, nfree;            /* a stack of free slots */
+  unsigned *done_ids, done_head, ndone; /* a ring of slots done, oldest first */
+  struct { /* batch_pool.c's */
+    unsigned *ids, n;      /* operations in flight ... */
+    kvik_future **futures; /* ... and their futures, at the same index */
+  } pool;
+  struct { /* batch_uring.c's */
+    kvik__uring *ring;               /* set up on the first operation that goes there */
+    int refused;                     /* setting it up failed: the pool serves all */
+    kvik__staging *staging;          /* set up on the first device operation for the ring */
+    int staging_refused;             /* setting it up failed: the pool serves device memory */
+    unsigned *copying_ids, ncopying; /* staged reads whose copies to the device run */
+  } uring;
+  struct { /* batch_cufile.c's: cuFile's batch, set up on the first operation that goes there */
+    kvik__cufile_batch_handle handle;
+    unsigned capacity;   /* the entries it was set up with */
+    unsigned n;          /* operations in flight */
+    CUcontext ctx;       /* current during every call on it */
+    unsigned generation; /* kvik__cufile_generation() at set-up */
+    kvik__cufile_io_params *params;
+    kvik__cufile_io_event *events;
+  } cufile;
+};
+
+/* Where kvik_batch_submit() sends one operation. */
+typedef struct kvik__batch_route {
+  int cufile;
+  int host;   /* host memory, not an append write: the ring may take it */
+  int device; /* device or managed memory, not an append write: the ring may take it, staged */
+  CUcontext ctx;
+  kvik__cufile_handle handle;
+  char *base; /* the start of the buffer's allocation */
+  /* Set while the ring's part is submitted: */
+  int held;   /* the file is held */
+  int ring;   /* the ring takes it, as uop says, in slot id */
+  int failed; /* it failed before the ring took it, and is done */
+  kvik__uring_op uop;
+  unsigned id;
+} kvik__batch_route;
+
+/* The longest one cuFileBatchIOGetStatus call may wait. cuFile is never given a NULL timeout,
+ * whose meaning its documentation leaves open; an unlimited wait is a loop of these. */
+#define KVIK__BATCH_CUFILE_WAIT_MAX_NS ((int64_t)1000000000)
+
+/* ---- slots and the done queue --------------------------------------------------------------- */
+
+static inline unsigned kvik__batch_take_slot(kvik_batch *b, void *cookie) {
+  assert(b->nfree > 0); /* kvik_batch_submit() checked that there are enough */
+  unsigned id = b->free_ids[--b->nfree];
+  b->slots[id].cookie = cookie;
+  return id;
+}
+
+static inline void kvik__batch_put_slot(kvik_batch *b, unsigned id) {
+  assert(b->nfree < b->max_ops && id < b->max_ops);
+  b->free_ids[b->nfree++] = id;
+}
+
+/* The operation in slot `id` is done: its event goes to the done queue. */
+static inline void kvik__batch_finish(kvik_batch *b, unsigned id, kvik_batch_status status,
+                                      ssize_t result) {
+  assert(b->ndone < b->max_ops && id < b->max_ops);
+  kvik__batch_slot *s = &b->slots[id];
+  s->in_cufile = 0;
+  s->event = (kvik_batch_event){s->cookie, status, result};
+  b->done_ids[(b->done_head + b->ndone++) % b->max_ops] = id;
+}
+
+#endif
