@@ -68,18 +68,18 @@ KVIK_API const char *kvik_version_string(void);
 #define KVIK_ERRNO_BASE (-4000)
 
 /* kvik's own codes: X(name, value, description). */
-#define KVIK_ERROR_MAP(X)                                                                      \
-  X(KVIK_ECONFIG, KVIK_ERRNO_BASE - 1, "invalid setting or environment variable value")       \
-  X(KVIK_ECANCELED_BY_FORK, KVIK_ERRNO_BASE - 2, "IO was in flight in the parent at fork()")   \
-  X(KVIK_EINTERNAL, KVIK_ERRNO_BASE - 3, "internal error in kvik")                             \
-  X(KVIK_ECUDA_UNAVAILABLE, KVIK_ERRNO_BASE - 4, "CUDA driver or device not available")          \
-  X(KVIK_ECUFILE_UNAVAILABLE, KVIK_ERRNO_BASE - 5, "cuFile library or driver not available")     \
-  X(KVIK_ENOREMOTE, KVIK_ERRNO_BASE - 6, "kvik was built without remote file support (libcurl)") \
-  X(KVIK_EREMOTE, KVIK_ERRNO_BASE - 7, "remote transfer failed")                                \
-  X(KVIK_EREMOTE_SHORT, KVIK_ERRNO_BASE - 8, "remote response ended before the requested range") \
-  X(KVIK_EREMOTE_LONG, KVIK_ERRNO_BASE - 9, "remote response longer than the requested range")  \
-  X(KVIK_ERANGE_IGNORED, KVIK_ERRNO_BASE - 10, "server ignored the range request")               \
-  X(KVIK_ETLS, KVIK_ERRNO_BASE - 11, "TLS connection or certificate verification failed")        \
+#define KVIK_ERROR_MAP(X)                                                                          \
+  X(KVIK_ECONFIG, KVIK_ERRNO_BASE - 1, "invalid setting or environment variable value")            \
+  X(KVIK_ECANCELED_BY_FORK, KVIK_ERRNO_BASE - 2, "IO was in flight in the parent at fork()")       \
+  X(KVIK_EINTERNAL, KVIK_ERRNO_BASE - 3, "internal error in kvik")                                 \
+  X(KVIK_ECUDA_UNAVAILABLE, KVIK_ERRNO_BASE - 4, "CUDA driver or device not available")            \
+  X(KVIK_ECUFILE_UNAVAILABLE, KVIK_ERRNO_BASE - 5, "cuFile library or driver not available")       \
+  X(KVIK_ENOREMOTE, KVIK_ERRNO_BASE - 6, "kvik was built without remote file support (libcurl)")   \
+  X(KVIK_EREMOTE, KVIK_ERRNO_BASE - 7, "remote transfer failed")                                   \
+  X(KVIK_EREMOTE_SHORT, KVIK_ERRNO_BASE - 8, "remote response ended before the requested range")   \
+  X(KVIK_EREMOTE_LONG, KVIK_ERRNO_BASE - 9, "remote response longer than the requested range")     \
+  X(KVIK_ERANGE_IGNORED, KVIK_ERRNO_BASE - 10, "server ignored the range request")                 \
+  X(KVIK_ETLS, KVIK_ERRNO_BASE - 11, "TLS connection or certificate verification failed")          \
   X(KVIK_ERANGE_MISMATCH, KVIK_ERRNO_BASE - 12, "Content-Range does not match the requested range")
 
 enum kvik_error {
@@ -93,7 +93,7 @@ enum kvik_error {
  * such a code apart and a third macro gives back L's number. kvik_err_name() gives L's name for
  * it and kvik_strerror() L's description. */
 #define KVIK_FOREIGN_CODE_(base, n) ((base) - (n))
-#define KVIK_IS_FOREIGN_CODE_(base, code) ((code) < (base) && (code) > (base) - 1000)
+#define KVIK_IS_FOREIGN_CODE_(base, code) ((code) < (base) && (code) > (base)-1000)
 
 /* cuFile: n is the status's offset from cuFile's CUFILEOP_BASE_ERR (5000), so a status s
  * (CU_FILE_DRIVER_NOT_INITIALIZED = 5001 ... 5999) is the code -s; KVIK_CUFILE_STATUS() gives
@@ -112,7 +112,7 @@ enum kvik_error {
 /* HTTP: n is the error status of a remote read (100..999, e.g. 404); KVIK_HTTP_STATUS() gives it
  * back, kvik_err_name() gives "HTTP_404" and kvik_strerror() the reason phrase ("Not Found"). */
 #define KVIK_EHTTP_BASE (-7000)
-#define KVIK_IS_HTTP_ERROR(code)                                                                 \
+#define KVIK_IS_HTTP_ERROR(code)                                                                   \
   (KVIK_IS_FOREIGN_CODE_(KVIK_EHTTP_BASE, code) && (code) <= KVIK_EHTTP_BASE - 100)
 #define KVIK_HTTP_STATUS(code) KVIK_FOREIGN_CODE_(KVIK_EHTTP_BASE, code)
 
@@ -983,8 +983,8 @@ typedef struct kvik_cufile_properties {
   size_t struct_size;
   unsigned nvfs_major_version; /* nvidia-fs kernel driver; 0.0 when it is not loaded */
   unsigned nvfs_minor_version;
-  int gds_available;           /* 1 when nvidia-fs is loaded: true GPUDirect transfers */
-  int allow_compat_mode;       /* cuFile's own POSIX fallback (properties.allow_compat_mode) */
+  int gds_available;     /* 1 when nvidia-fs is loaded: true GPUDirect transfers */
+  int allow_compat_mode; /* cuFile's own POSIX fallback (properties.allow_compat_mode) */
   int poll_mode;
   size_t poll_threshold_size;
   size_t max_direct_io_size;

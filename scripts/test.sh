@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: the C tests in a plain build, under AddressSanitizer and
-# UndefinedBehaviorSanitizer, and under ThreadSanitizer (these two with fault injection), with
-# the remote tests' servers (scripts/test_servers.sh); the remote test of a build without
+# The whole test suite: the format check (scripts/check_format.sh); the C tests in a plain build,
+# under AddressSanitizer and UndefinedBehaviorSanitizer, and under ThreadSanitizer (these two with
+# fault injection), with the remote tests' servers (scripts/test_servers.sh); the remote test of a build without
 # libcurl; 5 s of each fuzz target (scripts/fuzz.sh); then the Python package's tests in a fresh
 # virtual environment (scripts/test_python.sh).
 set -euo pipefail
@@ -17,6 +17,9 @@ run_suite() { # name, build dir, extra cmake arguments...
   # docs/reliability.md.
   grep -ahE '^(fault sweep|stress: [0-9]|[0-9]+ cases run)' "$dir/Testing/Temporary/LastTest.log" | sed 's/^/  /' || true
 }
+
+echo "== Format (scripts/check_format.sh)"
+"$root/scripts/check_format.sh"
 
 # The remote tests' servers must start here: a missing one fails its tests instead of skipping them.
 export KVIK_TEST_REQUIRE_REMOTE=1

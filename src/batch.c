@@ -37,7 +37,9 @@ typedef struct saved_message {
   char text[KVIK_MESSAGE_MAX];
 } saved_message;
 
-static void save_message(saved_message *m) { snprintf(m->text, sizeof m->text, "%s", kvik_last_error()); }
+static void save_message(saved_message *m) {
+  snprintf(m->text, sizeof m->text, "%s", kvik_last_error());
+}
 
 static int restore_message(const saved_message *m, int rc) {
   if (rc >= 0) kvik__set_message(m->text);
@@ -85,14 +87,18 @@ static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, CUconte
   if (!op->buf && op->size > 0)
     return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", who, path, op->size);
   if (op->file_offset < 0)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset %lld", who, path, (long long)op->file_offset);
+    return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset %lld", who, path,
+                      (long long)op->file_offset);
   if (op->size > (size_t)SSIZE_MAX || (uint64_t)op->file_offset + op->size > (uint64_t)INT64_MAX)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset", who, path,
-                      op->size, (long long)op->file_offset);
-  if (kvik_file_closed(op->file)) return kvik__fail(-EBADF, "%s(\"%s\"): file is closed", who, path);
+    return kvik__fail(-EINVAL,
+                      "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset", who,
+                      path, op->size, (long long)op->file_offset);
+  if (kvik_file_closed(op->file))
+    return kvik__fail(-EBADF, "%s(\"%s\"): file is closed", who, path);
   int flags = kvik__file_access(op->file);
   if ((flags & O_ACCMODE) == (is_write ? O_RDONLY : O_WRONLY))
-    return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", who, path, is_write ? "writing" : "reading");
+    return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", who, path,
+                      is_write ? "writing" : "reading");
   return route_op(who, op, flags, ctx, r);
 }
 
@@ -186,10 +192,12 @@ int kvik_batch_create(unsigned max_ops, kvik_batch **batch) {
 
 int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned count) {
   static const char fn[] = "kvik_batch_submit";
-  if (!batch || (!ops && count > 0)) return kvik__fail(-EINVAL, "%s: NULL %s", fn, !batch ? "batch" : "operations");
+  if (!batch || (!ops && count > 0))
+    return kvik__fail(-EINVAL, "%s: NULL %s", fn, !batch ? "batch" : "operations");
   if (count > batch->nfree)
     return kvik__fail(-EAGAIN,
-                      "%s: operation %u: more than max_ops (%u) would be in flight (%u are: an operation is until "
+                      "%s: operation %u: more than max_ops (%u) would be in flight (%u are: an "
+                      "operation is until "
                       "its completion is collected)",
                       fn, batch->nfree, batch->max_ops, batch->max_ops - batch->nfree);
   if (count == 0) return 0;
@@ -209,8 +217,8 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
   return restore_message(&m, rc);
 }
 
-int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events, unsigned max_events,
-                    int64_t timeout_ns) {
+int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events,
+                    unsigned max_events, int64_t timeout_ns) {
   static const char fn[] = "kvik_batch_wait";
   if (!batch || (!events && max_events > 0))
     return kvik__fail(-EINVAL, "%s: NULL %s", fn, !batch ? "batch" : "events");
@@ -220,7 +228,8 @@ int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *ev
   save_message(&m);
   unsigned outstanding =
       batch->ndone + batch->pool.n + batch->cufile.n + kvik__batch_uring_in_flight(batch);
-  int rc = gather(batch, fn, min_events < outstanding ? min_events : outstanding, deadline_after(timeout_ns));
+  int rc = gather(batch, fn, min_events < outstanding ? min_events : outstanding,
+                  deadline_after(timeout_ns));
   if (rc < 0) return rc;
   unsigned n = 0;
   while (n < max_events && batch->ndone > 0) events[n++] = pop_done(batch);

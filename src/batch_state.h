@@ -22,8 +22,8 @@
 
 typedef struct kvik__batch_slot {
   void *cookie;
-  int in_cufile;          /* in flight in cuFile's batch, which may report it */
-  size_t size;            /* of a cuFile operation (to tell a short write) or a staged one */
+  int in_cufile; /* in flight in cuFile's batch, which may report it */
+  size_t size;   /* of a cuFile operation (to tell a short write) or a staged one */
   int write;
   char *dev;              /* a staged operation's device memory ... */
   char *piece;            /* ... and its piece of the staging arena; NULL for others */
@@ -36,11 +36,11 @@ struct kvik_batch {
   kvik__batch_slot *slots;
   unsigned *free_ids, nfree;            /* a stack of free slots */
   unsigned *done_ids, done_head, ndone; /* a ring of slots done, oldest first */
-  struct { /* batch_pool.c's */
-    unsigned *ids, n;      /* operations in flight ... */
-    kvik_future **futures; /* ... and their futures, at the same index */
+  struct {                              /* batch_pool.c's */
+    unsigned *ids, n;                   /* operations in flight ... */
+    kvik_future **futures;              /* ... and their futures, at the same index */
   } pool;
-  struct { /* batch_uring.c's */
+  struct {                           /* batch_uring.c's */
     kvik__uring *ring;               /* set up on the first operation that goes there */
     int refused;                     /* setting it up failed: the pool serves all */
     kvik__staging *staging;          /* set up on the first device operation for the ring */

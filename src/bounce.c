@@ -80,7 +80,8 @@ static int allocate_aligned(const char *fn, size_t size, void **buf) {
   return 0;
 }
 
-static buffer_cache aligned = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, KVIK__BOUNCE_CACHE_BYTES, allocate_aligned, free};
+static buffer_cache aligned = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, KVIK__BOUNCE_CACHE_BYTES,
+                               allocate_aligned,          free};
 
 void *kvik__bounce_get(size_t size) {
   void *buf;
@@ -97,7 +98,8 @@ static int allocate_pinned(const char *fn, size_t size, void **buf) {
   *buf = NULL;
   const kvik__cuda_api *cu = kvik__cuda(fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
-  int rc = kvik__cuda_check(cu->cuMemHostAlloc(buf, size, CU_MEMHOSTALLOC_PORTABLE), fn, "cuMemHostAlloc");
+  int rc = kvik__cuda_check(cu->cuMemHostAlloc(buf, size, CU_MEMHOSTALLOC_PORTABLE), fn,
+                            "cuMemHostAlloc");
   if (rc < 0) *buf = NULL;
   return rc;
 }
@@ -107,10 +109,12 @@ static void release_pinned(void *buf) {
   if (cu) cu->cuMemFreeHost(buf);
 }
 
-static buffer_cache pinned = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, KVIK_PINNED_CACHE_BYTES, allocate_pinned,
-                              release_pinned};
+static buffer_cache pinned = {PTHREAD_MUTEX_INITIALIZER, NULL,          0, KVIK_PINNED_CACHE_BYTES,
+                              allocate_pinned,           release_pinned};
 
-int kvik__pinned_get(const char *fn, size_t size, void **buf) { return cache_get(&pinned, fn, size, buf); }
+int kvik__pinned_get(const char *fn, size_t size, void **buf) {
+  return cache_get(&pinned, fn, size, buf);
+}
 
 void kvik__pinned_put(void *buf, size_t size) { cache_put(&pinned, buf, size); }
 

@@ -26,16 +26,17 @@ typedef enum {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Written under lock; read without it on the fast path, as LOADED is final. */
 static _Atomic load_state state = NOT_TRIED;
-static kvik__cuda_api api;           /* written once, before state becomes LOADED */
+static kvik__cuda_api api; /* written once, before state becomes LOADED */
 static char why_unavailable[KVIK_MESSAGE_MAX];
 static int present_at_fork;
 
 static int resolve_all(void *handle) {
-#define KVIK__CUDA_RESOLVE_(member, symbol, ret, params)                                             \
-  *(void **)&api.member = dlsym(handle, symbol);                                                     \
-  if (!api.member) {                                                                                 \
-    snprintf(why_unavailable, sizeof why_unavailable, CUDA_SONAME " lacks %s (driver too old?)", symbol); \
-    return -1;                                                                                       \
+#define KVIK__CUDA_RESOLVE_(member, symbol, ret, params)                                           \
+  *(void **)&api.member = dlsym(handle, symbol);                                                   \
+  if (!api.member) {                                                                               \
+    snprintf(why_unavailable, sizeof why_unavailable, CUDA_SONAME " lacks %s (driver too old?)",   \
+             symbol);                                                                              \
+    return -1;                                                                                     \
   }
   KVIK__CUDA_FUNCTIONS(KVIK__CUDA_RESOLVE_)
 #undef KVIK__CUDA_RESOLVE_
@@ -47,13 +48,15 @@ static int resolve_all(void *handle) {
  * not know the result. Static strings of the driver. */
 static const char *driver_error_name(CUresult result) {
   const char *name = NULL;
-  if (atomic_load(&state) != LOADED || api.cuGetErrorName(result, &name) != CUDA_SUCCESS) return NULL;
+  if (atomic_load(&state) != LOADED || api.cuGetErrorName(result, &name) != CUDA_SUCCESS)
+    return NULL;
   return name;
 }
 
 static const char *driver_error_text(CUresult result) {
   const char *text = NULL;
-  if (atomic_load(&state) != LOADED || api.cuGetErrorString(result, &text) != CUDA_SUCCESS) return NULL;
+  if (atomic_load(&state) != LOADED || api.cuGetErrorString(result, &text) != CUDA_SUCCESS)
+    return NULL;
   return text;
 }
 
@@ -76,8 +79,7 @@ static const char *driver_error_text(CUresult result) {
   X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, 202, "context already current")                            \
   X(CUDA_ERROR_MAP_FAILED, 205, "mapping of buffer object failed")                                 \
   X(CUDA_ERROR_UNMAP_FAILED, 206, "unmapping of buffer object failed")                             \
-  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209,                                                             \
-    "no kernel image is available for execution on the device")                                    \
+  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209, "no kernel image is available for execution on the device") \
   X(CUDA_ERROR_ECC_UNCORRECTABLE, 214, "uncorrectable ECC error encountered")                      \
   X(CUDA_ERROR_INVALID_PTX, 218, "a PTX JIT compilation failed")                                   \
   X(CUDA_ERROR_INVALID_SOURCE, 300, "device kernel image is invalid")                              \
@@ -124,13 +126,11 @@ static const char *result_name(CUresult result) {
   const char *name = driver_error_name(result);
   if (name) return name;
   switch (result) {
-#define KVIK_CUDA_NAME_(name, value, text) \
-  case value:                              \
-    return #name;
+#define KVIK_CUDA_NAME_(name, value, text)                                                         \
+  case value: return #name;
     KVIK__CUDA_RESULTS(KVIK_CUDA_NAME_)
 #undef KVIK_CUDA_NAME_
-  default:
-    return "CUDA_ERROR_UNKNOWN_CODE";
+  default: return "CUDA_ERROR_UNKNOWN_CODE";
   }
 }
 
@@ -138,13 +138,11 @@ static const char *result_text(CUresult result) {
   const char *text = driver_error_text(result);
   if (text) return text;
   switch (result) {
-#define KVIK_CUDA_TEXT_(name, value, text) \
-  case value:                              \
-    return text;
+#define KVIK_CUDA_TEXT_(name, value, text)                                                         \
+  case value: return text;
     KVIK__CUDA_RESULTS(KVIK_CUDA_TEXT_)
 #undef KVIK_CUDA_TEXT_
-  default:
-    return "unknown CUDA error";
+  default: return "unknown CUDA error";
   }
 }
 
@@ -170,8 +168,8 @@ static void load_locked(void) {
   if (result != CUDA_SUCCESS) {
     const char *name = NULL;
     api.cuGetErrorName(result, &name);
-    snprintf(why_unavailable, sizeof why_unavailable, "cuInit failed: %s (%d)", name ? name : "unknown error",
-             result);
+    snprintf(why_unavailable, sizeof why_unavailable, "cuInit failed: %s (%d)",
+             name ? name : "unknown error", result);
     state = FAILED;
     return;
   }
@@ -243,11 +241,11 @@ int kvik__cuda_for_pointers(const char *fn, const kvik__cuda_api **out) {
   char why[sizeof why_unavailable];
   copy_why(why, sizeof why);
   return kvik__fail(KVIK_ECUDA_UNAVAILABLE,
-                    "%s: " CUDA_SONAME " is in this process, but kvik could not load it (%s), so device memory "
+                    "%s: " CUDA_SONAME
+                    " is in this process, but kvik could not load it (%s), so device memory "
                     "cannot be told from host memory",
                     fn, why);
 }
-
 
 int kvik__cuda_check(CUresult result, const char *fn, const char *call) {
   if (result == CUDA_SUCCESS) return 0;
@@ -271,8 +269,9 @@ static void fork_child(void) {
   pthread_mutex_init(&lock, NULL);
   if (present_at_fork) {
     state = FORKED;
-    snprintf(why_unavailable, sizeof why_unavailable,
-             "this process was forked from one that had CUDA loaded, and CUDA does not survive fork()");
+    snprintf(
+        why_unavailable, sizeof why_unavailable,
+        "this process was forked from one that had CUDA loaded, and CUDA does not survive fork()");
   }
 }
 
@@ -288,7 +287,8 @@ int kvik_cuda_driver_version(void) {
   const kvik__cuda_api *cu = kvik__cuda("kvik_cuda_driver_version");
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
   int version = 0;
-  int rc = kvik__cuda_check(cu->cuDriverGetVersion(&version), "kvik_cuda_driver_version", "cuDriverGetVersion");
+  int rc = kvik__cuda_check(cu->cuDriverGetVersion(&version), "kvik_cuda_driver_version",
+                            "cuDriverGetVersion");
   return rc < 0 ? rc : version;
 }
 
@@ -296,21 +296,25 @@ int kvik_cuda_device_count(void) {
   const kvik__cuda_api *cu = kvik__cuda("kvik_cuda_device_count");
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
   int count = 0;
-  int rc = kvik__cuda_check(cu->cuDeviceGetCount(&count), "kvik_cuda_device_count", "cuDeviceGetCount");
+  int rc =
+      kvik__cuda_check(cu->cuDeviceGetCount(&count), "kvik_cuda_device_count", "cuDeviceGetCount");
   return rc < 0 ? rc : count;
 }
 
 int kvik_cuda_device_name(int ordinal, char *name, size_t len) {
-  if (!name || len == 0) return kvik__fail(-EINVAL, "kvik_cuda_device_name(%d): no room for the name", ordinal);
+  if (!name || len == 0)
+    return kvik__fail(-EINVAL, "kvik_cuda_device_name(%d): no room for the name", ordinal);
   name[0] = '\0';
   int count = kvik_cuda_device_count();
   if (count < 0) return count;
   if (ordinal < 0 || ordinal >= count)
-    return kvik__fail(-EINVAL, "kvik_cuda_device_name(%d): no such device (%d present)", ordinal, count);
+    return kvik__fail(-EINVAL, "kvik_cuda_device_name(%d): no such device (%d present)", ordinal,
+                      count);
   CUdevice device;
-  int rc = kvik__cuda_check(api.cuDeviceGet(&device, ordinal), "kvik_cuda_device_name", "cuDeviceGet");
+  int rc =
+      kvik__cuda_check(api.cuDeviceGet(&device, ordinal), "kvik_cuda_device_name", "cuDeviceGet");
   if (rc == 0)
-    rc = kvik__cuda_check(api.cuDeviceGetName(name, len > 1024 ? 1024 : (int)len, device), "kvik_cuda_device_name",
-                          "cuDeviceGetName");
+    rc = kvik__cuda_check(api.cuDeviceGetName(name, len > 1024 ? 1024 : (int)len, device),
+                          "kvik_cuda_device_name", "cuDeviceGetName");
   return rc;
 }

@@ -42,38 +42,40 @@ typedef void (*CUhostFn)(void *user_data);
 
 /* Every driver function kvik calls: X(member, exported symbol, return type, parameters).
  * Versioned symbols (_v2) are the ones cuda.h maps the plain names to. */
-#define KVIK__CUDA_FUNCTIONS(X)                                                                     \
-  X(cuInit, "cuInit", CUresult, (unsigned flags))                                                    \
-  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult, (int *version))                              \
-  X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult error, const char **name))                 \
-  X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult error, const char **text))             \
-  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult, (int *count))                                    \
-  X(cuDeviceGet, "cuDeviceGet", CUresult, (CUdevice * device, int ordinal))                          \
-  X(cuDeviceGetName, "cuDeviceGetName", CUresult, (char *name, int len, CUdevice device))            \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult, (CUcontext * ctx, CUdevice device)) \
-  X(cuCtxGetCurrent, "cuCtxGetCurrent", CUresult, (CUcontext * ctx))                                 \
-  X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", CUresult, (CUcontext ctx))                              \
-  X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", CUresult, (CUcontext * ctx))                              \
-  X(cuPointerGetAttributes, "cuPointerGetAttributes", CUresult,                                      \
-    (unsigned count, int *attributes, void **data, CUdeviceptr ptr))                                 \
-  X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr * ptr, size_t size))                         \
-  X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr ptr))                                          \
-  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult, (void **ptr, size_t size, unsigned flags))           \
-  X(cuMemFreeHost, "cuMemFreeHost", CUresult, (void *ptr))                                           \
-  X(cuMemHostRegister, "cuMemHostRegister_v2", CUresult, (void *ptr, size_t size, unsigned flags))   \
-  X(cuMemHostUnregister, "cuMemHostUnregister", CUresult, (void *ptr))                               \
-  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", CUresult,                                             \
-    (CUdeviceptr dst, const void *src, size_t size, CUstream stream))                                \
-  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult,                                             \
-    (void *dst, CUdeviceptr src, size_t size, CUstream stream))                                      \
-  X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream * stream, unsigned flags))                 \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream stream))                              \
-  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult, (CUstream stream))                         \
-  X(cuStreamGetCtx, "cuStreamGetCtx", CUresult, (CUstream stream, CUcontext * ctx))                  \
-  X(cuLaunchHostFunc, "cuLaunchHostFunc", CUresult, (CUstream stream, CUhostFn fn, void *user_data)) \
-  X(cuEventCreate, "cuEventCreate", CUresult, (CUevent * event, unsigned flags))                     \
-  X(cuEventDestroy, "cuEventDestroy_v2", CUresult, (CUevent event))                                  \
-  X(cuEventRecord, "cuEventRecord", CUresult, (CUevent event, CUstream stream))                      \
+#define KVIK__CUDA_FUNCTIONS(X)                                                                    \
+  X(cuInit, "cuInit", CUresult, (unsigned flags))                                                  \
+  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult, (int *version))                            \
+  X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult error, const char **name))               \
+  X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult error, const char **text))           \
+  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult, (int *count))                                  \
+  X(cuDeviceGet, "cuDeviceGet", CUresult, (CUdevice * device, int ordinal))                        \
+  X(cuDeviceGetName, "cuDeviceGetName", CUresult, (char *name, int len, CUdevice device))          \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult,                                \
+    (CUcontext * ctx, CUdevice device))                                                            \
+  X(cuCtxGetCurrent, "cuCtxGetCurrent", CUresult, (CUcontext * ctx))                               \
+  X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", CUresult, (CUcontext ctx))                            \
+  X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", CUresult, (CUcontext * ctx))                            \
+  X(cuPointerGetAttributes, "cuPointerGetAttributes", CUresult,                                    \
+    (unsigned count, int *attributes, void **data, CUdeviceptr ptr))                               \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr * ptr, size_t size))                       \
+  X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr ptr))                                        \
+  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult, (void **ptr, size_t size, unsigned flags))         \
+  X(cuMemFreeHost, "cuMemFreeHost", CUresult, (void *ptr))                                         \
+  X(cuMemHostRegister, "cuMemHostRegister_v2", CUresult, (void *ptr, size_t size, unsigned flags)) \
+  X(cuMemHostUnregister, "cuMemHostUnregister", CUresult, (void *ptr))                             \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", CUresult,                                           \
+    (CUdeviceptr dst, const void *src, size_t size, CUstream stream))                              \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult,                                           \
+    (void *dst, CUdeviceptr src, size_t size, CUstream stream))                                    \
+  X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream * stream, unsigned flags))               \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream stream))                            \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult, (CUstream stream))                       \
+  X(cuStreamGetCtx, "cuStreamGetCtx", CUresult, (CUstream stream, CUcontext * ctx))                \
+  X(cuLaunchHostFunc, "cuLaunchHostFunc", CUresult,                                                \
+    (CUstream stream, CUhostFn fn, void *user_data))                                               \
+  X(cuEventCreate, "cuEventCreate", CUresult, (CUevent * event, unsigned flags))                   \
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult, (CUevent event))                                \
+  X(cuEventRecord, "cuEventRecord", CUresult, (CUevent event, CUstream stream))                    \
   X(cuEventSynchronize, "cuEventSynchronize", CUresult, (CUevent event))
 
 typedef struct kvik__cuda_api {
@@ -87,8 +89,10 @@ typedef struct kvik__cuda_api {
    * waits for a value that a host thread writes, and writes one that a host thread waits for.
    * Under unified addressing (every 64-bit platform) pinned host memory has the same address on
    * the device, so a host pointer is their CUdeviceptr. */
-  CUresult (*cuStreamWaitValue32)(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags);
-  CUresult (*cuStreamWriteValue32)(CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags);
+  CUresult (*cuStreamWaitValue32)(CUstream stream, CUdeviceptr addr, unsigned value,
+                                  unsigned flags);
+  CUresult (*cuStreamWriteValue32)(CUstream stream, CUdeviceptr addr, unsigned value,
+                                   unsigned flags);
 } kvik__cuda_api;
 
 /* The driver API, loading libcuda.so.1 and calling cuInit(0) on the first call. Returns NULL

@@ -43,15 +43,17 @@ static int exit_handler_registered;
 /* ---- loading ------------------------------------------------------------------------------ */
 
 static int resolve(void *handle) {
-#define KVIK__CUFILE_REQUIRED_(member, symbol, ret, params)                                          \
+#define KVIK__CUFILE_REQUIRED_(member, symbol, ret, params)                                        \
   *(void **)&api.member = dlsym(handle, symbol);                                                   \
   if (!api.member) {                                                                               \
-    snprintf(why_unavailable, sizeof why_unavailable, CUFILE_SONAME " lacks %s (cuFile too old?)", symbol); \
+    snprintf(why_unavailable, sizeof why_unavailable, CUFILE_SONAME " lacks %s (cuFile too old?)", \
+             symbol);                                                                              \
     return -1;                                                                                     \
   }
   KVIK__CUFILE_FUNCTIONS(KVIK__CUFILE_REQUIRED_)
 #undef KVIK__CUFILE_REQUIRED_
-#define KVIK__CUFILE_OPTIONAL_(member, symbol, ret, params) *(void **)&api.member = dlsym(handle, symbol);
+#define KVIK__CUFILE_OPTIONAL_(member, symbol, ret, params)                                        \
+  *(void **)&api.member = dlsym(handle, symbol);
   KVIK__CUFILE_OPTIONAL_FUNCTIONS(KVIK__CUFILE_OPTIONAL_)
 #undef KVIK__CUFILE_OPTIONAL_
   return 0;
@@ -60,13 +62,11 @@ static int resolve(void *handle) {
 /* cuFile's name of a status, or NULL for one it does not define. */
 static const char *known_status_name(int status) {
   switch (status) {
-#define KVIK__CUFILE_NAME_(name, value, text) \
-  case value:                                 \
-    return #name;
+#define KVIK__CUFILE_NAME_(name, value, text)                                                      \
+  case value: return #name;
     KVIK__CUFILE_STATUSES(KVIK__CUFILE_NAME_)
 #undef KVIK__CUFILE_NAME_
-  default:
-    return NULL;
+  default: return NULL;
   }
 }
 
@@ -83,13 +83,11 @@ static const char *code_name(int n) {
 
 static const char *code_text(int n) {
   switch (KVIK__CUFILE_STATUS_BASE + n) {
-#define KVIK__CUFILE_TEXT_(name, value, text) \
-  case value:                                 \
-    return text;
+#define KVIK__CUFILE_TEXT_(name, value, text)                                                      \
+  case value: return text;
     KVIK__CUFILE_STATUSES(KVIK__CUFILE_TEXT_)
 #undef KVIK__CUFILE_TEXT_
-  default:
-    return "unknown cuFile status";
+  default: return "unknown cuFile status";
   }
 }
 
@@ -114,12 +112,14 @@ static driver_state open_driver(void) {
   }
   if (resolve(library) < 0) return FAILED;
   if (!kvik__cuda("cuFile")) {
-    snprintf(why_unavailable, sizeof why_unavailable, "needs the CUDA driver: %s", kvik_last_error());
+    snprintf(why_unavailable, sizeof why_unavailable, "needs the CUDA driver: %s",
+             kvik_last_error());
     return FAILED;
   }
   kvik__cufile_error status = api.cuFileDriverOpen();
   if (status.err != KVIK__CUFILE_SUCCESS) {
-    snprintf(why_unavailable, sizeof why_unavailable, "cuFileDriverOpen: %s (%d)", status_name(status.err), status.err);
+    snprintf(why_unavailable, sizeof why_unavailable, "cuFileDriverOpen: %s (%d)",
+             status_name(status.err), status.err);
     failure_code = status_code(status);
     return FAILED;
   }
@@ -151,8 +151,8 @@ const kvik__cufile_api *kvik__cufile(const char *fn, int *code) {
   driver_state s = atomic_load(&state);
   if (s == OPEN) return &api;
   if (s == CLOSED) {
-    *code = kvik__fail(-KVIK__CU_FILE_DRIVER_CLOSING, "%s: the cuFile driver was closed at process exit",
-                       fn ? fn : "cuFile");
+    *code = kvik__fail(-KVIK__CU_FILE_DRIVER_CLOSING,
+                       "%s: the cuFile driver was closed at process exit", fn ? fn : "cuFile");
     return NULL;
   }
   if (!fn) *code = kvik__fail(failure_code, "cuFile unavailable: %s", why_unavailable);
@@ -160,7 +160,9 @@ const kvik__cufile_api *kvik__cufile(const char *fn, int *code) {
   return NULL;
 }
 
-const kvik__cufile_api *kvik__cufile_if_open(void) { return atomic_load(&state) == OPEN ? &api : NULL; }
+const kvik__cufile_api *kvik__cufile_if_open(void) {
+  return atomic_load(&state) == OPEN ? &api : NULL;
+}
 
 const kvik__cufile_api *kvik__cufile_loaded(const char *fn, int *code) {
   pthread_mutex_lock(&lock);
@@ -183,11 +185,14 @@ const kvik__cufile_api *kvik__cufile_loaded(const char *fn, int *code) {
 int kvik__cufile_check(kvik__cufile_error status, const char *fn, const char *call) {
   if (status.err == KVIK__CUFILE_SUCCESS) return 0;
   int code = status_code(status);
-  return kvik__fail(code, "%s: %s: %s (%s)", fn, call, status_name(status.err), kvik_strerror(code));
+  return kvik__fail(code, "%s: %s: %s (%s)", fn, call, status_name(status.err),
+                    kvik_strerror(code));
 }
 
-int kvik__cufile_io_error(ssize_t ret, int saved_errno, const char *fn, const char *call, const char *path) {
-  if (ret == -1) return kvik__fail_errno(saved_errno ? saved_errno : EIO, "%s(\"%s\"): %s", fn, path, call);
+int kvik__cufile_io_error(ssize_t ret, int saved_errno, const char *fn, const char *call,
+                          const char *path) {
+  if (ret == -1)
+    return kvik__fail_errno(saved_errno ? saved_errno : EIO, "%s(\"%s\"): %s", fn, path, call);
   if (-ret > KVIK__CUFILE_STATUS_BASE) {
     kvik__cufile_error status = {(int)-ret, CUDA_SUCCESS};
     return kvik__fail((int)ret, "%s(\"%s\"): %s: %s (%s)", fn, path, call, status_name(status.err),
@@ -202,7 +207,8 @@ int kvik__cufile_enter(const char *fn) {
   atomic_fetch_add(&calls_in_flight, 1);
   if (!atomic_load(&closing)) return 0;
   atomic_fetch_sub(&calls_in_flight, 1);
-  return kvik__fail(-KVIK__CU_FILE_DRIVER_CLOSING, "%s: cuFile driver closed: the process is exiting", fn);
+  return kvik__fail(-KVIK__CU_FILE_DRIVER_CLOSING,
+                    "%s: cuFile driver closed: the process is exiting", fn);
 }
 
 void kvik__cufile_leave(void) {

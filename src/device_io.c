@@ -33,9 +33,9 @@ typedef struct kvik__lane {
   CUstream stream;
   CUevent copied[2];
   CUevent direct_copied; /* after the direct copies; its waiter sleeps, they are all it waits for */
-  slot slot[2]; /* reads only; writes take buffers of their own */
-  size_t chunk; /* the size of the slots' buffers */
-  unsigned next; /* the slot reads fill next: the one whose copy was queued first */
+  slot slot[2];          /* reads only; writes take buffers of their own */
+  size_t chunk;          /* the size of the slots' buffers */
+  unsigned next;         /* the slot reads fill next: the one whose copy was queued first */
 } lane;
 
 typedef struct thread_lanes {
@@ -46,7 +46,7 @@ typedef struct thread_lanes {
 
 static _Thread_local thread_lanes lanes;
 static _Thread_local lane *busy; /* the lane whose slots may hold copies of unfinished reads */
-static pthread_key_t lanes_key; /* only for its destructor, which frees a thread's lanes */
+static pthread_key_t lanes_key;  /* only for its destructor, which frees a thread's lanes */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 /* ---- handed copies (see kvik__handoff) ----------------------------------------------------- */
@@ -105,9 +105,11 @@ static void create_key(void) { pthread_key_create(&lanes_key, destroy_thread_lan
 
 /* Called with l->ctx current. */
 static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
-  int rc = kvik__cuda_check(cu->cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING), fn, "cuStreamCreate");
+  int rc = kvik__cuda_check(cu->cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING), fn,
+                            "cuStreamCreate");
   for (int i = 0; i < 2 && rc == 0; i++)
-    rc = kvik__cuda_check(cu->cuEventCreate(&l->copied[i], CU_EVENT_DISABLE_TIMING), fn, "cuEventCreate");
+    rc = kvik__cuda_check(cu->cuEventCreate(&l->copied[i], CU_EVENT_DISABLE_TIMING), fn,
+                          "cuEventCreate");
   if (rc == 0)
     rc = kvik__cuda_check(
         cu->cuEventCreate(&l->direct_copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), fn,
@@ -172,11 +174,13 @@ static int take_buffer(pipeline *p, unsigned b) {
 }
 
 static int wait_copied(pipeline *p, unsigned b) {
-  return kvik__cuda_check(p->cu->cuEventSynchronize(p->lane->copied[b]), p->fn, "cuEventSynchronize");
+  return kvik__cuda_check(p->cu->cuEventSynchronize(p->lane->copied[b]), p->fn,
+                          "cuEventSynchronize");
 }
 
 static int mark_copied(pipeline *p, unsigned b) {
-  return kvik__cuda_check(p->cu->cuEventRecord(p->lane->copied[b], p->lane->stream), p->fn, "cuEventRecord");
+  return kvik__cuda_check(p->cu->cuEventRecord(p->lane->copied[b], p->lane->stream), p->fn,
+                          "cuEventRecord");
 }
 
 /* Wait for the lane's copies, which must end before their buffers are reused, also after a
@@ -190,7 +194,8 @@ static int drain(pipeline *p, int rc) {
 static int queue_copy_out(pipeline *p, unsigned b, CUdeviceptr src, size_t n) {
   int rc = take_buffer(p, b);
   if (rc == 0)
-    rc = kvik__cuda_check(p->cu->cuMemcpyDtoHAsync(p->buf[b], src, n, p->lane->stream), p->fn, "cuMemcpyDtoHAsync");
+    rc = kvik__cuda_check(p->cu->cuMemcpyDtoHAsync(p->buf[b], src, n, p->lane->stream), p->fn,
+                          "cuMemcpyDtoHAsync");
   return rc < 0 ? rc : mark_copied(p, b);
 }
 
@@ -207,7 +212,8 @@ static int pipeline_write(pipeline *p, CUdeviceptr dev, size_t size, int64_t off
     }
     if (rc == 0) rc = wait_copied(p, b);
     size_t wrote = 0;
-    if (rc == 0) rc = p->transfer(p->source, KVIK__WRITE, p->buf[b], n, offset + (int64_t)pos, &wrote);
+    if (rc == 0)
+      rc = p->transfer(p->source, KVIK__WRITE, p->buf[b], n, offset + (int64_t)pos, &wrote);
     *done += wrote;
   }
   /* A queued copy may still be filling a buffer. */
@@ -304,10 +310,11 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     if (got > 0) {
       sl->bytes = got;
       if (!r->handoff || !hand_off(r->handoff, l, s, dev + pos)) {
-        int copy_rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev + pos, sl->buf, got, l->stream), r->fn,
-                                       "cuMemcpyHtoDAsync");
+        int copy_rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(dev + pos, sl->buf, got, l->stream),
+                                       r->fn, "cuMemcpyHtoDAsync");
         if (copy_rc == 0)
-          copy_rc = kvik__cuda_check(cu->cuEventRecord(l->copied[s], l->stream), r->fn, "cuEventRecord");
+          copy_rc =
+              kvik__cuda_check(cu->cuEventRecord(l->copied[s], l->stream), r->fn, "cuEventRecord");
         if (copy_rc < 0) return copy_rc;
       }
       sl->owner = r;
@@ -322,7 +329,8 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
 
 /* The lane for `mem` with slots of `chunk` bytes; a lane with other copies in flight is settled
  * first. Called with mem->ctx current. */
-static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memory *mem, size_t chunk, lane **out) {
+static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memory *mem,
+                     size_t chunk, lane **out) {
   /* Settled before lane_for(), which may evict or move lanes. */
   if (busy && busy->ctx != mem->ctx) kvik__device_settle();
   int rc = lane_for(fn, mem->ctx, out);
@@ -337,8 +345,11 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
 }
 
 int kvik__device_read_begin(kvik__device_read *r, const kvik__device_io *io) {
-  *r = (kvik__device_read){.finish = r->finish, .fn = io->fn, .handoff = r->handoff,
-                           .transfer = io->transfer, .source = io->source};
+  *r = (kvik__device_read){.finish = r->finish,
+                           .fn = io->fn,
+                           .handoff = r->handoff,
+                           .transfer = io->transfer,
+                           .source = io->source};
   int rc = kvik__context_push(io->fn, io->mem->ctx);
   if (rc < 0) {
     r->rc = rc;
@@ -414,13 +425,15 @@ int kvik__device_write(const kvik__device_io *io, size_t *done) {
   *done = 0;
   kvik__device_settle(); /* writes use the lane's events */
   if (io->size == 0) return 0;
-  pipeline p = {.fn = io->fn, .cu = kvik__cuda_if_present(), .chunk = chunk_size(io->task_size),
-                .transfer = io->transfer, .source = io->source};
+  pipeline p = {.fn = io->fn,
+                .cu = kvik__cuda_if_present(),
+                .chunk = chunk_size(io->task_size),
+                .transfer = io->transfer,
+                .source = io->source};
   int rc = kvik__context_push(io->fn, io->mem->ctx);
   if (rc < 0) return rc;
   rc = lane_for(io->fn, io->mem->ctx, &p.lane);
-  if (rc == 0)
-    rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)io->dev, io->size, io->offset, done);
+  if (rc == 0) rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)io->dev, io->size, io->offset, done);
   for (int b = 0; b < 2; b++) kvik__pinned_put(p.buf[b], p.chunk);
   kvik__context_pop();
   return rc;
@@ -443,10 +456,12 @@ int kvik_device_free(void *devptr) {
   if (!devptr) return 0;
   kvik__memory mem;
   int rc = kvik__memory_classify(fn, devptr, &mem);
-  if (rc == 0 && mem.kind != KVIK_MEMORY_DEVICE) rc = kvik__fail(-EINVAL, "%s(%p): not device memory", fn, devptr);
+  if (rc == 0 && mem.kind != KVIK_MEMORY_DEVICE)
+    rc = kvik__fail(-EINVAL, "%s(%p): not device memory", fn, devptr);
   if (rc == 0) rc = kvik__context_push(fn, mem.ctx);
   if (rc < 0) return rc;
-  rc = kvik__cuda_check(kvik__cuda_if_present()->cuMemFree((CUdeviceptr)(uintptr_t)devptr), fn, "cuMemFree");
+  rc = kvik__cuda_check(kvik__cuda_if_present()->cuMemFree((CUdeviceptr)(uintptr_t)devptr), fn,
+                        "cuMemFree");
   kvik__context_pop();
   return rc;
 }

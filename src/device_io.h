@@ -14,13 +14,14 @@
 /* Moves `size` bytes between host memory `host` and the source at `offset` (a file, a mapping);
  * the contract of kvik__posix_io(): 0 or a negative code, *done bytes moved, reads short only at
  * the end of the source. */
-typedef int (*kvik__host_transfer)(void *source, kvik__op op, char *host, size_t size, int64_t offset, size_t *done);
+typedef int (*kvik__host_transfer)(void *source, kvik__op op, char *host, size_t size,
+                                   int64_t offset, size_t *done);
 
 /* A transfer between device (or managed) memory and a source, through the bounce buffers. */
 typedef struct kvik__device_io {
-  const char *fn;               /* the public function called, for messages */
-  const kvik__memory *mem;      /* the device memory, classified */
-  char *dev;                    /* its first byte */
+  const char *fn;          /* the public function called, for messages */
+  const kvik__memory *mem; /* the device memory, classified */
+  char *dev;               /* its first byte */
   size_t size;
   int64_t offset;               /* of the first byte in the source */
   size_t task_size;             /* the request's task size, which sizes the bounce buffers */

@@ -29,7 +29,8 @@ int kvik_runtime_lib_supported(kvik_runtime_lib lib, char *detail, size_t len) {
   if (!handle) return 0;
   struct link_map *map = NULL;
   if (detail && len) {
-    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name[0]) snprintf(detail, len, "%s", map->l_name);
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name[0])
+      snprintf(detail, len, "%s", map->l_name);
     else snprintf(detail, len, "%s", sonames[lib]);
   }
   dlclose(handle);

@@ -59,54 +59,76 @@ static const struct foreign *foreign_of(int code) {
 
 /* The standard HTTP error statuses: X(status, reason phrase). */
 #define KVIK__HTTP_STATUSES(X)                                                                     \
-  X(300, "Multiple Choices") X(301, "Moved Permanently") X(302, "Found") X(303, "See Other")        \
-  X(304, "Not Modified") X(307, "Temporary Redirect") X(308, "Permanent Redirect")                 \
-  X(400, "Bad Request") X(401, "Unauthorized") X(402, "Payment Required") X(403, "Forbidden")      \
-  X(404, "Not Found") X(405, "Method Not Allowed") X(406, "Not Acceptable")                        \
-  X(407, "Proxy Authentication Required") X(408, "Request Timeout") X(409, "Conflict")              \
-  X(410, "Gone") X(411, "Length Required") X(412, "Precondition Failed")                           \
-  X(413, "Content Too Large") X(414, "URI Too Long") X(415, "Unsupported Media Type")              \
-  X(416, "Range Not Satisfiable") X(417, "Expectation Failed") X(421, "Misdirected Request")        \
-  X(422, "Unprocessable Content") X(425, "Too Early") X(426, "Upgrade Required")                   \
-  X(428, "Precondition Required") X(429, "Too Many Requests")                                      \
-  X(431, "Request Header Fields Too Large") X(451, "Unavailable For Legal Reasons")                 \
-  X(500, "Internal Server Error") X(501, "Not Implemented") X(502, "Bad Gateway")                  \
-  X(503, "Service Unavailable") X(504, "Gateway Timeout") X(505, "HTTP Version Not Supported")     \
-  X(507, "Insufficient Storage") X(508, "Loop Detected") X(511, "Network Authentication Required")
+  X(300, "Multiple Choices")                                                                       \
+  X(301, "Moved Permanently")                                                                      \
+  X(302, "Found")                                                                                  \
+  X(303, "See Other")                                                                              \
+  X(304, "Not Modified")                                                                           \
+  X(307, "Temporary Redirect")                                                                     \
+  X(308, "Permanent Redirect")                                                                     \
+  X(400, "Bad Request")                                                                            \
+  X(401, "Unauthorized")                                                                           \
+  X(402, "Payment Required")                                                                       \
+  X(403, "Forbidden")                                                                              \
+  X(404, "Not Found")                                                                              \
+  X(405, "Method Not Allowed")                                                                     \
+  X(406, "Not Acceptable")                                                                         \
+  X(407, "Proxy Authentication Required")                                                          \
+  X(408, "Request Timeout")                                                                        \
+  X(409, "Conflict")                                                                               \
+  X(410, "Gone")                                                                                   \
+  X(411, "Length Required")                                                                        \
+  X(412, "Precondition Failed")                                                                    \
+  X(413, "Content Too Large")                                                                      \
+  X(414, "URI Too Long")                                                                           \
+  X(415, "Unsupported Media Type")                                                                 \
+  X(416, "Range Not Satisfiable")                                                                  \
+  X(417, "Expectation Failed")                                                                     \
+  X(421, "Misdirected Request")                                                                    \
+  X(422, "Unprocessable Content")                                                                  \
+  X(425, "Too Early")                                                                              \
+  X(426, "Upgrade Required")                                                                       \
+  X(428, "Precondition Required")                                                                  \
+  X(429, "Too Many Requests")                                                                      \
+  X(431, "Request Header Fields Too Large")                                                        \
+  X(451, "Unavailable For Legal Reasons")                                                          \
+  X(500, "Internal Server Error")                                                                  \
+  X(501, "Not Implemented")                                                                        \
+  X(502, "Bad Gateway")                                                                            \
+  X(503, "Service Unavailable")                                                                    \
+  X(504, "Gateway Timeout")                                                                        \
+  X(505, "HTTP Version Not Supported")                                                             \
+  X(507, "Insufficient Storage")                                                                   \
+  X(508, "Loop Detected")                                                                          \
+  X(511, "Network Authentication Required")
 
 static const char *http_name(int status) {
   switch (status) {
-#define KVIK_HTTP_NAME_(status, text) \
-  case status:                        \
-    return "HTTP_" #status;
+#define KVIK_HTTP_NAME_(status, text)                                                              \
+  case status: return "HTTP_" #status;
     KVIK__HTTP_STATUSES(KVIK_HTTP_NAME_)
 #undef KVIK_HTTP_NAME_
-  default:
-    return "HTTP_ERROR";
+  default: return "HTTP_ERROR";
   }
 }
 
 static const char *http_text(int status) {
   switch (status) {
-#define KVIK_HTTP_TEXT_(status, text) \
-  case status:                        \
-    return text;
+#define KVIK_HTTP_TEXT_(status, text)                                                              \
+  case status: return text;
     KVIK__HTTP_STATUSES(KVIK_HTTP_TEXT_)
 #undef KVIK_HTTP_TEXT_
-  default:
-    return "HTTP error status";
+  default: return "HTTP error status";
   }
 }
 
 const char *kvik_strerror(int code) {
   switch (code) {
-#define KVIK_ERROR_TEXT_(name, value, text) \
-  case value:                               \
-    return text;
+#define KVIK_ERROR_TEXT_(name, value, text)                                                        \
+  case value: return text;
     KVIK_ERROR_MAP(KVIK_ERROR_TEXT_)
 #undef KVIK_ERROR_TEXT_
-  default:
-    break;
+  default: break;
   }
   if (code >= 0) return "success";
   const struct foreign *f = foreign_of(code);
@@ -118,13 +140,11 @@ const char *kvik_strerror(int code) {
 
 const char *kvik_err_name(int code) {
   switch (code) {
-#define KVIK_ERROR_NAME_(name, value, text) \
-  case value:                               \
-    return #name;
+#define KVIK_ERROR_NAME_(name, value, text)                                                        \
+  case value: return #name;
     KVIK_ERROR_MAP(KVIK_ERROR_NAME_)
 #undef KVIK_ERROR_NAME_
-  default:
-    break;
+  default: break;
   }
   if (code >= 0) return "OK";
   const struct foreign *f = foreign_of(code);

@@ -30,8 +30,8 @@
 struct kvik_file {
   kvik__source source; /* requests run against it; close waits for them */
   int fd;
-  _Atomic int direct_fd;      /* opened on first direct use; see direct_descriptor() */
-  _Atomic int direct_refused; /* the file system refused O_DIRECT IO on it */
+  _Atomic int direct_fd;       /* opened on first direct use; see direct_descriptor() */
+  _Atomic int direct_refused;  /* the file system refused O_DIRECT IO on it */
   int access;                  /* O_RDONLY, O_WRONLY or O_RDWR */
   int append;                  /* fd has O_APPEND: the kernel places every write at the end */
   kvik__append_file append_to; /* an append handle's file */
@@ -40,7 +40,8 @@ struct kvik_file {
   char path[];
 };
 
-static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_t offset, size_t *done);
+static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_t offset,
+                         size_t *done);
 
 /* ---- open and close ------------------------------------------------------------------- */
 
@@ -75,11 +76,15 @@ static int64_t size_of_fd(int fd) {
 int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file **file) {
   if (file) *file = NULL;
   if (!path || !flags || !file)
-    return kvik__fail(-EINVAL, "kvik_file_open: NULL %s", !path ? "path" : !flags ? "flags" : "output handle");
+    return kvik__fail(-EINVAL, "kvik_file_open: NULL %s",
+                      !path    ? "path"
+                      : !flags ? "flags"
+                               : "output handle");
   const flag_string *fs = lookup_flags(flags);
   if (!fs)
-    return kvik__fail(-EINVAL, "kvik_file_open(\"%s\", \"%s\"): unknown flags (expected r, r+, w, w+, a or a+)", path,
-                      flags);
+    return kvik__fail(
+        -EINVAL, "kvik_file_open(\"%s\", \"%s\"): unknown flags (expected r, r+, w, w+, a or a+)",
+        path, flags);
   int rc = kvik__init();
   if (rc < 0) return rc;
   size_t path_len = strlen(path);
@@ -96,9 +101,9 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   struct stat st; /* which file an append handle's appends take turns on (append.h) */
   if (f->append && fstat(f->fd, &st) != 0)
     rc = kvik__fail_errno(errno, "kvik_file_open(\"%s\", \"%s\"): fstat", path, flags);
-  else if (f->append)
-    f->append_to = (kvik__append_file){st.st_dev, st.st_ino};
-  if (rc == 0) rc = kvik__gds_open(&f->gds, "kvik_file_open", flags, f->path, f->fd, fs->flags & O_ACCMODE);
+  else if (f->append) f->append_to = (kvik__append_file){st.st_dev, st.st_ino};
+  if (rc == 0)
+    rc = kvik__gds_open(&f->gds, "kvik_file_open", flags, f->path, f->fd, fs->flags & O_ACCMODE);
   if (rc < 0) {
     close(f->fd);
     free(f);
@@ -124,7 +129,8 @@ int kvik_file_close(kvik_file *file) {
   kvik__zc_close(&file->zc);
   int direct = atomic_load(&file->direct_fd);
   if (direct >= 0) close(direct);
-  if (close(file->fd) != 0 && errno != EINTR) rc = kvik__fail_errno(errno, "kvik_file_close(\"%s\")", file->path);
+  if (close(file->fd) != 0 && errno != EINTR)
+    rc = kvik__fail_errno(errno, "kvik_file_close(\"%s\")", file->path);
   return rc;
 }
 
@@ -134,7 +140,9 @@ void kvik_file_free(kvik_file *file) {
   free(file);
 }
 
-int kvik_file_closed(const kvik_file *file) { return file ? kvik__owner_is_closed(&file->source.owner) : 1; }
+int kvik_file_closed(const kvik_file *file) {
+  return file ? kvik__owner_is_closed(&file->source.owner) : 1;
+}
 
 static int closed_error(const kvik_file *file, const char *fn) {
   if (!file) return kvik__fail(-EINVAL, "%s: NULL handle", fn);
@@ -142,7 +150,8 @@ static int closed_error(const kvik_file *file, const char *fn) {
 }
 
 int kvik_file_fd(const kvik_file *file) {
-  if (!file || kvik__owner_is_closed(&file->source.owner)) return closed_error(file, "kvik_file_fd");
+  if (!file || kvik__owner_is_closed(&file->source.owner))
+    return closed_error(file, "kvik_file_fd");
   return file->fd;
 }
 
@@ -150,11 +159,14 @@ int kvik_file_fd(const kvik_file *file) {
  * them instead of closing the descriptor, whose number another open may then reuse, under them.
  * Holding it leaves the handle logically const. */
 static int hold(const kvik_file *file, const char *fn) {
-  if (!file || kvik__owner_acquire(&((kvik_file *)file)->source.owner) < 0) return closed_error(file, fn);
+  if (!file || kvik__owner_acquire(&((kvik_file *)file)->source.owner) < 0)
+    return closed_error(file, fn);
   return 0;
 }
 
-static void let_go(const kvik_file *file) { kvik__owner_release(&((kvik_file *)file)->source.owner); }
+static void let_go(const kvik_file *file) {
+  kvik__owner_release(&((kvik_file *)file)->source.owner);
+}
 
 int kvik_file_open_flags(const kvik_file *file) {
   int rc = hold(file, "kvik_file_open_flags");
@@ -195,14 +207,16 @@ static int direct_descriptor(kvik_file *file) {
 
 /* The O_DIRECT descriptor to use for op, or -1 for none. */
 static int direct_for(kvik_file *file, kvik__op op) {
-  kvik_setting s = op == KVIK__READ ? KVIK_SETTING_AUTO_DIRECT_IO_READ : KVIK_SETTING_AUTO_DIRECT_IO_WRITE;
+  kvik_setting s =
+      op == KVIK__READ ? KVIK_SETTING_AUTO_DIRECT_IO_READ : KVIK_SETTING_AUTO_DIRECT_IO_WRITE;
   if (!kvik__setting(s) || atomic_load(&file->direct_refused)) return -1;
   return direct_descriptor(file);
 }
 
 /* An append handle's writes go through its O_APPEND descriptor, in the page cache, where the
  * kernel places them (kvik__posix_append): `offset` is not used. */
-static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_t offset, size_t *done) {
+static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_t offset,
+                         size_t *done) {
   kvik_file *file = self;
   if (file->append && op == KVIK__WRITE) {
     kvik__posix_target target = {file->fd, -1, file->path};
@@ -220,15 +234,21 @@ static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_
 
 /* ---- what io_uring needs (uring.h) ------------------------------------------------------- */
 
-int kvik__file_access(const kvik_file *file) { return file->access | (file->append ? O_APPEND : 0); }
+int kvik__file_access(const kvik_file *file) {
+  return file->access | (file->append ? O_APPEND : 0);
+}
 
-int kvik__file_hold(kvik_file *file) { return kvik__owner_acquire(&file->source.owner) < 0 ? -EBADF : 0; }
+int kvik__file_hold(kvik_file *file) {
+  return kvik__owner_acquire(&file->source.owner) < 0 ? -EBADF : 0;
+}
 
 void kvik__file_let_go(kvik_file *file) { let_go(file); }
 
-int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t size, int64_t offset, int *direct) {
+int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t size, int64_t offset,
+                       int *direct) {
   *direct = 0;
-  if (!buf_aligned || !kvik__direct_aligned(size) || !kvik__direct_aligned((uintptr_t)offset) || size == 0)
+  if (!buf_aligned || !kvik__direct_aligned(size) || !kvik__direct_aligned((uintptr_t)offset) ||
+      size == 0)
     return file->fd;
   kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
   int fd = target.direct_fd;
@@ -237,10 +257,12 @@ int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t siz
   return fd >= 0 ? fd : file->fd;
 }
 
-int kvik__file_transfer(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset, size_t *done) {
+int kvik__file_transfer(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset,
+                        size_t *done) {
   *done = 0;
   if (kvik__owner_acquire(&file->source.owner) < 0)
-    return kvik__fail(-EBADF, "kvik_batch(\"%s\"): file closed with operations in flight", file->path);
+    return kvik__fail(-EBADF, "kvik_batch(\"%s\"): file closed with operations in flight",
+                      file->path);
   int rc = file_transfer(file, op, buf, size, offset, done);
   let_go(file);
   return rc;
@@ -262,20 +284,30 @@ int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__READ);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__READ, .buf = buf,
-                       .size = size, .offset = file_offset, .task_size = task_size};
+  kvik__request req = {.fn = fn,
+                       .source = &file->source,
+                       .op = KVIK__READ,
+                       .buf = buf,
+                       .size = size,
+                       .offset = file_offset,
+                       .task_size = task_size};
   return kvik__request_start(&req, 0, future);
 }
 
-int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file_offset, size_t task_size,
-                     kvik_future **future) {
+int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file_offset,
+                     size_t task_size, kvik_future **future) {
   static const char fn[] = "kvik_file_pwrite";
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__WRITE);
   if (rc < 0) return rc;
   /* A write's buffer is only read from: the cast lets reads and writes share one request. */
-  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__WRITE, .buf = (char *)buf,
-                       .size = size, .offset = file_offset, .task_size = task_size};
+  kvik__request req = {.fn = fn,
+                       .source = &file->source,
+                       .op = KVIK__WRITE,
+                       .buf = (char *)buf,
+                       .size = size,
+                       .offset = file_offset,
+                       .task_size = task_size};
   return kvik__request_start(&req, 0, future);
 }
 
@@ -283,8 +315,13 @@ ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_off
   static const char fn[] = "kvik_file_read";
   int rc = check_access(fn, file, KVIK__READ);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__READ, .buf = buf,
-                       .size = size, .offset = file_offset, .task_size = 0};
+  kvik__request req = {.fn = fn,
+                       .source = &file->source,
+                       .op = KVIK__READ,
+                       .buf = buf,
+                       .size = size,
+                       .offset = file_offset,
+                       .task_size = 0};
   return kvik__request_run(&req);
 }
 
@@ -292,8 +329,13 @@ ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t f
   static const char fn[] = "kvik_file_write";
   int rc = check_access(fn, file, KVIK__WRITE);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__WRITE, .buf = (char *)buf,
-                       .size = size, .offset = file_offset, .task_size = 0};
+  kvik__request req = {.fn = fn,
+                       .source = &file->source,
+                       .op = KVIK__WRITE,
+                       .buf = (char *)buf,
+                       .size = size,
+                       .offset = file_offset,
+                       .task_size = 0};
   return kvik__request_run(&req);
 }
 
@@ -303,19 +345,29 @@ int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_o
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__READ);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__READ, .buf = buf,
-                       .size = size, .offset = file_offset, .task_size = 0};
+  kvik__request req = {.fn = fn,
+                       .source = &file->source,
+                       .op = KVIK__READ,
+                       .buf = buf,
+                       .size = size,
+                       .offset = file_offset,
+                       .task_size = 0};
   return kvik__stream_request_start(&req, stream, size_of_fd(file->fd), future);
 }
 
-int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t file_offset, void *stream,
-                          kvik_future **future) {
+int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t file_offset,
+                          void *stream, kvik_future **future) {
   static const char fn[] = "kvik_file_write_async";
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__WRITE);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__WRITE, .buf = (char *)buf,
-                       .size = size, .offset = file_offset, .task_size = 0};
+  kvik__request req = {.fn = fn,
+                       .source = &file->source,
+                       .op = KVIK__WRITE,
+                       .buf = (char *)buf,
+                       .size = size,
+                       .offset = file_offset,
+                       .task_size = 0};
   return kvik__stream_request_start(&req, stream, -1, future);
 }
 
@@ -330,8 +382,13 @@ ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr) {
   void *dev = NULL;
   rc = kvik__device_alloc(fn, device, (size_t)size, &dev);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn, .source = &file->source, .op = KVIK__READ, .buf = dev,
-                       .size = (size_t)size, .offset = 0, .task_size = 0};
+  kvik__request req = {.fn = fn,
+                       .source = &file->source,
+                       .op = KVIK__READ,
+                       .buf = dev,
+                       .size = (size_t)size,
+                       .offset = 0,
+                       .task_size = 0};
   ssize_t got = kvik__request_run(&req);
   if (got < 0) {
     kvik_device_free(dev);
@@ -361,14 +418,15 @@ int kvik_file_backend(const kvik_file *file, char *why, size_t len) {
 /* Raw IO runs the whole transfer on this thread in one piece: through one cuFile call, or
  * through the bounce buffers when cuFile does not serve the file or the write appends (cuFile
  * writes at offsets). */
-static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, size_t size, int64_t file_offset,
-                      int64_t dev_offset) {
+static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, size_t size,
+                      int64_t file_offset, int64_t dev_offset) {
   int rc = check_access(fn, file, op);
   if (rc < 0) return rc;
   if (dev_offset < 0 || file_offset < 0)
     return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset", fn, file->path);
   if (size == 0) return 0; /* as every other read and write: an empty array has no pointer */
-  if (!base) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", fn, file->path, size);
+  if (!base)
+    return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", fn, file->path, size);
   kvik__memory mem;
   rc = kvik__init();
   if (rc == 0) rc = kvik__memory_classify(fn, base, &mem);
@@ -383,19 +441,26 @@ static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, 
     result = kvik__gds_raw(&file->gds, &io, dev_offset);
   } else {
     /* One task of the whole size: kvik__request_run() runs it on this thread. */
-    kvik__request req = {.fn = fn, .source = &file->source, .op = op, .buf = base + dev_offset,
-                         .size = size, .offset = file_offset, .task_size = size ? size : 1};
+    kvik__request req = {.fn = fn,
+                         .source = &file->source,
+                         .op = op,
+                         .buf = base + dev_offset,
+                         .size = size,
+                         .offset = file_offset,
+                         .task_size = size ? size : 1};
     result = kvik__request_run(&req);
   }
   kvik__owner_release(&file->source.owner);
   return result;
 }
 
-ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size, int64_t file_offset, int64_t dev_offset) {
+ssize_t kvik_file_raw_read(kvik_file *file, void *dev_base, size_t size, int64_t file_offset,
+                           int64_t dev_offset) {
   return raw_io("kvik_file_raw_read", file, KVIK__READ, dev_base, size, file_offset, dev_offset);
 }
 
 ssize_t kvik_file_raw_write(kvik_file *file, const void *dev_base, size_t size, int64_t file_offset,
                             int64_t dev_offset) {
-  return raw_io("kvik_file_raw_write", file, KVIK__WRITE, (char *)dev_base, size, file_offset, dev_offset);
+  return raw_io("kvik_file_raw_write", file, KVIK__WRITE, (char *)dev_base, size, file_offset,
+                dev_offset);
 }

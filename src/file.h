@@ -26,11 +26,13 @@ void kvik__file_let_go(kvik_file *file);
  * file system has not refused it, the buffer (`buf_aligned`, kvik__direct_aligned()), offset
  * and size are aligned, and (reads) the whole range is kvik__direct_readable(); else the
  * buffered one. *direct says which. The file is held. */
-int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t size, int64_t offset, int *direct);
+int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t size, int64_t offset,
+                       int *direct);
 
 /* Move `size` bytes on this thread through the file's own path, as a task of kvik_file_pread or
  * kvik_file_pwrite would: retries, O_DIRECT as the settings say, end of file. Returns 0 with
  * *done, or a negative code with a message (-EBADF once the file is closed). */
-int kvik__file_transfer(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset, size_t *done);
+int kvik__file_transfer(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset,
+                        size_t *done);
 
 #endif

@@ -207,7 +207,9 @@ static struct timespec deadline_after(int64_t timeout_ns) {
 
 ssize_t kvik_future_wait_for(kvik_future *future, int64_t timeout_ns) {
   if (!future) return kvik__fail(-EINVAL, "kvik_future_wait_for: NULL future");
-  if (timeout_ns < 0) return kvik__fail(-EINVAL, "kvik_future_wait_for: negative timeout %lld", (long long)timeout_ns);
+  if (timeout_ns < 0)
+    return kvik__fail(-EINVAL, "kvik_future_wait_for: negative timeout %lld",
+                      (long long)timeout_ns);
   struct timespec deadline = deadline_after(timeout_ns);
   lock();
   int rc = 0;
@@ -216,7 +218,8 @@ ssize_t kvik_future_wait_for(kvik_future *future, int64_t timeout_ns) {
   ssize_t result = future->done ? result_locked(future) : -ETIMEDOUT;
   unlock();
   if (result == -ETIMEDOUT)
-    kvik__fail(-ETIMEDOUT, "kvik_future_wait_for: request still running after %lld ns", (long long)timeout_ns);
+    kvik__fail(-ETIMEDOUT, "kvik_future_wait_for: request still running after %lld ns",
+               (long long)timeout_ns);
   return result;
 }
 
@@ -227,7 +230,8 @@ static size_t count_done_locked(kvik_future *const *futures, size_t n) {
   return done;
 }
 
-size_t kvik__futures_wait_some(kvik_future *const *futures, size_t n, size_t min_done, int64_t timeout_ns) {
+size_t kvik__futures_wait_some(kvik_future *const *futures, size_t n, size_t min_done,
+                               int64_t timeout_ns) {
   struct timespec deadline = {0, 0};
   if (timeout_ns > 0) deadline = deadline_after(timeout_ns);
   lock();

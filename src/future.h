@@ -72,6 +72,7 @@ void kvik__future_read_ended(kvik_future *future, size_t end);
 /* Wait until at least `min_done` of the `n` futures are done or `timeout_ns` nanoseconds passed
  * (0: do not wait; negative: no limit), on the completion condition every completion
  * broadcasts. Returns how many of them are done. */
-size_t kvik__futures_wait_some(kvik_future *const *futures, size_t n, size_t min_done, int64_t timeout_ns);
+size_t kvik__futures_wait_some(kvik_future *const *futures, size_t n, size_t min_done,
+                               int64_t timeout_ns);
 
 #endif

@@ -40,10 +40,11 @@ static void describe_cufile(kvik__gds_file *g, const kvik__cufile_api *cf) {
   kvik__cufile_props p;
   memset(&p, 0, sizeof p);
   if (cf->cuFileDriverGetProperties(&p).err == KVIK__CUFILE_SUCCESS && p.nvfs.major_version > 0)
-    snprintf(g->why, sizeof g->why, "cuFile: GPUDirect Storage through nvidia-fs %u.%u", p.nvfs.major_version,
-             p.nvfs.minor_version);
+    snprintf(g->why, sizeof g->why, "cuFile: GPUDirect Storage through nvidia-fs %u.%u",
+             p.nvfs.major_version, p.nvfs.minor_version);
   else
-    snprintf(g->why, sizeof g->why, "cuFile: in cuFile's own compatibility mode (nvidia-fs is not loaded)");
+    snprintf(g->why, sizeof g->why,
+             "cuFile: in cuFile's own compatibility mode (nvidia-fs is not loaded)");
 }
 
 static int open_direct(kvik__gds_file *g, const char *fn) {
@@ -51,7 +52,8 @@ static int open_direct(kvik__gds_file *g, const char *fn) {
   snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d", g->fd);
   g->direct_fd = kvik__open(proc_path, g->access | O_DIRECT | O_CLOEXEC, 0);
   if (g->direct_fd >= 0) return 0;
-  return kvik__fail_errno(errno, "%s: the file does not open with O_DIRECT, which cuFile needs", fn);
+  return kvik__fail_errno(errno, "%s: the file does not open with O_DIRECT, which cuFile needs",
+                          fn);
 }
 
 static int register_handle(kvik__gds_file *g, const char *fn, const kvik__cufile_api *cf) {
@@ -71,7 +73,8 @@ static int register_handle(kvik__gds_file *g, const char *fn, const kvik__cufile
  * thread's message. `check_platform`: first rule out what cannot work (AUTO), rather than let
  * cuFile say so (OFF, where the caller wants cuFile's own answer). */
 static int try_cufile(kvik__gds_file *g, const char *fn, int check_platform) {
-  if (check_platform && is_wsl()) return kvik__fail(KVIK_ECUFILE_UNAVAILABLE, "WSL: cuFile does not work there");
+  if (check_platform && is_wsl())
+    return kvik__fail(KVIK_ECUFILE_UNAVAILABLE, "WSL: cuFile does not work there");
   if (check_platform && !udev_readable()) return kvik__fail(KVIK_ECUFILE_UNAVAILABLE, UDEV_NOTE);
   int rc;
   const kvik__cufile_api *cf = kvik__cufile(NULL, &rc);
@@ -99,10 +102,12 @@ static void decide(kvik__gds_file *g, const char *fn, int check_platform) {
     return;
   }
   g->backend = KVIK_BACKEND_POSIX;
-  snprintf(g->why, sizeof g->why, "compat mode AUTO, and cuFile cannot serve the file: %s", kvik_last_error());
+  snprintf(g->why, sizeof g->why, "compat mode AUTO, and cuFile cannot serve the file: %s",
+           kvik_last_error());
 }
 
-int kvik__gds_open(kvik__gds_file *g, const char *fn, const char *flags, const char *path, int fd, int access) {
+int kvik__gds_open(kvik__gds_file *g, const char *fn, const char *flags, const char *path, int fd,
+                   int access) {
   memset(g, 0, sizeof *g);
   g->fd = fd;
   g->access = access;
@@ -124,8 +129,9 @@ int kvik__gds_open(kvik__gds_file *g, const char *fn, const char *flags, const c
   if (rc < 0) {
     char why[KVIK_MESSAGE_MAX];
     snprintf(why, sizeof why, "%s", kvik_last_error()); /* the message is rewritten below */
-    return kvik__fail(rc, "%s(\"%s\", \"%s\"): compat mode is OFF, and cuFile cannot serve the file: %s", fn, path,
-                      flags, why);
+    return kvik__fail(
+        rc, "%s(\"%s\", \"%s\"): compat mode is OFF, and cuFile cannot serve the file: %s", fn,
+        path, flags, why);
   }
   g->backend = KVIK_BACKEND_CUFILE;
   return 0;
@@ -133,7 +139,8 @@ int kvik__gds_open(kvik__gds_file *g, const char *fn, const char *flags, const c
 
 void kvik__gds_close(kvik__gds_file *g) {
   const kvik__cufile_api *cf = kvik__cufile_if_open();
-  if (g->handle && cf && g->generation == kvik__cufile_generation() && kvik__cufile_enter("kvik_file_close") == 0) {
+  if (g->handle && cf && g->generation == kvik__cufile_generation() &&
+      kvik__cufile_enter("kvik_file_close") == 0) {
     cf->cuFileHandleDeregister(g->handle);
     kvik__cufile_leave();
   }
@@ -146,7 +153,8 @@ static void decide_once(kvik__gds_file *g) {
   int expected = UNDECIDED;
   if (atomic_compare_exchange_strong(&g->state, &expected, DECIDING)) {
     char saved[KVIK_MESSAGE_MAX];
-    snprintf(saved, sizeof saved, "%s", kvik_last_error()); /* the decision is no failure of the caller */
+    snprintf(saved, sizeof saved, "%s",
+             kvik_last_error()); /* the decision is no failure of the caller */
     decide(g, "cuFile", 1);
     kvik__set_message(saved);
     atomic_store(&g->state, DECIDED);
@@ -170,8 +178,8 @@ kvik__cufile_handle kvik__gds_handle(kvik__gds_file *g) {
 /* ---- transfers ------------------------------------------------------------------------------ */
 
 /* One cuFile call; the context of the memory is current, as cuFile requires. */
-static ssize_t cufile_call(const kvik__cufile_api *cf, kvik__cufile_handle h, kvik__op op, char *base, size_t size,
-                           int64_t offset, int64_t base_offset) {
+static ssize_t cufile_call(const kvik__cufile_api *cf, kvik__cufile_handle h, kvik__op op,
+                           char *base, size_t size, int64_t offset, int64_t base_offset) {
   return op == KVIK__READ ? cf->cuFileRead(h, base, size, (off_t)offset, (off_t)base_offset)
                           : cf->cuFileWrite(h, base, size, (off_t)offset, (off_t)base_offset);
 }
@@ -182,7 +190,9 @@ static int begin(kvik__gds_file *g, const kvik__gds_io *io, const kvik__cufile_a
   const char *fn = io->fn;
   *h = kvik__gds_handle(g);
   *cf = kvik__cufile_if_open();
-  if (!*h || !*cf) return kvik__fail(KVIK_ECUFILE_UNAVAILABLE, "%s(\"%s\"): cuFile does not serve this file", fn, g->path);
+  if (!*h || !*cf)
+    return kvik__fail(KVIK_ECUFILE_UNAVAILABLE, "%s(\"%s\"): cuFile does not serve this file", fn,
+                      g->path);
   int rc = kvik__context_push(fn, io->mem->ctx);
   if (rc < 0) return rc;
   rc = kvik__cufile_enter(fn);
@@ -225,13 +235,15 @@ int kvik__gds_transfer(kvik__gds_file *g, const kvik__gds_io *io, size_t *done) 
   const char *call = op == KVIK__READ ? "cuFileRead" : "cuFileWrite";
   while (*done < size) {
     errno = 0;
-    ssize_t n = cufile_call(cf, h, op, base, size - *done, offset + (int64_t)*done, base_offset + (int64_t)*done);
+    ssize_t n = cufile_call(cf, h, op, base, size - *done, offset + (int64_t)*done,
+                            base_offset + (int64_t)*done);
     if (n < 0) {
       rc = kvik__cufile_io_error(n, errno, fn, call, g->path);
       break;
     }
     if (n == 0) {
-      if (op == KVIK__WRITE) rc = kvik__fail(-EIO, "%s(\"%s\"): %s wrote nothing", fn, g->path, call);
+      if (op == KVIK__WRITE)
+        rc = kvik__fail(-EIO, "%s(\"%s\"): %s wrote nothing", fn, g->path, call);
       break;
     }
     *done += (size_t)n;
@@ -280,10 +292,12 @@ int kvik__gds_enqueue(kvik__gds_file *g, const kvik__gds_io *io, void *stream,
   return kvik__cufile_check(status, io->fn, read ? "cuFileReadAsync" : "cuFileWriteAsync");
 }
 
-ssize_t kvik__gds_async_result(const kvik__gds_file *g, const char *fn, kvik__op op, const kvik__gds_async *state) {
+ssize_t kvik__gds_async_result(const kvik__gds_file *g, const char *fn, kvik__op op,
+                               const kvik__gds_async *state) {
   const char *call = op == KVIK__READ ? "cuFileReadAsync" : "cuFileWriteAsync";
   if (state->bytes < 0) return kvik__cufile_io_error(state->bytes, EIO, fn, call, g->path);
   if (op == KVIK__WRITE && (size_t)state->bytes < state->size)
-    return kvik__fail(-EIO, "%s(\"%s\"): %s wrote %zd of %zu bytes", fn, g->path, call, state->bytes, state->size);
+    return kvik__fail(-EIO, "%s(\"%s\"): %s wrote %zd of %zu bytes", fn, g->path, call,
+                      state->bytes, state->size);
   return state->bytes;
 }

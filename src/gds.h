@@ -16,13 +16,13 @@
 #define KVIK__GDS_ALIGNMENT 4096
 
 typedef struct kvik__gds_file {
-  _Atomic int state;    /* see gds.c */
-  int backend;          /* kvik_backend, once decided */
-  int fd;               /* the file's buffered descriptor, which the O_DIRECT one reopens */
-  int access;           /* O_RDONLY, O_WRONLY or O_RDWR */
-  int direct_fd;        /* the O_DIRECT descriptor registered with cuFile, or -1 */
+  _Atomic int state; /* see gds.c */
+  int backend;       /* kvik_backend, once decided */
+  int fd;            /* the file's buffered descriptor, which the O_DIRECT one reopens */
+  int access;        /* O_RDONLY, O_WRONLY or O_RDWR */
+  int direct_fd;     /* the O_DIRECT descriptor registered with cuFile, or -1 */
   kvik__cufile_handle handle;
-  unsigned generation;  /* kvik__cufile_generation() at registration */
+  unsigned generation; /* kvik__cufile_generation() at registration */
   const char *path;
   char why[320];
 } kvik__gds_file;
@@ -31,7 +31,8 @@ typedef struct kvik__gds_file {
  * cuFile cannot serve fails with its code and a message naming `fn` and `flags`; with AUTO it is
  * made on the first device IO (so that host-only programs never load cuFile); with ON it is
  * POSIX. Returns 0 or a negative code. */
-int kvik__gds_open(kvik__gds_file *g, const char *fn, const char *flags, const char *path, int fd, int access);
+int kvik__gds_open(kvik__gds_file *g, const char *fn, const char *flags, const char *path, int fd,
+                   int access);
 
 /* Deregister and close what kvik__gds_open() and the decision set up. */
 void kvik__gds_close(kvik__gds_file *g);
@@ -44,12 +45,12 @@ kvik__cufile_handle kvik__gds_handle(kvik__gds_file *g);
 
 /* A transfer between device memory and a file through cuFile. */
 typedef struct kvik__gds_io {
-  const char *fn;          /* the public function called, for messages */
+  const char *fn; /* the public function called, for messages */
   kvik__op op;
   const kvik__memory *mem; /* the device memory, classified */
   char *dev;               /* its first byte */
   size_t size;
-  int64_t offset;          /* in the file */
+  int64_t offset; /* in the file */
 } kvik__gds_io;
 
 /* Transfer io's range with cuFile, retrying short transfers; a read stops early only at end of
@@ -79,6 +80,7 @@ int kvik__gds_enqueue(kvik__gds_file *g, const kvik__gds_io *io, void *stream,
 
 /* The result of a transfer queued by kvik__gds_enqueue(), once the stream passed it: the byte
  * count, or a negative code with a message naming `fn`. */
-ssize_t kvik__gds_async_result(const kvik__gds_file *g, const char *fn, kvik__op op, const kvik__gds_async *state);
+ssize_t kvik__gds_async_result(const kvik__gds_file *g, const char *fn, kvik__op op,
+                               const kvik__gds_async *state);
 
 #endif

@@ -72,15 +72,16 @@ int kvik__http_parse_content_range(const char *value, size_t len, int64_t *first
 
 /* No response yet: no status, no body, none of the headers read. */
 static void reset_response(kvik__http_response *r) {
-  *r = (kvik__http_response){.content_length = -1, .range_first = -1, .range_last = -1,
-                             .range_total = -1};
+  *r = (kvik__http_response){
+      .content_length = -1, .range_first = -1, .range_last = -1, .range_total = -1};
 }
 
 #ifndef KVIK_HAVE_CURL
 
 int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp) {
   reset_response(resp);
-  return kvik__fail(KVIK_ENOREMOTE, "%s(\"%s\"): kvik was built without libcurl", req->fn, req->display);
+  return kvik__fail(KVIK_ENOREMOTE, "%s(\"%s\"): kvik was built without libcurl", req->fn,
+                    req->display);
 }
 
 int kvik__http_supported(char *detail, size_t len) {
@@ -190,8 +191,8 @@ static int starts_with_nocase(const char *s, size_t n, const char *prefix) {
 /* One line of libcurl's trace with what could carry a secret cut out: credential headers, query
  * strings (presigned signatures, delegation tokens) and the user libcurl says it authenticates. */
 static void trace_line(char mark, const char *line, size_t n) {
-  static const char *const secret_headers[] = {"authorization:", "proxy-authorization:", "x-amz-security-token:",
-                                               "cookie:", "set-cookie:"};
+  static const char *const secret_headers[] = {
+      "authorization:", "proxy-authorization:", "x-amz-security-token:", "cookie:", "set-cookie:"};
   for (size_t i = 0; i < sizeof secret_headers / sizeof *secret_headers; i++)
     if (starts_with_nocase(line, n, secret_headers[i])) {
       fprintf(stderr, "kvik remote: %c %s <redacted>\n", mark, secret_headers[i]);
@@ -204,13 +205,17 @@ static void trace_line(char mark, const char *line, size_t n) {
     return;
   }
   const char *rest = cut == query ? memmem(cut, n - (size_t)(cut - line), " HTTP/", 6) : NULL;
-  fprintf(stderr, "kvik remote: %c %.*s%s<redacted>%.*s\n", mark, (int)(cut - line), line, cut == query ? "?" : "user '",
-          rest ? (int)(n - (size_t)(rest - line)) : 0, rest ? rest : "");
+  fprintf(stderr, "kvik remote: %c %.*s%s<redacted>%.*s\n", mark, (int)(cut - line), line,
+          cut == query ? "?" : "user '", rest ? (int)(n - (size_t)(rest - line)) : 0,
+          rest ? rest : "");
 }
 
 static int trace(CURL *curl, curl_infotype type, char *data, size_t size, void *user) {
   (void)curl, (void)user;
-  char mark = type == CURLINFO_TEXT ? '*' : type == CURLINFO_HEADER_IN ? '<' : type == CURLINFO_HEADER_OUT ? '>' : 0;
+  char mark = type == CURLINFO_TEXT         ? '*'
+              : type == CURLINFO_HEADER_IN  ? '<'
+              : type == CURLINFO_HEADER_OUT ? '>'
+                                            : 0;
   if (!mark) return 0; /* bodies and TLS records */
   while (size > 0) {
     const char *nl = memchr(data, '\n', size);
@@ -234,10 +239,10 @@ typedef struct transfer {
   const kvik__http_request *req;
   CURL *curl;
   kvik__http_response resp;
-  int status_seen;    /* the write callback has looked at the status */
-  int range_ignored;  /* a range request answered with 200, not with the whole object: aborted */
-  int overflow;       /* more body than capacity: aborted */
-  int cancelled;      /* the work it is part of was cancelled (cancel.h): aborted */
+  int status_seen;      /* the write callback has looked at the status */
+  int range_ignored;    /* a range request answered with 200, not with the whole object: aborted */
+  int overflow;         /* more body than capacity: aborted */
+  int cancelled;        /* the work it is part of was cancelled (cancel.h): aborted */
   char error_body[512]; /* the start of an error response's body, for the S3 error code */
   size_t error_len;
 } transfer;
@@ -315,7 +320,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg) {
   return n;
 }
 
-static void set_request_options(CURL *curl, transfer *t, char *range, struct curl_slist *headers, char *errbuf) {
+static void set_request_options(CURL *curl, transfer *t, char *range, struct curl_slist *headers,
+                                char *errbuf) {
   const kvik__http_request *req = t->req;
   curl_easy_setopt(curl, CURLOPT_URL, req->url);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L); /* no SIGALRM for timeouts: other threads run */
@@ -437,7 +443,8 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
     return KVIK_EREMOTE_LONG;
   }
   if (cc != CURLE_OK) {
-    snprintf(why, len, "%s", errbuf[0] ? errbuf : curl_easy_strerror(cc)); /* errbuf says more, when set */
+    snprintf(why, len, "%s",
+             errbuf[0] ? errbuf : curl_easy_strerror(cc)); /* errbuf says more, when set */
     return curl_code(cc);
   }
   /* With a Range header, a 200 that got here holds the whole object, as asked. */
@@ -452,7 +459,8 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
   int rc = req->range_header && status == 206 ? check_content_range(t, why, len) : 0;
   if (rc < 0) return rc;
   if (req->expect != KVIK__HTTP_ANY_SIZE && t->resp.received != req->expect) {
-    snprintf(why, len, "the response body has %zu bytes, %zu were asked for", t->resp.received, req->expect);
+    snprintf(why, len, "the response body has %zu bytes, %zu were asked for", t->resp.received,
+             req->expect);
     return t->resp.received < req->expect ? KVIK_EREMOTE_SHORT : KVIK_EREMOTE_LONG;
   }
   return 0;
@@ -460,7 +468,8 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
 
 static int retryable(int code) {
   if (KVIK_IS_HTTP_ERROR(code)) return kvik__http_status_retryable(KVIK_HTTP_STATUS(code));
-  return code == -ETIMEDOUT || code == -ECONNREFUSED || code == -ECONNRESET || code == KVIK_EREMOTE_SHORT;
+  return code == -ETIMEDOUT || code == -ECONNREFUSED || code == -ECONNRESET ||
+         code == KVIK_EREMOTE_SHORT;
 }
 
 /* S3 wants the payload's SHA-256 in a header, which libcurl signs but does not add: that of the
@@ -477,12 +486,14 @@ static int sign_headers(const kvik__http_auth *auth, struct curl_slist **headers
   return *headers ? 0 : -ENOMEM;
 }
 
-static int attempt(CURL *curl, const kvik__http_request *req, kvik__http_response *resp, char *why, size_t len) {
+static int attempt(CURL *curl, const kvik__http_request *req, kvik__http_response *resp, char *why,
+                   size_t len) {
   transfer t = {.req = req, .curl = curl};
   reset_response(&t.resp);
   char range[48], errbuf[CURL_ERROR_SIZE] = "";
   if (req->range_header)
-    snprintf(range, sizeof range, "%lld-%lld", (long long)req->offset, (long long)(req->offset + (int64_t)req->length - 1));
+    snprintf(range, sizeof range, "%lld-%lld", (long long)req->offset,
+             (long long)(req->offset + (int64_t)req->length - 1));
   struct curl_slist *headers = NULL;
   if (req->auth && sign_headers(req->auth, &headers) < 0) {
     snprintf(why, len, "out of memory");
@@ -505,7 +516,8 @@ static void back_off(unsigned failed_attempts) {
   int64_t ms = failed_attempts > 7 ? 10000 : (int64_t)100 << (failed_attempts - 1);
   for (; ms > 0 && !kvik__cancelled(); ms -= BACK_OFF_POLL_MS) {
     struct timespec ts = {0, (long)(ms < BACK_OFF_POLL_MS ? ms : BACK_OFF_POLL_MS) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
   }
 }
 
@@ -513,8 +525,7 @@ static void describe_request(const kvik__http_request *req, char *what, size_t l
   if (req->length > 0)
     snprintf(what, len, "%s bytes %lld-%lld", req->label, (long long)req->offset,
              (long long)(req->offset + (int64_t)req->length - 1));
-  else
-    snprintf(what, len, "%s", req->label);
+  else snprintf(what, len, "%s", req->label);
 }
 
 int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp) {
@@ -523,10 +534,12 @@ int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp)
   char what[96], why[512];
   describe_request(req, what, sizeof what);
   if (curl_init_result != CURLE_OK)
-    return kvik__fail(KVIK_EREMOTE, "%s: %s of \"%s\": curl_global_init: %s", req->fn, what, req->display,
-                      curl_easy_strerror(curl_init_result));
+    return kvik__fail(KVIK_EREMOTE, "%s: %s of \"%s\": curl_global_init: %s", req->fn, what,
+                      req->display, curl_easy_strerror(curl_init_result));
   pooled_handle *h = acquire_handle();
-  if (!h) return kvik__fail(-ENOMEM, "%s: %s of \"%s\": curl_easy_init failed", req->fn, what, req->display);
+  if (!h)
+    return kvik__fail(-ENOMEM, "%s: %s of \"%s\": curl_easy_init failed", req->fn, what,
+                      req->display);
   unsigned max_attempts = (unsigned)kvik__setting(KVIK_SETTING_HTTP_MAX_ATTEMPTS), n = 0;
   int rc;
   for (;;) {
@@ -545,7 +558,9 @@ int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp)
   if (rc == -ECANCELED)
     return kvik__fail(rc, "%s: %s of \"%s\": cancelled, as another task of the request failed",
                       req->fn, what, req->display);
-  if (n > 1) return kvik__fail(rc, "%s: %s of \"%s\": %s (gave up after %u attempts)", req->fn, what, req->display, why, n);
+  if (n > 1)
+    return kvik__fail(rc, "%s: %s of \"%s\": %s (gave up after %u attempts)", req->fn, what,
+                      req->display, why, n);
   return kvik__fail(rc, "%s: %s of \"%s\": %s", req->fn, what, req->display, why);
 }
 

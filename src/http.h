@@ -24,15 +24,15 @@ typedef struct kvik__http_request {
   const kvik__http_auth *auth; /* sign with these, or NULL */
   const char *ca_file;         /* CA certificates to trust instead of libcurl's, or NULL */
   const char *ca_dir;
-  const char *label;           /* what the request is, for messages: "GET", "OPEN" ... */
-  int head;                    /* HEAD instead of GET */
-  int64_t offset;              /* the bytes it reads, [offset, offset + length), for messages; */
-  size_t length;               /* length 0 names none */
-  int range_header;            /* ask for those bytes with a Range header (and a 206) */
-  int64_t total;               /* the object's size, which a Content-Range must name; or -1 */
-  char *dest;      /* where the body goes, at most `capacity` bytes: a longer body fails */
+  const char *label; /* what the request is, for messages: "GET", "OPEN" ... */
+  int head;          /* HEAD instead of GET */
+  int64_t offset;    /* the bytes it reads, [offset, offset + length), for messages; */
+  size_t length;     /* length 0 names none */
+  int range_header;  /* ask for those bytes with a Range header (and a 206) */
+  int64_t total;     /* the object's size, which a Content-Range must name; or -1 */
+  char *dest;        /* where the body goes, at most `capacity` bytes: a longer body fails */
   size_t capacity;
-  size_t expect;   /* the body's exact size, or KVIK__HTTP_ANY_SIZE */
+  size_t expect; /* the body's exact size, or KVIK__HTTP_ANY_SIZE */
 } kvik__http_request;
 
 /* Header values are kept as text (printable, cut short) for messages about them. */

@@ -33,17 +33,20 @@ int kvik__allocation_range(const char *fn, const void *ptr, char **base, size_t 
 int kvik__primary_context(const char *fn, int ordinal, CUcontext *ctx) {
   const kvik__cuda_api *cu = kvik__cuda(fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
-  if (ordinal < 0 || ordinal >= MAX_DEVICES) return kvik__fail(-EINVAL, "%s: no CUDA device %d", fn, ordinal);
+  if (ordinal < 0 || ordinal >= MAX_DEVICES)
+    return kvik__fail(-EINVAL, "%s: no CUDA device %d", fn, ordinal);
   int count = 0;
   int rc = kvik__cuda_check(cu->cuDeviceGetCount(&count), fn, "cuDeviceGetCount");
   if (rc < 0) return rc;
-  if (ordinal >= count) return kvik__fail(-EINVAL, "%s: no CUDA device %d (%d present)", fn, ordinal, count);
+  if (ordinal >= count)
+    return kvik__fail(-EINVAL, "%s: no CUDA device %d (%d present)", fn, ordinal, count);
   pthread_mutex_lock(&primary_lock);
   if (!primary[ordinal]) {
     CUdevice device;
     rc = kvik__cuda_check(cu->cuDeviceGet(&device, ordinal), fn, "cuDeviceGet");
-    if (rc == 0) rc = kvik__cuda_check(cu->cuDevicePrimaryCtxRetain(&primary[ordinal], device), fn,
-                                       "cuDevicePrimaryCtxRetain");
+    if (rc == 0)
+      rc = kvik__cuda_check(cu->cuDevicePrimaryCtxRetain(&primary[ordinal], device), fn,
+                            "cuDevicePrimaryCtxRetain");
   }
   *ctx = primary[ordinal];
   pthread_mutex_unlock(&primary_lock);
@@ -68,8 +71,8 @@ int kvik__memory_classify(const char *fn, const void *ptr, kvik__memory *mem) {
   CUcontext own = NULL;
   unsigned type = 0, managed = 0;
   int ordinal = 0;
-  int attributes[] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  int attributes[] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                      CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
   void *values[] = {&own, &type, &managed, &ordinal};
   CUresult result = cu->cuPointerGetAttributes(4, attributes, values, (CUdeviceptr)(uintptr_t)ptr);
   if (result == CUDA_ERROR_INVALID_VALUE) return 0; /* not a pointer CUDA knows */
@@ -135,7 +138,8 @@ int kvik_host_pin(void *buf, size_t size) {
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
   int rc = push_any_context(fn, cu);
   if (rc < 0) return rc;
-  rc = kvik__cuda_check(cu->cuMemHostRegister(buf, size, CU_MEMHOSTREGISTER_PORTABLE), fn, "cuMemHostRegister");
+  rc = kvik__cuda_check(cu->cuMemHostRegister(buf, size, CU_MEMHOSTREGISTER_PORTABLE), fn,
+                        "cuMemHostRegister");
   kvik__context_pop();
   return rc;
 }

@@ -32,7 +32,8 @@ static int64_t cachestat_pages(int fd, int64_t offset, size_t len) {
   kvik__cachestat_range range = {(uint64_t)offset, len};
   kvik__cachestat_counts counts;
   if (kvik__cachestat(fd, &range, &counts) == 0) return (int64_t)counts.cached;
-  if (errno == ENOSYS || errno == EPERM) atomic_store_explicit(&no_cachestat, 1, memory_order_relaxed);
+  if (errno == ENOSYS || errno == EPERM)
+    atomic_store_explicit(&no_cachestat, 1, memory_order_relaxed);
   return -1;
 }
 
@@ -91,7 +92,8 @@ int kvik_page_cache_drop(const char *path) {
   if (fd < 0) return kvik__fail_errno(errno, "kvik_page_cache_drop(\"%s\")", path);
   /* Dirty pages cannot be dropped: write them back first. */
   int rc = 0;
-  if (kvik__fdatasync(fd) != 0 && errno != EINVAL) rc = kvik__fail_errno(errno, "kvik_page_cache_drop(\"%s\"): fdatasync", path);
+  if (kvik__fdatasync(fd) != 0 && errno != EINVAL)
+    rc = kvik__fail_errno(errno, "kvik_page_cache_drop(\"%s\"): fdatasync", path);
   int err = rc ? 0 : posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   if (err) rc = kvik__fail_errno(err, "kvik_page_cache_drop(\"%s\"): posix_fadvise", path);
   close(fd);

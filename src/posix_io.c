@@ -28,7 +28,8 @@ static ssize_t sys_once(kvik__op op, int fd, char *buf, size_t n, int64_t offset
 }
 
 static int fail_at(kvik__op op, int err, const kvik__posix_target *t, size_t n, int64_t offset) {
-  return kvik__fail_errno(err, "%s(\"%s\", %zu bytes at offset %lld)", op_name(op), t->path, n, (long long)offset);
+  return kvik__fail_errno(err, "%s(\"%s\", %zu bytes at offset %lld)", op_name(op), t->path, n,
+                          (long long)offset);
 }
 
 /* The `n` bytes of `range` from its byte `from` on. */
@@ -170,7 +171,8 @@ static int bounced_read(const kvik__posix_target *t, kvik__posix_range part, cha
  * descriptor does the whole range. */
 static int direct_bounced(const kvik__posix_target *t, kvik__posix_range part, size_t *done,
                           direct_outcome *outcome) {
-  size_t chunk_size = (size_t)kvik__setting(KVIK_SETTING_BOUNCE_BUFFER_SIZE) & ~(size_t)(KVIK__DIRECT_ALIGNMENT - 1);
+  size_t chunk_size = (size_t)kvik__setting(KVIK_SETTING_BOUNCE_BUFFER_SIZE) &
+                      ~(size_t)(KVIK__DIRECT_ALIGNMENT - 1);
   char *bounce = atomic_load(&copy_refused) ? NULL : kvik__bounce_get(chunk_size);
   *done = 0;
   *outcome = bounce ? DIRECT_ALL : DIRECT_STOPPED;
@@ -205,7 +207,9 @@ int kvik__posix_io(const kvik__posix_target *t, const kvik__posix_range *range, 
   int64_t offset = range->offset;
   const size_t a = KVIK__DIRECT_ALIGNMENT;
   size_t head = (a - (size_t)offset % a) % a;
-  size_t direct_span = t->direct_fd < 0 ? 0 : op == KVIK__READ ? kvik__direct_readable(t, offset, size) : size;
+  size_t direct_span = t->direct_fd < 0   ? 0
+                       : op == KVIK__READ ? kvik__direct_readable(t, offset, size)
+                                          : size;
   if (direct_span >= head + a) {
     size_t middle = (direct_span - head) & ~(a - 1);
     int rc = transfer_all(t, t->fd, part_of(*range, 0, head), done);
@@ -272,7 +276,9 @@ static int probe_direct_io(int fd, const char *dir) {
   if (rc == 0) rc = probe_block(KVIK__READ, fd, block);
   free(block);
   if (rc == -EINVAL) return 0;
-  return rc < 0 ? kvik__fail_errno(-rc, "kvik_direct_io_supported(\"%s\"): O_DIRECT IO on a test file", dir) : 1;
+  return rc < 0 ? kvik__fail_errno(
+                      -rc, "kvik_direct_io_supported(\"%s\"): O_DIRECT IO on a test file", dir)
+                : 1;
 }
 
 /* A temporary file in `dir`, written and read back through O_DIRECT. */
@@ -282,14 +288,17 @@ int kvik_direct_io_supported(const char *dir) {
   if (snprintf(path, sizeof path, "%s/.kvik-direct-io-XXXXXX", dir) >= (int)sizeof path)
     return kvik__fail(-ENAMETOOLONG, "kvik_direct_io_supported(\"%s\"): path too long", dir);
   int fd = mkostemp(path, O_CLOEXEC);
-  if (fd < 0) return kvik__fail_errno(errno, "kvik_direct_io_supported(\"%s\"): cannot create a test file", dir);
+  if (fd < 0)
+    return kvik__fail_errno(errno, "kvik_direct_io_supported(\"%s\"): cannot create a test file",
+                            dir);
   int direct = kvik__open(path, O_RDWR | O_DIRECT | O_CLOEXEC, 0);
   int open_err = errno;
   unlink(path);
   close(fd);
   if (direct < 0 && open_err == EINVAL) return 0;
   if (direct < 0)
-    return kvik__fail_errno(open_err, "kvik_direct_io_supported(\"%s\"): opening a test file with O_DIRECT", dir);
+    return kvik__fail_errno(
+        open_err, "kvik_direct_io_supported(\"%s\"): opening a test file with O_DIRECT", dir);
   int rc = probe_direct_io(direct, dir);
   close(direct);
   return rc;

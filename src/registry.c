@@ -60,14 +60,15 @@ static const kvik__cufile_api *cufile_for(const char *fn, int *rc) {
 }
 
 /* Run a cuFile buffer call with the buffer's context current, past the exit gate. */
-static int buffer_call(const char *fn, const kvik__cufile_api *cf, CUcontext ctx, char *base, size_t size, int flags,
-                       int registering) {
+static int buffer_call(const char *fn, const kvik__cufile_api *cf, CUcontext ctx, char *base,
+                       size_t size, int flags, int registering) {
   int rc = kvik__context_push(fn, ctx);
   if (rc < 0) return rc;
   rc = kvik__cufile_enter(fn);
   if (rc == 0) {
-    rc = registering ? kvik__cufile_check(cf->cuFileBufRegister(base, size, flags), fn, "cuFileBufRegister")
-                     : kvik__cufile_check(cf->cuFileBufDeregister(base), fn, "cuFileBufDeregister");
+    rc = registering
+             ? kvik__cufile_check(cf->cuFileBufRegister(base, size, flags), fn, "cuFileBufRegister")
+             : kvik__cufile_check(cf->cuFileBufDeregister(base), fn, "cuFileBufDeregister");
     kvik__cufile_leave();
   }
   kvik__context_pop();
@@ -75,10 +76,12 @@ static int buffer_call(const char *fn, const kvik__cufile_api *cf, CUcontext ctx
 }
 
 /* The allocation `ptr` points into, which must be device memory. */
-static int device_allocation(const char *fn, const void *ptr, kvik__memory *mem, char **base, size_t *size) {
+static int device_allocation(const char *fn, const void *ptr, kvik__memory *mem, char **base,
+                             size_t *size) {
   int rc = kvik__memory_classify(fn, ptr, mem);
   if (rc < 0) return rc;
-  if (mem->kind != KVIK_MEMORY_DEVICE) return kvik__fail(-EINVAL, "%s(%p): not device memory", fn, ptr);
+  if (mem->kind != KVIK_MEMORY_DEVICE)
+    return kvik__fail(-EINVAL, "%s(%p): not device memory", fn, ptr);
   return kvik__allocation_range(fn, ptr, base, size);
 }
 
@@ -95,8 +98,9 @@ int kvik_cufile_buffer_register(const void *ptr, int flags) {
   if (rc < 0) return rc;
   pthread_mutex_lock(&lock);
   if (find_locked(base))
-    rc = kvik__fail(-KVIK__CU_FILE_MEMORY_ALREADY_REGISTERED, "%s(%p): the allocation at %p (%zu bytes) is registered already",
-                    fn, ptr, (void *)base, size);
+    rc = kvik__fail(-KVIK__CU_FILE_MEMORY_ALREADY_REGISTERED,
+                    "%s(%p): the allocation at %p (%zu bytes) is registered already", fn, ptr,
+                    (void *)base, size);
   else if (add_locked((record){base, mem.ctx, 0, 1}) < 0)
     rc = kvik__fail(-ENOMEM, "%s(%p): out of memory", fn, ptr);
   pthread_mutex_unlock(&lock);
@@ -128,8 +132,8 @@ int kvik_cufile_buffer_deregister(const void *ptr) {
   pthread_mutex_lock(&lock);
   record *r = find_locked(base), taken = {0};
   if (!r || r->pending)
-    rc = kvik__fail(-KVIK__CU_FILE_MEMORY_NOT_REGISTERED, "%s(%p): the allocation at %p is not registered", fn, ptr,
-                    (void *)base);
+    rc = kvik__fail(-KVIK__CU_FILE_MEMORY_NOT_REGISTERED,
+                    "%s(%p): the allocation at %p is not registered", fn, ptr, (void *)base);
   else {
     taken = *r;
     remove_locked(r);
@@ -148,9 +152,10 @@ static int stream_call(const char *fn, void *stream, unsigned flags, int registe
   if (!cf || !cf->cuFileStreamRegister) return rc;
   rc = kvik__cufile_enter(fn);
   if (rc < 0) return rc;
-  rc = registering
-           ? kvik__cufile_check(cf->cuFileStreamRegister((CUstream)stream, flags), fn, "cuFileStreamRegister")
-           : kvik__cufile_check(cf->cuFileStreamDeregister((CUstream)stream), fn, "cuFileStreamDeregister");
+  rc = registering ? kvik__cufile_check(cf->cuFileStreamRegister((CUstream)stream, flags), fn,
+                                        "cuFileStreamRegister")
+                   : kvik__cufile_check(cf->cuFileStreamDeregister((CUstream)stream), fn,
+                                        "cuFileStreamDeregister");
   kvik__cufile_leave();
   return rc;
 }

@@ -22,19 +22,24 @@ struct kvik_remote {
   char *display;      /* url without user, password and query, for messages */
   char *webhdfs_user; /* percent-encoded, or NULL */
   kvik__http_auth auth;
-  int sign; /* S3 requests are signed with auth */
+  int sign;               /* S3 requests are signed with auth */
   char *ca_file, *ca_dir; /* from the environment at open; see tls_from_env() */
 };
 
 void kvik_remote_options_init(kvik_remote_options *o) {
-  if (o) *o = (kvik_remote_options){sizeof *o, KVIK_REMOTE_AUTO, -1, NULL, NULL, NULL, NULL, NULL, NULL};
+  if (o)
+    *o = (kvik_remote_options){sizeof *o, KVIK_REMOTE_AUTO, -1, NULL, NULL, NULL, NULL, NULL, NULL};
 }
 
 /* ---- URLs ----------------------------------------------------------------------------------- */
 
-static int has_prefix_nocase(const char *s, const char *prefix) { return strncasecmp(s, prefix, strlen(prefix)) == 0; }
+static int has_prefix_nocase(const char *s, const char *prefix) {
+  return strncasecmp(s, prefix, strlen(prefix)) == 0;
+}
 
-static int is_http_url(const char *url) { return has_prefix_nocase(url, "http://") || has_prefix_nocase(url, "https://"); }
+static int is_http_url(const char *url) {
+  return has_prefix_nocase(url, "http://") || has_prefix_nocase(url, "https://");
+}
 
 /* The host (with port) of an http(s) URL, into buf. */
 static void url_host(const char *url, char *buf, size_t len) {
@@ -92,13 +97,16 @@ static int s3_host(const char *url, char *region, size_t len) {
   static const char suffix[] = ".amazonaws.com";
   if (n < sizeof suffix || strcasecmp(host + n - (sizeof suffix - 1), suffix) != 0) return 0;
   host[n - (sizeof suffix - 1)] = '\0';
-  char *s3 = has_prefix_nocase(host, "s3.") || has_prefix_nocase(host, "s3-") ? host : strcasestr(host, ".s3.");
+  char *s3 = has_prefix_nocase(host, "s3.") || has_prefix_nocase(host, "s3-")
+                 ? host
+                 : strcasestr(host, ".s3.");
   if (!s3) s3 = strcasestr(host, ".s3-");
   if (!s3) return 0;
   if (*s3 == '.') s3++;
   region[0] = '\0';
   const char *r = s3 + 3; /* after "s3." or "s3-" */
-  if (*r && strncasecmp(r, "dualstack.", 10) != 0) snprintf(region, len, "%.*s", (int)strcspn(r, "."), r);
+  if (*r && strncasecmp(r, "dualstack.", 10) != 0)
+    snprintf(region, len, "%.*s", (int)strcspn(r, "."), r);
   return 1;
 }
 
@@ -148,23 +156,27 @@ static s3_config s3_config_of(const kvik_remote_options *o) {
 }
 
 /* The https URL of s3://BUCKET/KEY: path-style under an endpoint, else AWS's virtual host. */
-static int s3_url(const char *url, const char *shown, const s3_config *c, const char *region, char **out) {
+static int s3_url(const char *url, const char *shown, const s3_config *c, const char *region,
+                  char **out) {
   const char *bucket = url + strlen("s3://"), *slash = strchr(bucket, '/');
   if (!slash || slash == bucket || !slash[1])
     return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): expected s3://BUCKET/KEY", shown);
   int bucket_len = (int)(slash - bucket);
   /* Bucket names are letters, digits, '.', '-' and '_': anything else (user:password@ ...) would
    * end up in the request's path and in messages. */
-  if (strspn(bucket, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != (size_t)bucket_len)
-    return kvik__fail(-EINVAL, "kvik_remote_open: a bucket name holds letters, digits, '.', '-' and '_' only");
+  if (strspn(bucket, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+      (size_t)bucket_len)
+    return kvik__fail(
+        -EINVAL, "kvik_remote_open: a bucket name holds letters, digits, '.', '-' and '_' only");
   size_t key_len = percent_encode(NULL, slash + 1, "/");
   size_t endpoint_len = c->endpoint ? strlen(c->endpoint) : 0;
   while (endpoint_len > 0 && c->endpoint[endpoint_len - 1] == '/') endpoint_len--;
   size_t len = endpoint_len + (size_t)bucket_len + strlen(region) + key_len + 64;
   char *s = kvik__malloc(len);
   if (!s) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
-  int n = c->endpoint ? snprintf(s, len, "%.*s/%.*s/", (int)endpoint_len, c->endpoint, bucket_len, bucket)
-                      : snprintf(s, len, "https://%.*s.s3.%s.amazonaws.com/", bucket_len, bucket, region);
+  int n = c->endpoint
+              ? snprintf(s, len, "%.*s/%.*s/", (int)endpoint_len, c->endpoint, bucket_len, bucket)
+              : snprintf(s, len, "https://%.*s.s3.%s.amazonaws.com/", bucket_len, bucket, region);
   s[n + (int)percent_encode(s + n, slash + 1, "/")] = '\0';
   *out = s;
   return 0;
@@ -172,26 +184,32 @@ static int s3_url(const char *url, const char *shown, const s3_config *c, const 
 
 static int s3_auth(kvik_remote *r, const char *shown, const s3_config *c, const char *region) {
   if (!c->key_id || !c->secret)
-    return kvik__fail(-EINVAL,
-                      "kvik_remote_open(\"%s\"): S3 needs credentials: set AWS_ACCESS_KEY_ID and "
-                      "AWS_SECRET_ACCESS_KEY (or pass them in the options), or open it as KVIK_REMOTE_S3_PUBLIC",
-                      shown);
-  int ok = asprintf(&r->auth.sigv4, "aws:amz:%s:s3", region) >= 0 &&
-           asprintf(&r->auth.userpwd, "%s:%s", c->key_id, c->secret) >= 0 &&
-           (!c->token || asprintf(&r->auth.token_header, "x-amz-security-token: %s", c->token) >= 0);
+    return kvik__fail(
+        -EINVAL,
+        "kvik_remote_open(\"%s\"): S3 needs credentials: set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (or pass them in the options), or open it as KVIK_REMOTE_S3_PUBLIC",
+        shown);
+  int ok =
+      asprintf(&r->auth.sigv4, "aws:amz:%s:s3", region) >= 0 &&
+      asprintf(&r->auth.userpwd, "%s:%s", c->key_id, c->secret) >= 0 &&
+      (!c->token || asprintf(&r->auth.token_header, "x-amz-security-token: %s", c->token) >= 0);
   if (!ok) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
   r->sign = 1;
   return 0;
 }
 
 /* The URL requests go to, and how they are signed. */
-static int resolve_endpoint(kvik_remote *r, const char *url, const char *shown, const kvik_remote_options *o) {
+static int resolve_endpoint(kvik_remote *r, const char *url, const char *shown,
+                            const kvik_remote_options *o) {
   int is_s3_scheme = has_prefix_nocase(url, "s3://");
   if (is_s3_scheme && r->kind != KVIK_REMOTE_S3 && r->kind != KVIK_REMOTE_S3_PUBLIC)
-    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): an s3:// URL opens as S3 or public S3 only", shown);
+    return kvik__fail(
+        -EINVAL, "kvik_remote_open(\"%s\"): an s3:// URL opens as S3 or public S3 only", shown);
   if (!is_s3_scheme && !is_http_url(url))
-    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): not an http://, https:// or s3:// URL", shown);
-  if (!is_s3_scheme && !has_host(url)) return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): no host in the URL", shown);
+    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): not an http://, https:// or s3:// URL",
+                      shown);
+  if (!is_s3_scheme && !has_host(url))
+    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): no host in the URL", shown);
   s3_config c = s3_config_of(o);
   char host_region[64] = "";
   const char *region = c.region;
@@ -208,32 +226,43 @@ static int resolve_endpoint(kvik_remote *r, const char *url, const char *shown, 
 }
 
 /* The user.name of the options, percent-encoded, else the URL's own (encoded already). */
-static int webhdfs_user(kvik_remote *r, const char *url, const char *shown, const kvik_remote_options *o) {
+static int webhdfs_user(kvik_remote *r, const char *url, const char *shown,
+                        const kvik_remote_options *o) {
   char from_url[256];
   if (o->webhdfs_user) {
     r->webhdfs_user = kvik__malloc(percent_encode(NULL, o->webhdfs_user, NULL) + 1);
-    if (r->webhdfs_user) r->webhdfs_user[percent_encode(r->webhdfs_user, o->webhdfs_user, NULL)] = '\0';
+    if (r->webhdfs_user)
+      r->webhdfs_user[percent_encode(r->webhdfs_user, o->webhdfs_user, NULL)] = '\0';
   } else if (query_param(url, "user.name", from_url, sizeof from_url)) {
     r->webhdfs_user = kvik__strdup(from_url);
   } else {
     return 0;
   }
-  return r->webhdfs_user ? 0 : kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
+  return r->webhdfs_user ? 0
+                         : kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
 }
 
 /* libcurl reads no CA variables itself (its command line tool does): kvik passes them on. */
 static int tls_from_env(kvik_remote *r) {
-  const char *file = option_or_env(NULL, "CURL_CA_BUNDLE"), *dir = option_or_env(NULL, "SSL_CERT_DIR");
+  const char *file = option_or_env(NULL, "CURL_CA_BUNDLE"),
+             *dir = option_or_env(NULL, "SSL_CERT_DIR");
   if (!file) file = option_or_env(NULL, "SSL_CERT_FILE");
   r->ca_file = file ? kvik__strdup(file) : NULL;
   r->ca_dir = dir ? kvik__strdup(dir) : NULL;
-  return (file && !r->ca_file) || (dir && !r->ca_dir) ? kvik__fail(-ENOMEM, "kvik_remote_open: out of memory") : 0;
+  return (file && !r->ca_file) || (dir && !r->ca_dir)
+             ? kvik__fail(-ENOMEM, "kvik_remote_open: out of memory")
+             : 0;
 }
 
 /* A request to the handle's server, for messages of `fn`. */
 static kvik__http_request request_of(const kvik_remote *r, const char *fn, const char *label) {
-  return (kvik__http_request){.fn = fn, .display = r->display, .url = r->url, .auth = r->sign ? &r->auth : NULL,
-                              .ca_file = r->ca_file, .ca_dir = r->ca_dir, .label = label,
+  return (kvik__http_request){.fn = fn,
+                              .display = r->display,
+                              .url = r->url,
+                              .auth = r->sign ? &r->auth : NULL,
+                              .ca_file = r->ca_file,
+                              .ca_dir = r->ca_dir,
+                              .label = label,
                               .total = -1};
 }
 
@@ -300,7 +329,8 @@ static int webhdfs_size(kvik_remote *r, int64_t *size) {
   char *end;
   long long n = colon ? strtoll(colon + 1, &end, 10) : -1;
   if (!colon || end == colon + 1 || n < 0)
-    return kvik__fail(KVIK_EREMOTE, "%s(\"%s\"): GETFILESTATUS answered without a file length", fn, r->display);
+    return kvik__fail(KVIK_EREMOTE, "%s(\"%s\"): GETFILESTATUS answered without a file length", fn,
+                      r->display);
   *size = n;
   return 0;
 }
@@ -322,8 +352,10 @@ static int presigned_size(kvik_remote *r, int64_t *size) {
     return 0;
   }
   return rc < 0 ? rc
-                : kvik__fail(KVIK_EREMOTE, "kvik_remote_open(\"%s\"): no Content-Range in the answer to a range request",
-                             r->display);
+                : kvik__fail(
+                      KVIK_EREMOTE,
+                      "kvik_remote_open(\"%s\"): no Content-Range in the answer to a range request",
+                      r->display);
 }
 
 static int head_size(kvik_remote *r, int64_t *size) {
@@ -333,13 +365,17 @@ static int head_size(kvik_remote *r, int64_t *size) {
   int rc = kvik__http_perform(&req, &resp);
   if (rc < 0) return rc;
   if (resp.content_length < 0 && resp.content_length_text[0])
-    return kvik__fail(KVIK_EREMOTE,
-                      "kvik_remote_open(\"%s\"): HEAD answered with Content-Length \"%s\", which is "
-                      "no byte count; pass the size in the options",
-                      r->display, resp.content_length_text);
+    return kvik__fail(
+        KVIK_EREMOTE,
+        "kvik_remote_open(\"%s\"): HEAD answered with Content-Length \"%s\", which is "
+        "no byte count; pass the size in the options",
+        r->display, resp.content_length_text);
   if (resp.content_length < 0)
-    return kvik__fail(KVIK_EREMOTE, "kvik_remote_open(\"%s\"): HEAD answered without Content-Length; pass the size in "
-                                    "the options", r->display);
+    return kvik__fail(
+        KVIK_EREMOTE,
+        "kvik_remote_open(\"%s\"): HEAD answered without Content-Length; pass the size in "
+        "the options",
+        r->display);
   *size = resp.content_length;
   return 0;
 }
@@ -374,17 +410,21 @@ static void free_remote(kvik_remote *r) {
 
 static int check_options(const char *shown, const kvik_remote_options *o) {
   if (o->struct_size < sizeof *o)
-    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): options.struct_size %zu, expected %zu (use "
-                               "kvik_remote_options_init)", shown, o->struct_size, sizeof *o);
+    return kvik__fail(-EINVAL,
+                      "kvik_remote_open(\"%s\"): options.struct_size %zu, expected %zu (use "
+                      "kvik_remote_options_init)",
+                      shown, o->struct_size, sizeof *o);
   if ((unsigned)o->kind > KVIK_REMOTE_HTTP)
     return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): unknown kind %d", shown, (int)o->kind);
   if (o->size < -1)
-    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): negative size %lld", shown, (long long)o->size);
+    return kvik__fail(-EINVAL, "kvik_remote_open(\"%s\"): negative size %lld", shown,
+                      (long long)o->size);
   return 0;
 }
 
 /* Everything up to the size: the kind, the endpoint, the display name. */
-static int configure(kvik_remote *r, const char *url, const char *shown, const kvik_remote_options *o) {
+static int configure(kvik_remote *r, const char *url, const char *shown,
+                     const kvik_remote_options *o) {
   r->kind = o->kind == KVIK_REMOTE_AUTO ? detect_kind(url) : o->kind;
   int rc = resolve_endpoint(r, url, shown, o);
   if (rc < 0) return rc;
@@ -396,12 +436,14 @@ static int configure(kvik_remote *r, const char *url, const char *shown, const k
 }
 
 /* kvik_remote_open() once the URL as messages may show it (`shown`) is known. */
-static int open_remote(const char *url, const char *shown, const kvik_remote_options *o, kvik_remote **out) {
+static int open_remote(const char *url, const char *shown, const kvik_remote_options *o,
+                       kvik_remote **out) {
   int rc = check_options(shown, o);
   if (rc == 0) rc = kvik__init();
   if (rc < 0) return rc;
   char why[256];
-  if (!kvik__http_supported(why, sizeof why)) return kvik__fail(KVIK_ENOREMOTE, "kvik_remote_open(\"%s\"): %s", shown, why);
+  if (!kvik__http_supported(why, sizeof why))
+    return kvik__fail(KVIK_ENOREMOTE, "kvik_remote_open(\"%s\"): %s", shown, why);
   kvik_remote *r = kvik__calloc(1, sizeof *r);
   if (!r) return kvik__fail(-ENOMEM, "kvik_remote_open(\"%s\"): out of memory", shown);
   rc = configure(r, url, shown, o);
@@ -417,7 +459,8 @@ static int open_remote(const char *url, const char *shown, const kvik_remote_opt
 
 int kvik_remote_open(const char *url, const kvik_remote_options *options, kvik_remote **out) {
   if (out) *out = NULL;
-  if (!url || !out) return kvik__fail(-EINVAL, "kvik_remote_open: NULL %s", !url ? "URL" : "output handle");
+  if (!url || !out)
+    return kvik__fail(-EINVAL, "kvik_remote_open: NULL %s", !url ? "URL" : "output handle");
   kvik_remote_options defaults;
   kvik_remote_options_init(&defaults);
   char *shown = display_url(url); /* the URL may carry credentials: messages show this */
@@ -440,7 +483,9 @@ void kvik_remote_free(kvik_remote *r) {
   free_remote(r);
 }
 
-int64_t kvik_remote_size(const kvik_remote *r) { return r ? r->size : kvik__fail(-EINVAL, "kvik_remote_size: NULL handle"); }
+int64_t kvik_remote_size(const kvik_remote *r) {
+  return r ? r->size : kvik__fail(-EINVAL, "kvik_remote_size: NULL handle");
+}
 
 int kvik_remote_kind_of(const kvik_remote *r) {
   return r ? (int)r->kind : kvik__fail(-EINVAL, "kvik_remote_kind_of: NULL handle");
@@ -458,7 +503,8 @@ static int clip(const kvik_remote *r, kvik__request *req) {
   int rc = kvik__request_check_args(req);
   if (rc < 0) return rc;
   if (req->offset >= r->size) req->size = 0;
-  else if (req->size > (uint64_t)(r->size - req->offset)) req->size = (size_t)(r->size - req->offset);
+  else if (req->size > (uint64_t)(r->size - req->offset))
+    req->size = (size_t)(r->size - req->offset);
   return 0;
 }
 
@@ -468,9 +514,11 @@ ssize_t kvik_remote_read(kvik_remote *r, void *buf, size_t size, int64_t offset)
   return rc < 0 ? rc : kvik__request_run(&req);
 }
 
-int kvik_remote_pread(kvik_remote *r, void *buf, size_t size, int64_t offset, size_t task_size, kvik_future **future) {
+int kvik_remote_pread(kvik_remote *r, void *buf, size_t size, int64_t offset, size_t task_size,
+                      kvik_future **future) {
   if (future) *future = NULL;
-  kvik__request req = {"kvik_remote_pread", r ? &r->source : NULL, KVIK__READ, buf, size, offset, task_size};
+  kvik__request req = {
+      "kvik_remote_pread", r ? &r->source : NULL, KVIK__READ, buf, size, offset, task_size};
   int rc = clip(r, &req);
   return rc < 0 ? rc : kvik__request_start(&req, 0, future);
 }

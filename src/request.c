@@ -27,7 +27,7 @@ typedef struct io_task {
   int64_t offset;
   size_t start; /* the task's first byte, counted from the request's */
   size_t task_size;
-  int via_cufile; /* cuFile moves this task's bytes (see plan()) */
+  int via_cufile;         /* cuFile moves this task's bytes (see plan()) */
   kvik__device_read read; /* the state of a read into device memory */
   /* With zc.split set, a task of a zero-copy read (zero_copy_read.h), whose range is the
    * request's: it takes its pieces of it, and says where the file ended. */
@@ -45,14 +45,20 @@ static void task_done(io_task *t, size_t bytes, int rc) {
 }
 
 static void finish_device_read(kvik__device_read *read, size_t bytes, int rc) {
-  task_done((io_task *)(void *)((char *)read - offsetof(io_task, read)), bytes, rc); /* container of `read` */
+  task_done((io_task *)(void *)((char *)read - offsetof(io_task, read)), bytes,
+            rc); /* container of `read` */
 }
 
 /* The task's range, for the device paths. */
 static kvik__device_io device_io_of(const io_task *t) {
-  return (kvik__device_io){.fn = t->fn, .mem = &t->mem, .dev = t->buf, .size = t->size,
-                           .offset = t->offset, .task_size = t->task_size,
-                           .transfer = t->source->transfer, .source = t->source->self};
+  return (kvik__device_io){.fn = t->fn,
+                           .mem = &t->mem,
+                           .dev = t->buf,
+                           .size = t->size,
+                           .offset = t->offset,
+                           .task_size = t->task_size,
+                           .transfer = t->source->transfer,
+                           .source = t->source->self};
 }
 
 /* A write to an append handle (see kvik__source.append): one task, under the file's append lock
@@ -88,7 +94,11 @@ static void run_task(io_task *t) {
   if (t->via_cufile) {
     size_t done = 0;
     kvik__device_settle(); /* its pinned buffers may be needed while this thread waits on cuFile */
-    kvik__gds_io io = {.fn = t->fn, .op = t->op, .mem = &t->mem, .dev = t->buf, .size = t->size,
+    kvik__gds_io io = {.fn = t->fn,
+                       .op = t->op,
+                       .mem = &t->mem,
+                       .dev = t->buf,
+                       .size = t->size,
                        .offset = t->offset};
     int rc = kvik__gds_transfer(t->source->gds, &io, &done);
     task_done(t, done, rc);
@@ -127,12 +137,15 @@ static void run_io_task(kvik__task *base) {
 
 int kvik__request_check_args(const kvik__request *req) {
   const char *fn = req->fn, *name = req->source->name;
-  if (!req->buf && req->size > 0) return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", fn, name, req->size);
+  if (!req->buf && req->size > 0)
+    return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", fn, name, req->size);
   if (req->offset < 0)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset %lld", fn, name, (long long)req->offset);
+    return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset %lld", fn, name,
+                      (long long)req->offset);
   if (req->size > (size_t)SSIZE_MAX || (uint64_t)req->offset + req->size > (uint64_t)INT64_MAX)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset", fn, name,
-                      req->size, (long long)req->offset);
+    return kvik__fail(-EINVAL,
+                      "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset", fn,
+                      name, req->size, (long long)req->offset);
   return 0;
 }
 
@@ -190,7 +203,8 @@ static plan plan_request(const kvik__request *req, const kvik__memory *mem, int 
 }
 
 static size_t plan_tasks(const plan *p) {
-  size_t n = (p->head > 0) + (p->piece ? p->body / p->piece + (p->body % p->piece != 0) : 0) + (p->tail > 0);
+  size_t n = (p->head > 0) + (p->piece ? p->body / p->piece + (p->body % p->piece != 0) : 0) +
+             (p->tail > 0);
   return n ? n : 1;
 }
 
@@ -203,16 +217,24 @@ static size_t zero_copy_tasks(const kvik__request *req, const kvik__memory *mem,
 }
 
 /* Task i of `ntasks`, with what every task of the request shares; the range is the request's. */
-static io_task request_task(const kvik__request *req, const kvik__memory *mem, kvik_future *future, io_task *tasks,
-                            size_t i, size_t ntasks) {
-  return (io_task){.base = {i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task}, .future = future, .fn = req->fn,
-                   .source = req->source, .mem = *mem, .op = req->op, .buf = req->buf, .size = req->size,
-                   .offset = req->offset, .task_size = req->task_size, .read = {.finish = finish_device_read}};
+static io_task request_task(const kvik__request *req, const kvik__memory *mem, kvik_future *future,
+                            io_task *tasks, size_t i, size_t ntasks) {
+  return (io_task){.base = {i + 1 < ntasks ? &tasks[i + 1].base : NULL, run_io_task},
+                   .future = future,
+                   .fn = req->fn,
+                   .source = req->source,
+                   .mem = *mem,
+                   .op = req->op,
+                   .buf = req->buf,
+                   .size = req->size,
+                   .offset = req->offset,
+                   .task_size = req->task_size,
+                   .read = {.finish = finish_device_read}};
 }
 
 /* Lay out the tasks of a request that is not split. */
-static void lay_out_tasks(const kvik__request *req, const kvik__memory *mem, const plan *p, kvik_future *future,
-                          io_task *tasks, size_t ntasks) {
+static void lay_out_tasks(const kvik__request *req, const kvik__memory *mem, const plan *p,
+                          kvik_future *future, io_task *tasks, size_t ntasks) {
   size_t start = 0, body_end = p->head + p->body;
   for (size_t i = 0; i < ntasks; i++) {
     int in_body = start >= p->head && start < body_end;
@@ -260,13 +282,13 @@ static int prepare(kvik__request *req, int single, kvik_future **out, size_t *nt
   kvik_future *future = kvik__future_new(&src->owner, ntasks, req->size, extra);
   if (!future) {
     kvik__owner_release(&src->owner);
-    return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory for %zu tasks", req->fn, src->name, ntasks);
+    return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory for %zu tasks", req->fn, src->name,
+                      ntasks);
   }
   io_task *tasks = kvik__future_extra(future);
   if (zc_count)
     lay_out_zero_copy(req, &mem, future, tasks, ntasks, (kvik__zc_split *)(void *)(tasks + ntasks));
-  else
-    lay_out_tasks(req, &mem, &p, future, tasks, ntasks);
+  else lay_out_tasks(req, &mem, &p, future, tasks, ntasks);
   *out = future;
   *ntasks_out = ntasks;
   return 0;
@@ -284,7 +306,8 @@ static int submit(kvik_future *future, size_t ntasks) {
 
 int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   if (out) *out = NULL;
-  size_t task_size = req->task_size ? req->task_size : (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
+  size_t task_size =
+      req->task_size ? req->task_size : (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
   int inline_run = req->size == 0 || (blocking && (req->size <= task_size || appends(req))) ||
                    req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   size_t ntasks = 0;

@@ -37,20 +37,29 @@ typedef struct {
 
 static const setting_desc descs[KVIK_SETTING_COUNT] = {
     [KVIK_SETTING_COMPAT_MODE] = {"compat_mode", "KVIKIO_COMPAT_MODE", NULL, KIND_TRISTATE, 0, 2},
-    [KVIK_SETTING_NUM_THREADS] = {"num_threads", "KVIKIO_NTHREADS", "KVIKIO_NUM_THREADS", KIND_COUNT, 1, MAX_THREADS},
+    [KVIK_SETTING_NUM_THREADS] = {"num_threads", "KVIKIO_NTHREADS", "KVIKIO_NUM_THREADS",
+                                  KIND_COUNT, 1, MAX_THREADS},
     [KVIK_SETTING_TASK_SIZE] = {"task_size", "KVIKIO_TASK_SIZE", NULL, KIND_BYTES, 1, MAX_BYTES},
-    [KVIK_SETTING_GDS_THRESHOLD] = {"gds_threshold", "KVIKIO_GDS_THRESHOLD", NULL, KIND_BYTES, 0, MAX_BYTES},
-    [KVIK_SETTING_BOUNCE_BUFFER_SIZE] = {"bounce_buffer_size", "KVIKIO_BOUNCE_BUFFER_SIZE", NULL, KIND_BYTES, 4096, MAX_BYTES},
-    [KVIK_SETTING_AUTO_DIRECT_IO_READ] = {"auto_direct_io_read", "KVIKIO_AUTO_DIRECT_IO_READ", NULL, KIND_BOOL, 0, 1},
-    [KVIK_SETTING_AUTO_DIRECT_IO_WRITE] = {"auto_direct_io_write", "KVIKIO_AUTO_DIRECT_IO_WRITE", NULL, KIND_BOOL, 0, 1},
-    [KVIK_SETTING_ZERO_COPY_READ] = {"zero_copy_read", "KVIK_ZERO_COPY_READ", NULL, KIND_TRISTATE, 0, 2},
-    [KVIK_SETTING_HTTP_MAX_ATTEMPTS] = {"http_max_attempts", "KVIKIO_HTTP_MAX_ATTEMPTS", NULL, KIND_COUNT, 1, 1000},
-    [KVIK_SETTING_HTTP_TIMEOUT] = {"http_timeout", "KVIKIO_HTTP_TIMEOUT", NULL, KIND_COUNT, 1, 7 * 86400},
-    [KVIK_SETTING_HTTP_STATUS_CODES] = {"http_status_codes", "KVIKIO_HTTP_STATUS_CODES", NULL, KIND_STATUS_LIST,
-                                        MIN_STATUS, MAX_STATUS},
-    [KVIK_SETTING_REMOTE_VERBOSE] = {"remote_verbose", "KVIKIO_REMOTE_VERBOSE", NULL, KIND_BOOL, 0, 1},
-    [KVIK_SETTING_REMOTE_CONNECTIONS] = {"remote_connections", "KVIK_REMOTE_CONNECTIONS", NULL, KIND_COUNT, 1,
-                                         MAX_THREADS},
+    [KVIK_SETTING_GDS_THRESHOLD] = {"gds_threshold", "KVIKIO_GDS_THRESHOLD", NULL, KIND_BYTES, 0,
+                                    MAX_BYTES},
+    [KVIK_SETTING_BOUNCE_BUFFER_SIZE] = {"bounce_buffer_size", "KVIKIO_BOUNCE_BUFFER_SIZE", NULL,
+                                         KIND_BYTES, 4096, MAX_BYTES},
+    [KVIK_SETTING_AUTO_DIRECT_IO_READ] = {"auto_direct_io_read", "KVIKIO_AUTO_DIRECT_IO_READ", NULL,
+                                          KIND_BOOL, 0, 1},
+    [KVIK_SETTING_AUTO_DIRECT_IO_WRITE] = {"auto_direct_io_write", "KVIKIO_AUTO_DIRECT_IO_WRITE",
+                                           NULL, KIND_BOOL, 0, 1},
+    [KVIK_SETTING_ZERO_COPY_READ] = {"zero_copy_read", "KVIK_ZERO_COPY_READ", NULL, KIND_TRISTATE,
+                                     0, 2},
+    [KVIK_SETTING_HTTP_MAX_ATTEMPTS] = {"http_max_attempts", "KVIKIO_HTTP_MAX_ATTEMPTS", NULL,
+                                        KIND_COUNT, 1, 1000},
+    [KVIK_SETTING_HTTP_TIMEOUT] = {"http_timeout", "KVIKIO_HTTP_TIMEOUT", NULL, KIND_COUNT, 1,
+                                   7 * 86400},
+    [KVIK_SETTING_HTTP_STATUS_CODES] = {"http_status_codes", "KVIKIO_HTTP_STATUS_CODES", NULL,
+                                        KIND_STATUS_LIST, MIN_STATUS, MAX_STATUS},
+    [KVIK_SETTING_REMOTE_VERBOSE] = {"remote_verbose", "KVIKIO_REMOTE_VERBOSE", NULL, KIND_BOOL, 0,
+                                     1},
+    [KVIK_SETTING_REMOTE_CONNECTIONS] = {"remote_connections", "KVIK_REMOTE_CONNECTIONS", NULL,
+                                         KIND_COUNT, 1, MAX_THREADS},
     [KVIK_SETTING_IO_URING] = {"io_uring", "KVIK_IO_URING", NULL, KIND_TRISTATE, 0, 2},
 };
 
@@ -73,7 +82,8 @@ static const int default_retry_statuses[] = {429, 500, 502, 503, 504};
  * huge machine from spawning hundreds of mostly idle threads. */
 static int64_t default_num_threads(void) {
   cpu_set_t set;
-  long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+  long n =
+      sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
   if (n < 1) n = 1;
   return n > DEFAULT_MAX_THREADS ? DEFAULT_MAX_THREADS : n;
 }
@@ -148,9 +158,13 @@ static int parse_decimal(const char *t, int64_t *out) {
   return 1;
 }
 
-static void status_add(status_set *set, int64_t status) { set->bits[status / 64] |= UINT64_C(1) << (status % 64); }
+static void status_add(status_set *set, int64_t status) {
+  set->bits[status / 64] |= UINT64_C(1) << (status % 64);
+}
 
-static int status_has(const status_set *set, int64_t status) { return (set->bits[status / 64] >> (status % 64)) & 1; }
+static int status_has(const status_set *set, int64_t status) {
+  return (set->bits[status / 64] >> (status % 64)) & 1;
+}
 
 /* "429, 500,503" into a set; "" is the empty set. Returns 0 or -EINVAL with a message naming
  * `what`. */
@@ -163,12 +177,14 @@ static int parse_status_list(const char *text, const char *what, status_set *set
     errno = 0;
     long status = strtol(p, &end, 10);
     if (end == p || errno || status < MIN_STATUS || status > MAX_STATUS)
-      return kvik__fail(-EINVAL, "%s='%s': expected HTTP statuses (%d to %d) separated by commas", what, text,
-                        MIN_STATUS, MAX_STATUS);
+      return kvik__fail(-EINVAL, "%s='%s': expected HTTP statuses (%d to %d) separated by commas",
+                        what, text, MIN_STATUS, MAX_STATUS);
     status_add(set, status);
-    for (p = end; isspace((unsigned char)*p); p++) {}
+    for (p = end; isspace((unsigned char)*p); p++) {
+    }
     if (*p == ',') p++;
-    else if (*p) return kvik__fail(-EINVAL, "%s='%s': expected a comma after %ld", what, text, status);
+    else if (*p)
+      return kvik__fail(-EINVAL, "%s='%s': expected a comma after %ld", what, text, status);
     while (isspace((unsigned char)*p)) p++;
   }
   return 0;
@@ -191,7 +207,8 @@ static int format_statuses(char *buf, size_t len) {
   for (int64_t status = MIN_STATUS; status <= MAX_STATUS; status++) {
     if (!status_has(&set, status)) continue;
     size_t used = (size_t)n;
-    n += snprintf(used < len ? buf + used : NULL, used < len ? len - used : 0, "%s%d", n ? "," : "", (int)status);
+    n += snprintf(used < len ? buf + used : NULL, used < len ? len - used : 0, "%s%d", n ? "," : "",
+                  (int)status);
   }
   return n;
 }
@@ -217,7 +234,8 @@ static int parse_value(kvik_setting s, const char *text, const char *what, int64
   }
   if (!ok) return kvik__fail(-EINVAL, "%s='%s': expected %s", what, text, expected_text(d->kind));
   if (*out < d->min || *out > d->max)
-    return kvik__fail(-EINVAL, "%s='%s': must be between %" PRId64 " and %" PRId64, what, text, d->min, d->max);
+    return kvik__fail(-EINVAL, "%s='%s': must be between %" PRId64 " and %" PRId64, what, text,
+                      d->min, d->max);
   return 0;
 }
 
@@ -236,10 +254,12 @@ static int load_statuses(void) {
   const char *var = descs[KVIK_SETTING_HTTP_STATUS_CODES].env, *text = getenv(var);
   status_set set = {{0}};
   if (text && parse_status_list(text, var, &set) < 0) return KVIK_ECONFIG;
-  for (size_t i = 0; !text && i < sizeof default_retry_statuses / sizeof *default_retry_statuses; i++)
+  for (size_t i = 0; !text && i < sizeof default_retry_statuses / sizeof *default_retry_statuses;
+       i++)
     status_add(&set, default_retry_statuses[i]);
   store_statuses(&set);
-  atomic_store(&sources[KVIK_SETTING_HTTP_STATUS_CODES], text ? KVIK_SOURCE_ENV : KVIK_SOURCE_DEFAULT);
+  atomic_store(&sources[KVIK_SETTING_HTTP_STATUS_CODES],
+               text ? KVIK_SOURCE_ENV : KVIK_SOURCE_DEFAULT);
   return 0;
 }
 
@@ -254,8 +274,8 @@ static int load_one(kvik_setting s) {
     rc = read_env(s, d->env_alias, &alias_value);
     if (rc < 0) return rc;
     if (rc && from_env && alias_value != value)
-      return kvik__fail(KVIK_ECONFIG, "%s='%s' and %s='%s' disagree: set one of them", d->env, getenv(d->env),
-                        d->env_alias, getenv(d->env_alias));
+      return kvik__fail(KVIK_ECONFIG, "%s='%s' and %s='%s' disagree: set one of them", d->env,
+                        getenv(d->env), d->env_alias, getenv(d->env_alias));
     if (rc) value = alias_value, from_env = 1;
   }
   atomic_store(&values[s], value);
@@ -290,12 +310,15 @@ int64_t kvik__setting(kvik_setting setting) { return atomic_load(&values[setting
 
 /* Lists have no int64_t value. */
 static int refuse_list(const char *fn, kvik_setting s) {
-  return kvik__fail(-EINVAL, "%s(%s): a list, read and changed as text: use kvik_setting_format/kvik_setting_parse",
-                    fn, descs[s].name);
+  return kvik__fail(
+      -EINVAL,
+      "%s(%s): a list, read and changed as text: use kvik_setting_format/kvik_setting_parse", fn,
+      descs[s].name);
 }
 
 int kvik_setting_get(kvik_setting setting, int64_t *value) {
-  if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_get: unknown setting %d", (int)setting);
+  if (!valid_setting(setting))
+    return kvik__fail(-EINVAL, "kvik_setting_get: unknown setting %d", (int)setting);
   if (!value) return kvik__fail(-EINVAL, "kvik_setting_get(%s): NULL value", descs[setting].name);
   if (descs[setting].kind == KIND_STATUS_LIST) return refuse_list("kvik_setting_get", setting);
   int rc = kvik__init();
@@ -324,14 +347,16 @@ static int set_checked(kvik_setting s, int64_t value) {
 }
 
 int kvik_setting_set(kvik_setting setting, int64_t value) {
-  if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_set: unknown setting %d", (int)setting);
+  if (!valid_setting(setting))
+    return kvik__fail(-EINVAL, "kvik_setting_set: unknown setting %d", (int)setting);
   if (descs[setting].kind == KIND_STATUS_LIST) return refuse_list("kvik_setting_set", setting);
   int rc = kvik__init();
   if (rc < 0) return rc;
   const setting_desc *d = &descs[setting];
   if (value < d->min || value > d->max)
-    return kvik__fail(-EINVAL, "kvik_setting_set(%s, %" PRId64 "): must be between %" PRId64 " and %" PRId64, d->name,
-                      value, d->min, d->max);
+    return kvik__fail(-EINVAL,
+                      "kvik_setting_set(%s, %" PRId64 "): must be between %" PRId64 " and %" PRId64,
+                      d->name, value, d->min, d->max);
   return set_checked(setting, value);
 }
 
@@ -356,7 +381,8 @@ static int parse_statuses_checked(const char *text) {
 }
 
 int kvik_setting_parse(kvik_setting setting, const char *text) {
-  if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_parse: unknown setting %d", (int)setting);
+  if (!valid_setting(setting))
+    return kvik__fail(-EINVAL, "kvik_setting_parse: unknown setting %d", (int)setting);
   if (!text) return kvik__fail(-EINVAL, "kvik_setting_parse(%s): NULL text", descs[setting].name);
   int rc = kvik__init();
   if (rc < 0) return rc;
@@ -369,7 +395,8 @@ int kvik_setting_parse(kvik_setting setting, const char *text) {
 }
 
 int kvik_setting_source_of(kvik_setting setting) {
-  if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_source_of: unknown setting %d", (int)setting);
+  if (!valid_setting(setting))
+    return kvik__fail(-EINVAL, "kvik_setting_source_of: unknown setting %d", (int)setting);
   int rc = kvik__init();
   return rc < 0 ? rc : atomic_load(&sources[setting]);
 }
@@ -386,18 +413,24 @@ static int format_value(kvik_setting setting, int64_t v, char *buf, size_t len) 
 
 /* A NULL buffer is fine with len 0 (snprintf's way to measure the text), not otherwise. */
 int kvik_setting_format(kvik_setting setting, char *buf, size_t len) {
-  if (!valid_setting(setting)) return kvik__fail(-EINVAL, "kvik_setting_format: unknown setting %d", (int)setting);
+  if (!valid_setting(setting))
+    return kvik__fail(-EINVAL, "kvik_setting_format: unknown setting %d", (int)setting);
   if (!buf && len > 0)
-    return kvik__fail(-EINVAL, "kvik_setting_format(%s): NULL buffer for %zu bytes", descs[setting].name, len);
+    return kvik__fail(-EINVAL, "kvik_setting_format(%s): NULL buffer for %zu bytes",
+                      descs[setting].name, len);
   int rc = kvik__init();
   if (rc < 0) return rc;
   if (descs[setting].kind == KIND_STATUS_LIST) return format_statuses(buf, len);
   return format_value(setting, kvik__setting(setting), buf, len);
 }
 
-const char *kvik_setting_name(kvik_setting setting) { return valid_setting(setting) ? descs[setting].name : NULL; }
+const char *kvik_setting_name(kvik_setting setting) {
+  return valid_setting(setting) ? descs[setting].name : NULL;
+}
 
-const char *kvik_setting_env_name(kvik_setting setting) { return valid_setting(setting) ? descs[setting].env : NULL; }
+const char *kvik_setting_env_name(kvik_setting setting) {
+  return valid_setting(setting) ? descs[setting].env : NULL;
+}
 
 int kvik_setting_lookup(const char *name) {
   if (!name) return kvik__fail(-EINVAL, "kvik_setting_lookup: NULL name");

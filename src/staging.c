@@ -35,8 +35,9 @@ int kvik__staging_create(const char *fn, CUcontext ctx, kvik__staging **staging)
     rc = kvik__pinned_get(fn, KVIK__STAGING_BYTES, &base);
     s->base = base;
     if (rc == 0)
-      rc = kvik__cuda_check(kvik__cuda_if_present()->cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING), fn,
-                            "cuStreamCreate");
+      rc = kvik__cuda_check(
+          kvik__cuda_if_present()->cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING), fn,
+          "cuStreamCreate");
     if (rc < 0) kvik__pinned_put(s->base, KVIK__STAGING_BYTES);
     kvik__context_pop();
   }
@@ -83,15 +84,18 @@ void kvik__staging_put(kvik__staging *s, char *piece, size_t size) {
   memset(&s->used[first], 0, units_of(size));
 }
 
-int kvik__staging_copy(const char *fn, kvik__staging *s, kvik__op op, char *dev, char *piece, size_t size) {
+int kvik__staging_copy(const char *fn, kvik__staging *s, kvik__op op, char *dev, char *piece,
+                       size_t size) {
   int rc = kvik__context_push(fn, s->ctx);
   if (rc < 0) return rc;
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)dev;
   if (op == KVIK__READ)
-    rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(ptr, piece, size, s->stream), fn, "cuMemcpyHtoDAsync");
+    rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(ptr, piece, size, s->stream), fn,
+                          "cuMemcpyHtoDAsync");
   else
-    rc = kvik__cuda_check(cu->cuMemcpyDtoHAsync(piece, ptr, size, s->stream), fn, "cuMemcpyDtoHAsync");
+    rc = kvik__cuda_check(cu->cuMemcpyDtoHAsync(piece, ptr, size, s->stream), fn,
+                          "cuMemcpyDtoHAsync");
   kvik__context_pop();
   return rc;
 }
@@ -99,7 +103,8 @@ int kvik__staging_copy(const char *fn, kvik__staging *s, kvik__op op, char *dev,
 int kvik__staging_sync(const char *fn, kvik__staging *s) {
   int rc = kvik__context_push(fn, s->ctx);
   if (rc < 0) return rc;
-  rc = kvik__cuda_check(kvik__cuda_if_present()->cuStreamSynchronize(s->stream), fn, "cuStreamSynchronize");
+  rc = kvik__cuda_check(kvik__cuda_if_present()->cuStreamSynchronize(s->stream), fn,
+                        "cuStreamSynchronize");
   kvik__context_pop();
   return rc;
 }

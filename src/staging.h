@@ -43,7 +43,8 @@ void kvik__staging_put(kvik__staging *staging, char *piece, size_t size);
 /* Queue the copy of `size` bytes between device (or managed) memory `dev` and `piece`, on the
  * arena's stream: for KVIK__READ from the piece to the device, for KVIK__WRITE from the device
  * to the piece. Returns 0 or a CUDA error code with a message naming `fn`. */
-int kvik__staging_copy(const char *fn, kvik__staging *staging, kvik__op op, char *dev, char *piece, size_t size);
+int kvik__staging_copy(const char *fn, kvik__staging *staging, kvik__op op, char *dev, char *piece,
+                       size_t size);
 
 /* Wait until every copy queued is done. Returns 0 or a CUDA error code with a message. */
 int kvik__staging_sync(const char *fn, kvik__staging *staging);

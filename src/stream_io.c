@@ -546,7 +546,11 @@ static int queue_cufile(const queue *q, kvik__request *req, const kvik__memory *
   }
   cufile_op *c = kvik__future_extra(future);
   *c = (cufile_op){future, req->fn, src->gds, req->op, {0}};
-  kvik__gds_io io = {.fn = req->fn, .op = req->op, .mem = mem, .dev = req->buf, .size = req->size,
+  kvik__gds_io io = {.fn = req->fn,
+                     .op = req->op,
+                     .mem = mem,
+                     .dev = req->buf,
+                     .size = req->size,
                      .offset = req->offset};
   int rc = kvik__gds_enqueue(src->gds, &io, q->stream, &c->async);
   if (rc == 0 && (rc = host_func(q, finish_cufile, c)) < 0)

@@ -58,7 +58,8 @@ KVIK_API void kvik__fault_disarm(void);
 KVIK_API long kvik__fault_injected(void);
 /* Every site reached since the process started, as "path/file.c:line", with the call it makes
  * and how many times it was reached. */
-KVIK_API size_t kvik__fault_sites(const char **sites, kvik__fault_call *calls, long *hits, size_t max);
+KVIK_API size_t kvik__fault_sites(const char **sites, kvik__fault_call *calls, long *hits,
+                                  size_t max);
 
 #define KVIK__STRINGIFY_(x) #x
 #define KVIK__STRINGIFY(x) KVIK__STRINGIFY_(x)
@@ -85,7 +86,9 @@ static inline int kvik__open_at(const char *site, const char *path, int flags, m
 #define kvik__open(path, flags, mode) kvik__open_at(KVIK__SITE, path, flags, mode)
 
 /* About half of n, in whole pages where it is large enough, as a short count of a file system. */
-static inline size_t kvik__short_count(size_t n) { return n >= 8192 ? (n / 2) & ~(size_t)4095 : (n + 1) / 2; }
+static inline size_t kvik__short_count(size_t n) {
+  return n >= 8192 ? (n / 2) & ~(size_t)4095 : (n + 1) / 2;
+}
 
 static inline ssize_t kvik__pread_at(const char *site, int fd, void *buf, size_t n, off_t offset) {
   ssize_t r;
@@ -102,7 +105,8 @@ static inline ssize_t kvik__pread_at(const char *site, int fd, void *buf, size_t
 }
 #define kvik__pread(fd, buf, n, offset) kvik__pread_at(KVIK__SITE, fd, buf, n, offset)
 
-static inline ssize_t kvik__pwrite_at(const char *site, int fd, const void *buf, size_t n, off_t offset) {
+static inline ssize_t kvik__pwrite_at(const char *site, int fd, const void *buf, size_t n,
+                                      off_t offset) {
   ssize_t r;
   do {
     int err = kvik__fault(KVIK__FAULT_WRITE, site);
@@ -141,7 +145,7 @@ static inline ssize_t kvik__copy_user_at(const char *site, int to_theirs, void *
   } while (r < 0 && errno == EINTR);
   return r;
 }
-#define kvik__copy_user(to_theirs, theirs, mine, n) \
+#define kvik__copy_user(to_theirs, theirs, mine, n)                                                \
   kvik__copy_user_at(KVIK__SITE, to_theirs, theirs, mine, n)
 
 /* write(2), for descriptors opened with O_APPEND: the kernel places each call at the end. */
@@ -181,11 +185,13 @@ static inline int kvik__fdatasync_at(const char *site, int fd) {
 }
 #define kvik__fdatasync(fd) kvik__fdatasync_at(KVIK__SITE, fd)
 
-static inline void *kvik__mmap_at(const char *site, size_t len, int prot, int flags, int fd, off_t offset) {
+static inline void *kvik__mmap_at(const char *site, size_t len, int prot, int flags, int fd,
+                                  off_t offset) {
   int err = kvik__fault_errno(KVIK__FAULT_MMAP, site);
   return err ? (errno = err, MAP_FAILED) : mmap(NULL, len, prot, flags, fd, offset);
 }
-#define kvik__mmap(len, prot, flags, fd, offset) kvik__mmap_at(KVIK__SITE, len, prot, flags, fd, offset)
+#define kvik__mmap(len, prot, flags, fd, offset)                                                   \
+  kvik__mmap_at(KVIK__SITE, len, prot, flags, fd, offset)
 
 static inline int kvik__madvise_at(const char *site, void *addr, size_t len, int advice) {
   int err = kvik__fault_errno(KVIK__FAULT_MMAP, site);
@@ -204,14 +210,16 @@ static inline int kvik__alloc_fails(const char *site) {
 #define kvik__realloc(p, n) (kvik__alloc_fails(KVIK__SITE) ? NULL : realloc(p, n))
 #define kvik__strdup(s) (kvik__alloc_fails(KVIK__SITE) ? NULL : strdup(s))
 #define kvik__strndup(s, n) (kvik__alloc_fails(KVIK__SITE) ? NULL : strndup(s, n))
-#define kvik__posix_memalign(p, alignment, n) \
+#define kvik__posix_memalign(p, alignment, n)                                                      \
   (kvik__alloc_fails(KVIK__SITE) ? ENOMEM : posix_memalign(p, alignment, n))
 
-static inline int kvik__pthread_create_at(const char *site, pthread_t *thread, void *(*start)(void *), void *arg) {
+static inline int kvik__pthread_create_at(const char *site, pthread_t *thread,
+                                          void *(*start)(void *), void *arg) {
   int err = kvik__fault_errno(KVIK__FAULT_THREAD, site);
   return err ? err : pthread_create(thread, NULL, start, arg);
 }
-#define kvik__pthread_create(thread, start, arg) kvik__pthread_create_at(KVIK__SITE, thread, start, arg)
+#define kvik__pthread_create(thread, start, arg)                                                   \
+  kvik__pthread_create_at(KVIK__SITE, thread, start, arg)
 
 /* Sleep `ns` nanoseconds (less where a signal interrupts it: callers poll). Not a fault site:
  * a sleep that fails only ends early. */
@@ -244,7 +252,7 @@ static inline int kvik__io_uring_enter_at(const char *site, int fd, unsigned to_
   if (err) return errno = err, -1;
   return (int)syscall(__NR_io_uring_enter, fd, to_submit, min_complete, flags, arg, arg_len);
 }
-#define kvik__io_uring_enter(fd, to_submit, min_complete, flags, arg, arg_len) \
+#define kvik__io_uring_enter(fd, to_submit, min_complete, flags, arg, arg_len)                     \
   kvik__io_uring_enter_at(KVIK__SITE, fd, to_submit, min_complete, flags, arg, arg_len)
 
 static inline int kvik__io_uring_register_at(const char *site, int fd, unsigned opcode, void *arg,
@@ -256,7 +264,7 @@ static inline int kvik__io_uring_register_at(const char *site, int fd, unsigned 
   } while (r < 0 && errno == EINTR);
   return (int)r;
 }
-#define kvik__io_uring_register(fd, opcode, arg, nr_args) \
+#define kvik__io_uring_register(fd, opcode, arg, nr_args)                                          \
   kvik__io_uring_register_at(KVIK__SITE, fd, opcode, arg, nr_args)
 
 /* cachestat(2) (Linux 6.5): how many pages of [range->off, range->off + range->len) of `fd` the

@@ -74,7 +74,8 @@ static unsigned round_up_pow2(unsigned n) {
   return p;
 }
 
-static int enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags, void *arg, size_t arg_len) {
+static int enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags, void *arg,
+                 size_t arg_len) {
   int r = kvik__io_uring_enter(fd, to_submit, min_complete, flags, arg, arg_len);
   return r < 0 ? -errno : r;
 }
@@ -102,10 +103,12 @@ static int map_rings(kvik__uring *r, const struct io_uring_params *p) {
   size_t sq_len = p->sq_off.array + p->sq_entries * sizeof(unsigned);
   size_t cq_len = p->cq_off.cqes + p->cq_entries * sizeof(struct io_uring_cqe);
   r->map_len = sq_len > cq_len ? sq_len : cq_len; /* one mapping: IORING_FEAT_SINGLE_MMAP */
-  r->map = kvik__mmap(r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQ_RING);
+  r->map = kvik__mmap(r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+                      IORING_OFF_SQ_RING);
   if (r->map == MAP_FAILED) return -errno;
   r->sqes_len = p->sq_entries * sizeof(struct io_uring_sqe);
-  r->sqes = kvik__mmap(r->sqes_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+  r->sqes = kvik__mmap(r->sqes_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+                       IORING_OFF_SQES);
   if (r->sqes == MAP_FAILED) {
     int err = errno;
     munmap(r->map, r->map_len);
@@ -124,13 +127,15 @@ static int map_rings(kvik__uring *r, const struct io_uring_params *p) {
 }
 
 /* The features kvik needs: completions never dropped (5.5), and waits with a timeout (5.11). */
-static const unsigned needed_features = IORING_FEAT_SINGLE_MMAP | IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG;
+static const unsigned needed_features =
+    IORING_FEAT_SINGLE_MMAP | IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG;
 
 int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring_rest *rest,
                        kvik__uring **ring) {
   *ring = NULL;
   kvik__uring *r = kvik__calloc(1, sizeof *r + max_ops * sizeof r->ops[0]);
-  if (!r) return kvik__fail(-ENOMEM, "%s: out of memory for an io_uring of %u operations", fn, max_ops);
+  if (!r)
+    return kvik__fail(-ENOMEM, "%s: out of memory for an io_uring of %u operations", fn, max_ops);
   r->max_ops = max_ops;
   r->rest = rest;
   r->pid = getpid();
@@ -139,7 +144,8 @@ int kvik__uring_create(const char *fn, unsigned max_ops, kvik__uring_rest *rest,
   r->fd = setup_fd(cq_entries < SQ_MAX ? cq_entries : SQ_MAX, cq_entries, &p);
   int rc = r->fd < 0 ? kvik__fail_errno(-r->fd, "%s: io_uring_setup", fn) : 0;
   if (rc == 0 && (p.features & needed_features) != needed_features)
-    rc = kvik__fail(-EOPNOTSUPP, "%s: io_uring lacks features kvik needs (Linux 5.11 or later has them)", fn);
+    rc = kvik__fail(-EOPNOTSUPP,
+                    "%s: io_uring lacks features kvik needs (Linux 5.11 or later has them)", fn);
   int err = rc == 0 ? map_rings(r, &p) : 0;
   if (err < 0) rc = kvik__fail_errno(-err, "%s: mapping io_uring's queues", fn);
   if (rc < 0) {
@@ -164,7 +170,8 @@ int kvik__uring_register_buffer(kvik__uring *r, char *base, size_t len) {
 /* Whether the operation's buffer lies in the registered one (buf_index 0). */
 static int in_fixed(const kvik__uring *r, const kvik__uring_op *op) {
   uintptr_t start = (uintptr_t)r->fixed, buf = (uintptr_t)op->buf;
-  return r->fixed && buf >= start && buf - start <= r->fixed_len && op->size <= r->fixed_len - (buf - start);
+  return r->fixed && buf >= start && buf - start <= r->fixed_len &&
+         op->size <= r->fixed_len - (buf - start);
 }
 
 void kvik__uring_free(kvik__uring *r) {
@@ -208,8 +215,8 @@ static ssize_t finish_op(const kvik__uring *r, const kvik__uring_op *op, ssize_t
   if (res < 0 && !again) return res;
   size_t moved = res > 0 ? (size_t)res : 0, rest = 0;
   assert(r->rest); /* a ring that takes operations was given one */
-  int rc = r->rest(op->file, op->op, op->buf + moved, op->size - moved,
-                   op->offset + (int64_t)moved, &rest);
+  int rc = r->rest(op->file, op->op, op->buf + moved, op->size - moved, op->offset + (int64_t)moved,
+                   &rest);
   return rc < 0 ? rc : (ssize_t)(moved + rest);
 }
 
@@ -227,7 +234,8 @@ static void take_back_queued(kvik__uring *r) {
     o->ended = 1;
     r->ended++;
   }
-  atomic_store_explicit(r->sq_tail, atomic_load_explicit(r->sq_head, memory_order_acquire), memory_order_release);
+  atomic_store_explicit(r->sq_tail, atomic_load_explicit(r->sq_head, memory_order_acquire),
+                        memory_order_release);
   r->queued = 0;
 }
 
@@ -251,7 +259,8 @@ void kvik__uring_start(kvik__uring *r, unsigned id, const kvik__uring_op *op) {
   r->ops[id] = (ring_op){*op, 1, 0, 0};
   r->in_flight++;
   struct io_uring_sqe *sqe = next_sqe(r);
-  if (in_fixed(r, op)) sqe->opcode = op->op == KVIK__READ ? IORING_OP_READ_FIXED : IORING_OP_WRITE_FIXED;
+  if (in_fixed(r, op))
+    sqe->opcode = op->op == KVIK__READ ? IORING_OP_READ_FIXED : IORING_OP_WRITE_FIXED;
   else sqe->opcode = op->op == KVIK__READ ? IORING_OP_READ : IORING_OP_WRITE;
   sqe->fd = op->fd;
   sqe->addr = (uint64_t)(uintptr_t)op->buf;
@@ -282,7 +291,8 @@ static ssize_t ring_result(const kvik__uring_op *op, ssize_t res) {
   return kvik__ring_write_result(res);
 }
 
-static void report(kvik__uring *r, unsigned id, ssize_t result, int canceled, kvik__uring_done *done, void *ctx) {
+static void report(kvik__uring *r, unsigned id, ssize_t result, int canceled,
+                   kvik__uring_done *done, void *ctx) {
   assert(r->ops[id].in_flight && r->in_flight > 0);
   r->ops[id].in_flight = 0;
   r->in_flight--;
@@ -323,7 +333,8 @@ static void abandon_all(kvik__uring *r, kvik__uring_done *done, void *ctx) {
     if (r->ops[id].in_flight) report(r, id, KVIK_ECANCELED_BY_FORK, 0, done, ctx);
 }
 
-int kvik__uring_reap(kvik__uring *r, unsigned min_nr, int64_t timeout_ns, kvik__uring_done *done, void *ctx) {
+int kvik__uring_reap(kvik__uring *r, unsigned min_nr, int64_t timeout_ns, kvik__uring_done *done,
+                     void *ctx) {
   if (kvik__uring_forked(r)) {
     abandon_all(r, done, ctx);
     return 0;
@@ -338,9 +349,12 @@ int kvik__uring_reap(kvik__uring *r, unsigned min_nr, int64_t timeout_ns, kvik__
   struct __kernel_timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
   struct io_uring_getevents_arg arg = {0};
   if (timeout_ns > 0) arg.ts = (uint64_t)(uintptr_t)&ts;
-  int n = enter(r->fd, 0, min_nr - reported, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof arg);
+  int n = enter(r->fd, 0, min_nr - reported, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg,
+                sizeof arg);
   drain(r, done, ctx);
-  return n < 0 && n != -ETIME && n != -EINTR ? kvik__fail_errno(-n, "io_uring_enter (waiting for completions)") : 0;
+  return n < 0 && n != -ETIME && n != -EINTR
+             ? kvik__fail_errno(-n, "io_uring_enter (waiting for completions)")
+             : 0;
 }
 
 /* ---- availability -------------------------------------------------------------------------- */
@@ -360,7 +374,8 @@ static void probe(void) {
     probe_result = 1;
     snprintf(probe_why, sizeof probe_why, "available (Linux %s)", release);
   } else {
-    snprintf(probe_why, sizeof probe_why, "not available: %s (Linux %s)", kvik_last_error(), release);
+    snprintf(probe_why, sizeof probe_why, "not available: %s (Linux %s)", kvik_last_error(),
+             release);
   }
   kvik__set_message(saved);
 }

@@ -72,7 +72,8 @@ typedef void kvik__uring_done(void *ctx, unsigned id, ssize_t result, int cancel
  * least min_nr were; a wait interrupted by a signal returns early. In a child after fork(),
  * every operation in flight is reported at once with KVIK_ECANCELED_BY_FORK. Returns 0 or a
  * negative code of io_uring_enter (nothing is lost: a later call reports it). */
-int kvik__uring_reap(kvik__uring *ring, unsigned min_nr, int64_t timeout_ns, kvik__uring_done *done, void *ctx);
+int kvik__uring_reap(kvik__uring *ring, unsigned min_nr, int64_t timeout_ns, kvik__uring_done *done,
+                     void *ctx);
 
 /* Ask the kernel to cancel every operation in flight that has not started (Linux 5.19 and
  * later; earlier kernels let all finish). Reap them as usual. */

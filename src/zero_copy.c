@@ -50,11 +50,13 @@ static int identity_of(int fd, kvik__zc_identity *id) {
   return 1;
 }
 
-static int same_time(struct timespec a, struct timespec b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
+static int same_time(struct timespec a, struct timespec b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
 
 static int unchanged(const kvik__zc_identity *a, const kvik__zc_identity *b) {
-  return a->dev == b->dev && a->ino == b->ino && a->size == b->size && same_time(a->mtime, b->mtime) &&
-         same_time(a->ctime, b->ctime);
+  return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+         same_time(a->mtime, b->mtime) && same_time(a->ctime, b->ctime);
 }
 
 static size_t granule_len(const kvik__zc_file *zc, size_t g) {
@@ -71,7 +73,8 @@ static void drop(kvik__zc_file *zc) {
   if (ours && cu && zc->ctx && kvik__context_id(zc->ctx) == zc->ctx_id &&
       cu->cuCtxPushCurrent(zc->ctx) == CUDA_SUCCESS) {
     for (size_t g = 0; g < zc->granules; g++)
-      if (zc->state[g] == KVIK__ZC_REGISTERED) cu->cuMemHostUnregister(zc->map + g * KVIK__ZC_GRANULE);
+      if (zc->state[g] == KVIK__ZC_REGISTERED)
+        cu->cuMemHostUnregister(zc->map + g * KVIK__ZC_GRANULE);
     CUcontext popped;
     cu->cuCtxPopCurrent(&popped);
   }
@@ -112,7 +115,8 @@ static int map_file(kvik__zc_file *zc, const kvik__zc_identity *now) {
  * that was mapped, in a context that still exists. Called with the lock held. */
 static int usable(kvik__zc_file *zc, const kvik__zc_identity *now) {
   if (zc->map && zc->pid != getpid()) return 0;
-  int stale = zc->map && (!unchanged(&zc->seen, now) || (zc->ctx && kvik__context_id(zc->ctx) != zc->ctx_id));
+  int stale = zc->map &&
+              (!unchanged(&zc->seen, now) || (zc->ctx && kvik__context_id(zc->ctx) != zc->ctx_id));
   if (stale && zc->readers > 0) return 0;
   if (stale) drop(zc);
   return zc->map || map_file(zc, now);
@@ -121,8 +125,9 @@ static int usable(kvik__zc_file *zc, const kvik__zc_identity *now) {
 /* Whether all of granule g is in the page cache. */
 static int resident(const kvik__zc_file *zc, size_t g) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE), len = granule_len(zc, g);
-  return kvik__page_cache_pages(zc->fd, zc->map + g * KVIK__ZC_GRANULE, (int64_t)(g * KVIK__ZC_GRANULE), len) ==
-         (int64_t)((len + page - 1) / page);
+  return kvik__page_cache_pages(zc->fd, zc->map + g * KVIK__ZC_GRANULE,
+                                (int64_t)(g * KVIK__ZC_GRANULE),
+                                len) == (int64_t)((len + page - 1) / page);
 }
 
 static int register_read_only(char *start, size_t len) {
@@ -135,7 +140,8 @@ static int register_read_only(char *start, size_t len) {
 /* Whether the read may register a granule of `len` bytes: KVIK_AUTO registers only for requests
  * that read at least half of what they register. */
 static int may_register(const kvik__zc_read *zc, int64_t mode, size_t len) {
-  return !atomic_load(&unsupported) && (mode == KVIK_ON || (mode == KVIK_AUTO && zc->request_size >= len / 2));
+  return !atomic_load(&unsupported) &&
+         (mode == KVIK_ON || (mode == KVIK_AUTO && zc->request_size >= len / 2));
 }
 
 /* Register granule g, outside the lock so that copies from registered granules go on meanwhile;
@@ -162,8 +168,8 @@ static int register_granule(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size
 }
 
 int kvik__zc_wanted(const kvik__zc_file *zc, size_t size) {
-  return zc && kvik__setting(KVIK_SETTING_ZERO_COPY_READ) != KVIK_OFF && !atomic_load(&unsupported) &&
-         size >= KVIK__ZC_MIN_COPY;
+  return zc && kvik__setting(KVIK_SETTING_ZERO_COPY_READ) != KVIK_OFF &&
+         !atomic_load(&unsupported) && size >= KVIK__ZC_MIN_COPY;
 }
 
 int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const char **host) {
@@ -196,7 +202,8 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
    * waiting costs no CPU, where the bounce buffers would cost a core per few GB/s and slow the
    * registration down. */
   int saw_pending = 0;
-  while (f->state[g] == KVIK__ZC_PENDING || (may && f->state[g] == KVIK__ZC_NONE && f->registering)) {
+  while (f->state[g] == KVIK__ZC_PENDING ||
+         (may && f->state[g] == KVIK__ZC_NONE && f->registering)) {
     saw_pending |= f->state[g] == KVIK__ZC_PENDING;
     pthread_cond_wait(&f->settled, &f->lock);
   }
@@ -211,7 +218,8 @@ int kvik__zc_registered(kvik__zc_file *zc, int64_t offset) {
   if (!zc) return 0;
   size_t g = (size_t)offset / KVIK__ZC_GRANULE;
   pthread_mutex_lock(&zc->lock);
-  int registered = zc->map && zc->pid == getpid() && g < zc->granules && zc->state[g] == KVIK__ZC_REGISTERED;
+  int registered =
+      zc->map && zc->pid == getpid() && g < zc->granules && zc->state[g] == KVIK__ZC_REGISTERED;
   pthread_mutex_unlock(&zc->lock);
   return registered;
 }

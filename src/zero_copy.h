@@ -57,15 +57,15 @@ typedef struct kvik__zc_file {
   pthread_cond_t settled; /* a pending granule was registered, or given up */
   int fd;
   kvik__zc_identity seen; /* the file when it was mapped */
-  pid_t pid;              /* the process that mapped it: a child has neither mapping nor registration */
-  char *map;              /* the whole file, or NULL */
-  size_t map_len;         /* whole pages */
-  unsigned char *state;   /* per granule: KVIK__ZC_NONE, _PENDING or _REGISTERED */
-  int registering;        /* a thread registers a granule of this file */
+  pid_t pid;      /* the process that mapped it: a child has neither mapping nor registration */
+  char *map;      /* the whole file, or NULL */
+  size_t map_len; /* whole pages */
+  unsigned char *state; /* per granule: KVIK__ZC_NONE, _PENDING or _REGISTERED */
+  int registering;      /* a thread registers a granule of this file */
   size_t granules;
   CUcontext ctx;             /* current at the registrations, needed to undo them */
   unsigned long long ctx_id; /* tells that context from a later one with the same handle */
-  unsigned readers;          /* reads between kvik__zc_begin() and kvik__zc_done(): copies may run */
+  unsigned readers; /* reads between kvik__zc_begin() and kvik__zc_done(): copies may run */
 } kvik__zc_file;
 
 /* What a read into device memory passes down for the zero-copy path. */

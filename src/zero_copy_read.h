@@ -15,10 +15,10 @@
 
 /* The copies of the back tasks, queued by the front task (zero_copy_read.c says why). */
 typedef struct kvik__zc_relay {
-  kvik__handoff handoff;            /* first: the back tasks' reads hand their copies to it */
+  kvik__handoff handoff; /* first: the back tasks' reads hand their copies to it */
   atomic_flag lock;
-  int open;                         /* the front queues what is handed to it */
-  kvik__handed_copy *first, *last;  /* handed, not queued yet */
+  int open;                        /* the front queues what is handed to it */
+  kvik__handed_copy *first, *last; /* handed, not queued yet */
 } kvik__zc_relay;
 
 /* What the tasks of one zero-copy read share: the bytes no task has taken yet. The request keeps
@@ -34,8 +34,8 @@ typedef struct kvik__zc_split {
 /* One task of a zero-copy read. */
 typedef struct kvik__zc_task {
   kvik__zc_split *split;
-  size_t index;   /* 0 for the first task, which the others relay to */
-  size_t ended;   /* set by the run: where, counted from the read's first byte, a piece found the
+  size_t index; /* 0 for the first task, which the others relay to */
+  size_t ended; /* set by the run: where, counted from the read's first byte, a piece found the
                    * end of the file; SIZE_MAX if none did */
 } kvik__zc_task;
 

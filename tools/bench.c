@@ -108,7 +108,8 @@ static size_t pattern_mismatch(const unsigned char *buf, uint64_t offset, size_t
 
 void bench_progress(int write, const char *method, int nthreads, int rep, int repeat) {
   if (show_progress)
-    fprintf(stderr, "\rbench: %s %-20s T=%d rep %d/%d ", write ? "write" : "read", method, nthreads, rep, repeat);
+    fprintf(stderr, "\rbench: %s %-20s T=%d rep %d/%d ", write ? "write" : "read", method, nthreads,
+            rep, repeat);
 }
 
 void bench_progress_init(void) { show_progress = isatty(STDERR_FILENO); }
@@ -193,8 +194,8 @@ int bench_io_parallel(int fd, unsigned char *buf, size_t size, int nthreads, int
   int started = 0, err = 0;
   for (; started < nthreads; started++) {
     size_t begin = step * (size_t)started, end = started == nthreads - 1 ? size : begin + step;
-    s[started] = (struct slice){.fd = fd, .write = write, .buf = buf + begin, .len = end - begin,
-                                .offset = begin};
+    s[started] = (struct slice){
+        .fd = fd, .write = write, .buf = buf + begin, .len = end - begin, .offset = begin};
     int rc = pthread_create(&s[started].thread, NULL, slice_main, &s[started]);
     if (rc != 0) {
       err = -rc;
@@ -233,9 +234,10 @@ int bench_verify_file(struct bench *b, const char *what) {
 
 /* Each method's best rate in GB/s, and the CPU seconds per GB of that same run: the time every
  * thread of the process spent, user and system, from getrusage. */
-static int measure_row(struct bench *b, const struct suite *s, kvik_file *f, int nthreads, int write,
-                       double *best, double *cpu) {
-  for (int m = 0; m < s->nmethods; m++) best[m] = s->available && !s->available(b, m, write) ? NOT_AVAILABLE : 0;
+static int measure_row(struct bench *b, const struct suite *s, kvik_file *f, int nthreads,
+                       int write, double *best, double *cpu) {
+  for (int m = 0; m < s->nmethods; m++)
+    best[m] = s->available && !s->available(b, m, write) ? NOT_AVAILABLE : 0;
   double gb = (double)b->opt.size / 1e9;
   for (int rep = 1; rep <= b->opt.repeat; rep++) {
     for (int m = 0; m < s->nmethods; m++) {
@@ -244,7 +246,8 @@ static int measure_row(struct bench *b, const struct suite *s, kvik_file *f, int
       if (s->prepare(b, m, write) != CLI_OK) return CLI_ERROR;
       double cpu_start = bench_cpu_seconds(0), start = bench_now();
       if (s->run(b, f, m, nthreads, write) != CLI_OK) return CLI_ERROR;
-      double rate = gb / (bench_now() - start), cpu_per_gb = (bench_cpu_seconds(0) - cpu_start) / gb;
+      double rate = gb / (bench_now() - start),
+             cpu_per_gb = (bench_cpu_seconds(0) - cpu_start) / gb;
       if (s->verify(b, m, write) != CLI_OK) return CLI_ERROR;
       if (rate > best[m]) {
         best[m] = rate;
@@ -260,8 +263,8 @@ static int width(const char *header) { return strlen(header) > 7 ? (int)strlen(h
 
 static void print_header(const struct bench *b, const struct suite *s) {
   bench_progress_clear();
-  printf("\n%s (GB/s, best of %d; then the CPU seconds per GB of those runs, user + system)\n%-12s", s->title,
-         b->opt.repeat, "threads T");
+  printf("\n%s (GB/s, best of %d; then the CPU seconds per GB of those runs, user + system)\n%-12s",
+         s->title, b->opt.repeat, "threads T");
   for (int m = 0; m < s->nmethods; m++) printf("  %*s", width(s->names[m]), s->names[m]);
   for (int r = 0; r < s->nratios; r++) printf("  %*s", width(s->ratio_names[r]), s->ratio_names[r]);
   printf("  | CPU s/GB:");
@@ -275,14 +278,16 @@ static int run_row(struct bench *b, const struct suite *s, kvik_file *f, int wri
   if (kvik_setting_set(KVIK_SETTING_NUM_THREADS, nthreads) < 0) return bench_kvik_fail();
   if (measure_row(b, s, f, nthreads, write, best, cpu) != CLI_OK) return CLI_ERROR;
   char label[32];
-  snprintf(label, sizeof label, "%d%s", nthreads, nthreads == b->default_threads ? " (default)" : "");
+  snprintf(label, sizeof label, "%d%s", nthreads,
+           nthreads == b->default_threads ? " (default)" : "");
   bench_progress_clear();
   printf("%-12s", label);
   for (int m = 0; m < s->nmethods; m++) {
     if (best[m] == NOT_AVAILABLE) printf("  %*s", width(s->names[m]), "n/a");
     else printf("  %*.2f", width(s->names[m]), best[m]);
   }
-  for (int r = 0; r < s->nratios; r++) printf("  %*.2fx", width(s->ratio_names[r]) - 1, s->ratio(best, r));
+  for (int r = 0; r < s->nratios; r++)
+    printf("  %*.2fx", width(s->ratio_names[r]) - 1, s->ratio(best, r));
   printf("  | %9s", "");
   for (int m = 0; m < s->nmethods; m++) {
     if (best[m] == NOT_AVAILABLE) printf("  %*s", width(s->names[m]), "n/a");
@@ -300,7 +305,8 @@ int bench_table(struct bench *b, const struct suite *s, int write) {
   if (kvik_file_open(test_path, write ? "r+" : "r", 0, &f) < 0) return bench_kvik_fail();
   print_header(b, s);
   int rc = CLI_OK;
-  for (int i = 0; rc == CLI_OK && i < b->opt.ncounts; i++) rc = run_row(b, s, f, write, b->opt.counts[i]);
+  for (int i = 0; rc == CLI_OK && i < b->opt.ncounts; i++)
+    rc = run_row(b, s, f, write, b->opt.counts[i]);
   kvik_file_free(f);
   return rc;
 }
@@ -331,15 +337,33 @@ static int host_verify(struct bench *b, int m, int write) {
   return bench_check_range(b->buf, 0, b->opt.size, "kvik_file_read");
 }
 
-static double host_ratio(const double *best, int i) { return best[KVIK] / best[i == 0 ? LOOP_1 : LOOP_T]; }
+static double host_ratio(const double *best, int i) {
+  return best[KVIK] / best[i == 0 ? LOOP_1 : LOOP_T];
+}
 
 static int host_tables(struct bench *b) {
-  struct suite s = {"READ: page cache -> host memory", 3, {"pread 1 thread", "pread T threads", "kvik"},
-                    host_prepare, host_run, host_verify, 2, {"kvik/pread1", "kvik/preadT"}, host_ratio, NULL};
+  struct suite s = {"READ: page cache -> host memory",
+                    3,
+                    {"pread 1 thread", "pread T threads", "kvik"},
+                    host_prepare,
+                    host_run,
+                    host_verify,
+                    2,
+                    {"kvik/pread1", "kvik/preadT"},
+                    host_ratio,
+                    NULL};
   int rc = bench_table(b, &s, 0);
   if (rc != CLI_OK || !b->opt.write) return rc;
-  s = (struct suite){"WRITE: host memory -> page cache", 3, {"pwrite 1 thread", "pwrite T threads", "kvik"},
-                     host_prepare, host_run, host_verify, 2, {"kvik/pwrite1", "kvik/pwriteT"}, host_ratio, NULL};
+  s = (struct suite){"WRITE: host memory -> page cache",
+                     3,
+                     {"pwrite 1 thread", "pwrite T threads", "kvik"},
+                     host_prepare,
+                     host_run,
+                     host_verify,
+                     2,
+                     {"kvik/pwrite1", "kvik/pwriteT"},
+                     host_ratio,
+                     NULL};
   return bench_table(b, &s, 1);
 }
 
@@ -358,13 +382,15 @@ static void catch_signals(void) {
   struct sigaction sa = {.sa_handler = on_signal}, old;
   sigemptyset(&sa.sa_mask);
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+      sigaction(sigs[i], &sa, NULL);
 }
 
 /* Write the test file, flush it (so that writeback does not run during the read table) and
  * read it once, so that the whole file is in the page cache before the first timed read. */
 static int create_file(struct bench *b) {
-  if (snprintf(test_path, sizeof test_path, "%s/kvik-bench-XXXXXX", b->opt.dir) >= (int)sizeof test_path)
+  if (snprintf(test_path, sizeof test_path, "%s/kvik-bench-XXXXXX", b->opt.dir) >=
+      (int)sizeof test_path)
     return bench_sys_fail(b->opt.dir, -ENAMETOOLONG);
   catch_signals();
   b->fd = mkstemp(test_path);
@@ -387,7 +413,8 @@ static int setup(struct bench *b) {
   if (!b->scratch) return bench_sys_fail("buffer", -ENOMEM);
   pattern_fill(b->buf, 0, b->opt.size);
   if (create_file(b) != CLI_OK) return CLI_ERROR;
-  printf("kvik bench: %ld online CPUs, file %zu bytes (%.2f GiB) in %s, kvik default num_threads %lld\n",
+  printf("kvik bench: %ld online CPUs, file %zu bytes (%.2f GiB) in %s, kvik default num_threads "
+         "%lld\n",
          sysconf(_SC_NPROCESSORS_ONLN), b->opt.size, (double)b->opt.size / (1 << 30), b->opt.dir,
          (long long)b->default_threads);
   return CLI_OK;
@@ -461,7 +488,8 @@ static int parse_option(int argc, char **argv, int *i, struct options *o) {
 
 static int parse_args(int argc, char **argv, struct options *o) {
   const char *tmpdir = getenv("TMPDIR");
-  *o = (struct options){.dir = tmpdir && *tmpdir ? tmpdir : "/tmp", .size = (size_t)1 << 30, .repeat = 5, .write = 1};
+  *o = (struct options){
+      .dir = tmpdir && *tmpdir ? tmpdir : "/tmp", .size = (size_t)1 << 30, .repeat = 5, .write = 1};
   for (int i = 1; i < argc; i++) {
     int rc = parse_option(argc, argv, &i, o);
     if (rc != CLI_OK) return rc;

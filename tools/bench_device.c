@@ -16,19 +16,19 @@ typedef unsigned long long CUdeviceptr;
 typedef struct CUctx_st *CUcontext;
 
 /* The driver functions the bench calls: X(member, symbol, parameters). */
-#define DRIVER_FUNCTIONS(X)                                                                    \
-  X(cuInit, "cuInit", (unsigned flags))                                                        \
-  X(cuGetErrorName, "cuGetErrorName", (CUresult error, const char **name))                     \
-  X(cuDeviceGet, "cuDeviceGet", (int *device, int ordinal))                                    \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * ctx, int device))       \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext ctx))                                       \
-  X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * ptr, size_t size))                             \
-  X(cuMemFree, "cuMemFree_v2", (CUdeviceptr ptr))                                              \
-  X(cuMemHostAlloc, "cuMemHostAlloc", (void **ptr, size_t size, unsigned flags))               \
-  X(cuMemFreeHost, "cuMemFreeHost", (void *ptr))                                               \
-  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr dst, const void *src, size_t size))          \
-  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *dst, CUdeviceptr src, size_t size))                \
-  X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr dst, unsigned char value, size_t count))       \
+#define DRIVER_FUNCTIONS(X)                                                                        \
+  X(cuInit, "cuInit", (unsigned flags))                                                            \
+  X(cuGetErrorName, "cuGetErrorName", (CUresult error, const char **name))                         \
+  X(cuDeviceGet, "cuDeviceGet", (int *device, int ordinal))                                        \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * ctx, int device))           \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext ctx))                                           \
+  X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * ptr, size_t size))                                 \
+  X(cuMemFree, "cuMemFree_v2", (CUdeviceptr ptr))                                                  \
+  X(cuMemHostAlloc, "cuMemHostAlloc", (void **ptr, size_t size, unsigned flags))                   \
+  X(cuMemFreeHost, "cuMemFreeHost", (void *ptr))                                                   \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr dst, const void *src, size_t size))              \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *dst, CUdeviceptr src, size_t size))                    \
+  X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr dst, unsigned char value, size_t count))             \
   X(cuCtxSynchronize, "cuCtxSynchronize", (void))
 
 static struct driver {
@@ -63,7 +63,9 @@ struct device_state {
   kvik_file *again;      /* KVIK_ZERO_COPY_AGAIN's handle, once it has read the file */
 };
 
-static int method_of(int column, int write) { return write && column == KVIK_ZERO_COPY ? CUFILE : column; }
+static int method_of(int column, int write) {
+  return write && column == KVIK_ZERO_COPY ? CUFILE : column;
+}
 
 static int is_kvik(int m) { return m >= KVIK_DEVICE; }
 
@@ -75,17 +77,17 @@ static int cuda_fail(const char *call, CUresult r) {
   return CLI_ERROR;
 }
 
-#define CU_CHECK(call)                                                                         \
-  do {                                                                                         \
-    CUresult r_ = (call);                                                                      \
-    if (r_ != 0) return cuda_fail(#call, r_);                                                  \
+#define CU_CHECK(call)                                                                             \
+  do {                                                                                             \
+    CUresult r_ = (call);                                                                          \
+    if (r_ != 0) return cuda_fail(#call, r_);                                                      \
   } while (0)
 
 static int load_driver(void) {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) return fprintf(stderr, "kvik bench --device: %s\n", dlerror()), CLI_ERROR;
-#define RESOLVE_(member, symbol, params)                                                       \
-  if (!(*(void **)&cu.member = dlsym(lib, symbol)))                                            \
+#define RESOLVE_(member, symbol, params)                                                           \
+  if (!(*(void **)&cu.member = dlsym(lib, symbol)))                                                \
     return fprintf(stderr, "kvik bench --device: libcuda.so.1 lacks %s\n", symbol), CLI_ERROR;
   DRIVER_FUNCTIONS(RESOLVE_)
 #undef RESOLVE_
@@ -97,7 +99,8 @@ static int reads_file(int m) { return m != PINNED_COPY; }
 static int device_prepare(struct bench *b, int column, int write) {
   struct device_state *d = b->device_state;
   int m = method_of(column, write);
-  if (!write && b->cold_run && reads_file(m) && kvik_page_cache_drop(test_path) < 0) return bench_kvik_fail();
+  if (!write && b->cold_run && reads_file(m) && kvik_page_cache_drop(test_path) < 0)
+    return bench_kvik_fail();
   /* A read target is zeroed so that bytes kvik did not read cannot pass. The memset runs on the
    * legacy default stream, which kvik's streams do not wait for: it must end first. */
   if (!write && is_kvik(m)) {
@@ -111,7 +114,8 @@ static int device_prepare(struct bench *b, int column, int write) {
 static int kvik_read(struct bench *b, kvik_file *f, int64_t mode) {
   struct device_state *d = b->device_state;
   if (kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode) < 0) return bench_kvik_fail();
-  return bench_check_count(b, kvik_file_read(f, (void *)(uintptr_t)d->dev, b->opt.size, 0), "kvik_file_read");
+  return bench_check_count(b, kvik_file_read(f, (void *)(uintptr_t)d->dev, b->opt.size, 0),
+                           "kvik_file_read");
 }
 
 /* A first zero-copy read: open, read, close. */
@@ -130,11 +134,13 @@ static int zero_copy_again(struct bench *b) {
   struct device_state *d = b->device_state;
   if (!d->again) {
     int64_t threads;
-    if (kvik_file_open(test_path, "r", 0, &d->again) < 0 || kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads) < 0 ||
+    if (kvik_file_open(test_path, "r", 0, &d->again) < 0 ||
+        kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads) < 0 ||
         kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1) < 0)
       return bench_kvik_fail();
     int rc = kvik_read(b, d->again, KVIK_AUTO);
-    if (kvik_setting_set(KVIK_SETTING_NUM_THREADS, threads) < 0 && rc == CLI_OK) rc = bench_kvik_fail();
+    if (kvik_setting_set(KVIK_SETTING_NUM_THREADS, threads) < 0 && rc == CLI_OK)
+      rc = bench_kvik_fail();
     if (rc != CLI_OK) return rc;
   }
   return kvik_read(b, d->again, KVIK_AUTO);
@@ -161,7 +167,8 @@ static int device_read(struct bench *b, kvik_file *f, int m, int nthreads) {
 
 static int kvik_write(struct bench *b, kvik_file *f) {
   struct device_state *d = b->device_state;
-  return bench_check_count(b, kvik_file_write(f, (void *)(uintptr_t)d->dev, b->opt.size, 0), "kvik_file_write");
+  return bench_check_count(b, kvik_file_write(f, (void *)(uintptr_t)d->dev, b->opt.size, 0),
+                           "kvik_file_write");
 }
 
 static int device_write(struct bench *b, kvik_file *f, int m, int nthreads) {
@@ -205,15 +212,16 @@ static int device_available(struct bench *b, int column, int write) {
 
 static double device_ratio(const double *best, int i) {
   if (i == 1) return best[KVIK_DEVICE] / best[PAGEABLE_COPY];
-  double ceiling = best[PINNED_PARALLEL] < best[PINNED_COPY] ? best[PINNED_PARALLEL] : best[PINNED_COPY];
+  double ceiling =
+      best[PINNED_PARALLEL] < best[PINNED_COPY] ? best[PINNED_PARALLEL] : best[PINNED_COPY];
   return best[KVIK_DEVICE] / ceiling;
 }
 
 static int device_tables(struct bench *b) {
   struct suite s = {"READ: page cache -> device memory",
                     7,
-                    {"(a) pread1+copy", "(b) pread pinned T", "(c) copy pinned", "kvik", "kvik zero-copy",
-                     "zero-copy again", "cuFile"},
+                    {"(a) pread1+copy", "(b) pread pinned T", "(c) copy pinned", "kvik",
+                     "kvik zero-copy", "zero-copy again", "cuFile"},
                     device_prepare,
                     device_run,
                     device_verify,
@@ -259,7 +267,8 @@ static int open_cufile(struct device_state *d) {
     snprintf(why, sizeof why, "%s", kvik_last_error());
   }
   if (kvik_setting_set(KVIK_SETTING_COMPAT_MODE, mode) < 0) return bench_kvik_fail();
-  printf("kvik bench --device: cuFile column %s: %s\n", d->cufile ? "(compat mode OFF)" : "n/a", why);
+  printf("kvik bench --device: cuFile column %s: %s\n", d->cufile ? "(compat mode OFF)" : "n/a",
+         why);
   return CLI_OK;
 }
 
@@ -299,7 +308,8 @@ int bench_device(struct bench *b) {
   b->device_state = &d;
   if (rc == CLI_OK) rc = device_tables(b);
   b->device_state = NULL;
-  if (kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, d.zero_copy) < 0 && rc == CLI_OK) rc = bench_kvik_fail();
+  if (kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, d.zero_copy) < 0 && rc == CLI_OK)
+    rc = bench_kvik_fail();
   kvik_file_free(d.cufile);
   kvik_file_free(d.again);
   if (d.pinned) cu.cuMemFreeHost(d.pinned);

@@ -78,7 +78,10 @@ int cli_parse_size(const char *text, size_t *size) {
   char *end;
   errno = 0;
   unsigned long long v = strtoull(text, &end, 10);
-  int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+  int shift = *end == 'K' || *end == 'k'   ? 10
+              : *end == 'M' || *end == 'm' ? 20
+              : *end == 'G' || *end == 'g' ? 30
+                                           : 0;
   if (shift) end++;
   /* Offsets are int64_t and transfer sizes come back as ssize_t. */
   if (errno || *end || v == 0 || v > ((unsigned long long)INT64_MAX >> shift)) return -1;
@@ -111,7 +114,8 @@ static int print_settings(void) {
   int name_w = (int)strlen("setting"), value_w = (int)strlen("value");
   int env_w = (int)strlen("environment variable");
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
-    if (kvik_setting_format((kvik_setting)s, values[s], sizeof values[s]) < 0) return cli_fail("info");
+    if (kvik_setting_format((kvik_setting)s, values[s], sizeof values[s]) < 0)
+      return cli_fail("info");
     name_w = max_int(name_w, (int)strlen(kvik_setting_name((kvik_setting)s)));
     value_w = max_int(value_w, (int)strlen(values[s]));
     env_w = max_int(env_w, (int)strlen(kvik_setting_env_name((kvik_setting)s)));
@@ -119,8 +123,8 @@ static int print_settings(void) {
   printf("settings:\n  %-*s  %-*s  %-*s  %s\n", name_w, "setting", value_w, "value", env_w,
          "environment variable", "source");
   for (int s = 0; s < KVIK_SETTING_COUNT; s++)
-    printf("  %-*s  %-*s  %-*s  %s\n", name_w, kvik_setting_name((kvik_setting)s), value_w, values[s],
-           env_w, kvik_setting_env_name((kvik_setting)s),
+    printf("  %-*s  %-*s  %-*s  %s\n", name_w, kvik_setting_name((kvik_setting)s), value_w,
+           values[s], env_w, kvik_setting_env_name((kvik_setting)s),
            source_name(kvik_setting_source_of((kvik_setting)s)));
   return CLI_OK;
 }
@@ -146,11 +150,12 @@ static void print_cuda(void) {
     printf("\nGPU memory: unavailable (host IO works): %s\n", kvik_last_error());
     return;
   }
-  printf("\nGPU memory: CUDA driver %d.%d, %d device%s\n", version / 1000, version % 1000 / 10, count,
-         count == 1 ? "" : "s");
+  printf("\nGPU memory: CUDA driver %d.%d, %d device%s\n", version / 1000, version % 1000 / 10,
+         count, count == 1 ? "" : "s");
   for (int i = 0; i < count; i++) {
     char name[256];
-    if (kvik_cuda_device_name(i, name, sizeof name) < 0) snprintf(name, sizeof name, "? (%s)", kvik_last_error());
+    if (kvik_cuda_device_name(i, name, sizeof name) < 0)
+      snprintf(name, sizeof name, "? (%s)", kvik_last_error());
     printf("  device %d: %s\n", i, name);
   }
 }
@@ -169,7 +174,8 @@ static void print_size(const char *name, size_t bytes) {
 }
 
 /* The set bits of `flags` by name: bit n is names[n] (cufile.h's CU_FILE_*_SUPPORTED n). */
-static void print_flags(const char *label, unsigned flags, const char *const *names, unsigned count) {
+static void print_flags(const char *label, unsigned flags, const char *const *names,
+                        unsigned count) {
   printf("    %s: 0x%x (", label, flags);
   const char *sep = "";
   for (unsigned bit = 0; bit < 32; bit++) {
@@ -183,8 +189,8 @@ static void print_flags(const char *label, unsigned flags, const char *const *na
 
 /* cufile.h's CUfileDriverStatusFlags (10 is reserved) and CUfileFeatureFlags, by bit. */
 static const char *const file_system_names[] = {
-    "lustre", "wekafs", "nfs", "gpfs", "nvme", "nvmeof", "scsi", "scaleflux_csd", "nvmesh", "beegfs", NULL,
-    "nvme_p2p", "scatefs"};
+    "lustre",        "wekafs", "nfs",    "gpfs", "nvme",     "nvmeof", "scsi",
+    "scaleflux_csd", "nvmesh", "beegfs", NULL,   "nvme_p2p", "scatefs"};
 static const char *const feature_names[] = {"dyn_routing", "batch_io", "streams", "parallel_io"};
 
 /* What kvik does with device memory under the compat mode now in effect. */
@@ -193,10 +199,12 @@ static void print_compat_mode(void) {
   int64_t value = KVIK_COMPAT_AUTO;
   kvik_setting_format(KVIK_SETTING_COMPAT_MODE, mode, sizeof mode);
   kvik_setting_get(KVIK_SETTING_COMPAT_MODE, &value);
-  const char *meaning = value == KVIK_COMPAT_ON    ? "POSIX IO only, cuFile is not used"
-                        : value == KVIK_COMPAT_OFF ? "cuFile required: files it cannot serve do not open"
-                                                   : "cuFile where it can serve a file, POSIX IO elsewhere";
-  printf("  compat mode: %s (%s): %s\n", mode, source_name(kvik_setting_source_of(KVIK_SETTING_COMPAT_MODE)), meaning);
+  const char *meaning = value == KVIK_COMPAT_ON ? "POSIX IO only, cuFile is not used"
+                        : value == KVIK_COMPAT_OFF
+                            ? "cuFile required: files it cannot serve do not open"
+                            : "cuFile where it can serve a file, POSIX IO elsewhere";
+  printf("  compat mode: %s (%s): %s\n", mode,
+         source_name(kvik_setting_source_of(KVIK_SETTING_COMPAT_MODE)), meaning);
 }
 
 /* cuFile reads CUFILE_ENV_PATH_JSON if set, else /etc/cufile.json; without it, built-in
@@ -204,9 +212,11 @@ static void print_compat_mode(void) {
 static void print_config_file(void) {
   const char *env = getenv("CUFILE_ENV_PATH_JSON");
   const char *path = env && *env ? env : "/etc/cufile.json";
-  const char *state = access(path, R_OK) == 0 ? "exists" : errno == ENOENT ? "missing: cuFile's defaults apply"
-                                                                           : "not readable";
-  printf("  config file: %s (%s; %s)\n", path, env && *env ? "CUFILE_ENV_PATH_JSON" : "default", state);
+  const char *state = access(path, R_OK) == 0 ? "exists"
+                      : errno == ENOENT       ? "missing: cuFile's defaults apply"
+                                              : "not readable";
+  printf("  config file: %s (%s; %s)\n", path, env && *env ? "CUFILE_ENV_PATH_JSON" : "default",
+         state);
 }
 
 /* cuFile tells file systems apart through udev; where /run/udev is hidden (containers) its
@@ -214,8 +224,9 @@ static void print_config_file(void) {
 static void print_udev(void) {
   if (access("/run/udev", R_OK) == 0) printf("  /run/udev: readable\n");
   else
-    printf("  /run/udev: not readable (%s): cuFile cannot identify file systems, AUTO uses POSIX IO\n",
-           strerror(errno));
+    printf(
+        "  /run/udev: not readable (%s): cuFile cannot identify file systems, AUTO uses POSIX IO\n",
+        strerror(errno));
 }
 
 static void print_version(void) {
@@ -227,11 +238,13 @@ static void print_version(void) {
 /* Whether transfers go through nvidia-fs (GDS proper) or cuFile's own POSIX fallback. */
 static void print_transfer_path(const kvik_cufile_properties *p) {
   if (p->gds_available)
-    printf("  GDS: nvidia-fs %u.%u loaded: GPUDirect transfers\n", p->nvfs_major_version, p->nvfs_minor_version);
+    printf("  GDS: nvidia-fs %u.%u loaded: GPUDirect transfers\n", p->nvfs_major_version,
+           p->nvfs_minor_version);
   else if (p->allow_compat_mode)
     printf("  GDS: nvidia-fs not loaded: cuFile's own compatibility mode (allow_compat_mode on): "
            "POSIX IO inside cuFile\n");
-  else printf("  GDS: nvidia-fs not loaded, and allow_compat_mode is off: cuFile cannot transfer\n");
+  else
+    printf("  GDS: nvidia-fs not loaded, and allow_compat_mode is off: cuFile cannot transfer\n");
 }
 
 static void print_properties(void) {
@@ -254,7 +267,8 @@ static void print_properties(void) {
   printf("    max_batch_io_timeout_ms: %u\n", p.max_batch_io_timeout_ms);
   print_flags("file_systems", p.file_system_flags, file_system_names,
               sizeof file_system_names / sizeof file_system_names[0]);
-  print_flags("features", p.feature_flags, feature_names, sizeof feature_names / sizeof feature_names[0]);
+  print_flags("features", p.feature_flags, feature_names,
+              sizeof feature_names / sizeof feature_names[0]);
 }
 
 /* The message after "kvik_cufile_parameter_get: ", which every line would repeat. */
@@ -317,7 +331,8 @@ static int print_file_backend(const char *path) {
   kvik_file *f;
   int rc = kvik_file_open(path, "r", 0, &f);
   if (rc < 0) {
-    printf("\ncompat mode %s: cannot open %s: %s: %s\n", mode, path, kvik_err_name(rc), kvik_last_error());
+    printf("\ncompat mode %s: cannot open %s: %s: %s\n", mode, path, kvik_err_name(rc),
+           kvik_last_error());
     return CLI_ERROR;
   }
   int backend = kvik_file_backend(f, why, sizeof why);
@@ -351,7 +366,8 @@ static void print_host_io(void) {
   kvik_setting_get(KVIK_SETTING_GDS_THRESHOLD, &threshold);
   char why[512];
   int ring = kvik_io_uring_supported(why, sizeof why);
-  printf("\nhost IO:\n  thread pool: %lld threads: file reads and writes, and the batch operations io_uring does "
+  printf("\nhost IO:\n  thread pool: %lld threads: file reads and writes, and the batch operations "
+         "io_uring does "
          "not take\n  io_uring: %s\n",
          (long long)threads, why);
   if (!ring || mode == KVIK_OFF) {
@@ -360,8 +376,10 @@ static void print_host_io(void) {
   }
   if (mode == KVIK_ON) printf("  batches: io_uring for every operation");
   else
-    printf("  batches: io_uring for operations below %lld bytes (gds_threshold) and O_DIRECT ones", (long long)threshold);
-  printf(" (device memory staged through a pinned arena, where cuFile does not serve it); the thread pool for the "
+    printf("  batches: io_uring for operations below %lld bytes (gds_threshold) and O_DIRECT ones",
+           (long long)threshold);
+  printf(" (device memory staged through a pinned arena, where cuFile does not serve it); the "
+         "thread pool for the "
          "others\n");
 }
 
@@ -410,8 +428,10 @@ int cli_main(int argc, char **argv) {
   if (strcmp(cmd, "--version") == 0) return printf("kvik %s\n", kvik_version_string()), CLI_OK;
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0)
-    return names_url(argc - 1, argv + 1) ? cli_bench_remote(argc - 1, argv + 1) : cli_bench(argc - 1, argv + 1);
+    return names_url(argc - 1, argv + 1) ? cli_bench_remote(argc - 1, argv + 1)
+                                         : cli_bench(argc - 1, argv + 1);
   if (strcmp(cmd, "cat") == 0) return cli_cat(argc - 1, argv + 1);
-  fprintf(stderr, "kvik: unknown %s '%s' (try 'kvik --help')\n", cmd[0] == '-' ? "option" : "command", cmd);
+  fprintf(stderr, "kvik: unknown %s '%s' (try 'kvik --help')\n",
+          cmd[0] == '-' ? "option" : "command", cmd);
   return CLI_USAGE;
 }

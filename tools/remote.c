@@ -15,7 +15,7 @@
 #include "bench.h"
 #include "cli.h"
 
-#define PARSE_HELP (-1)           /* parse_args() printed the help: exit 0 */
+#define PARSE_HELP (-1)              /* parse_args() printed the help: exit 0 */
 #define CAT_CHUNK ((size_t)64 << 20) /* bytes per read of `kvik cat`; two are held */
 
 extern char **environ;
@@ -23,7 +23,8 @@ extern char **environ;
 static const char cat_usage[] =
     "usage: kvik cat URL|PATH [options]\n"
     "\n"
-    "Write a remote object or a local file, or a byte range of it, to stdout or a file. It is read\n"
+    "Write a remote object or a local file, or a byte range of it, to stdout or a file. It is "
+    "read\n"
     "with kvik_remote_pread (parallel range requests) or kvik_file_pread, 64 MiB at a time: the\n"
     "next 64 MiB are read while the last are written, so at most 128 MiB of memory are held\n"
     "whatever the size.\n"
@@ -78,19 +79,31 @@ struct remote_options {
 };
 
 /* Flags come after the options that take a value. */
-enum remote_option { OPT_OUTPUT, OPT_OFFSET, OPT_SIZE, OPT_KIND, OPT_THREADS, OPT_REPEAT, OPT_TASK_SIZE,
-                     OPT_DEVICE, OPT_CURL, OPT_COUNT };
+enum remote_option {
+  OPT_OUTPUT,
+  OPT_OFFSET,
+  OPT_SIZE,
+  OPT_KIND,
+  OPT_THREADS,
+  OPT_REPEAT,
+  OPT_TASK_SIZE,
+  OPT_DEVICE,
+  OPT_CURL,
+  OPT_COUNT
+};
 #define FIRST_FLAG OPT_DEVICE
-static const char *const option_names[OPT_COUNT] = {"-o",       "--offset",    "--size",   "--kind", "--threads",
-                                                    "--repeat", "--task-size", "--device", "--curl"};
+static const char *const option_names[OPT_COUNT] = {"-o",          "--offset",  "--size",
+                                                    "--kind",      "--threads", "--repeat",
+                                                    "--task-size", "--device",  "--curl"};
 #define BIT(opt) (1u << (opt))
 #define CAT_OPTIONS (BIT(OPT_OUTPUT) | BIT(OPT_OFFSET) | BIT(OPT_SIZE) | BIT(OPT_KIND))
-#define BENCH_OPTIONS                                                                          \
-  (BIT(OPT_SIZE) | BIT(OPT_KIND) | BIT(OPT_THREADS) | BIT(OPT_REPEAT) | BIT(OPT_TASK_SIZE) | BIT(OPT_DEVICE) | \
-   BIT(OPT_CURL))
+#define BENCH_OPTIONS                                                                              \
+  (BIT(OPT_SIZE) | BIT(OPT_KIND) | BIT(OPT_THREADS) | BIT(OPT_REPEAT) | BIT(OPT_TASK_SIZE) |       \
+   BIT(OPT_DEVICE) | BIT(OPT_CURL))
 
 /* By kvik_remote_kind. */
-static const char *const kind_names[] = {"auto", "s3", "s3-public", "s3-presigned", "webhdfs", "http"};
+static const char *const kind_names[] = {"auto",         "s3",      "s3-public",
+                                         "s3-presigned", "webhdfs", "http"};
 
 static int parse_kind(const char *text, kvik_remote_kind *kind) {
   for (size_t k = 0; k < sizeof kind_names / sizeof kind_names[0]; k++)
@@ -112,7 +125,8 @@ static int set_option(enum remote_option opt, const char *v, struct remote_optio
   case OPT_SIZE: return o->has_size = 1, parse_bytes(v, &o->size);
   case OPT_KIND: return parse_kind(v, &o->kind);
   case OPT_THREADS: return bench_parse_counts(v, &o->bench);
-  case OPT_REPEAT: return (o->bench.repeat = cli_parse_positive(v, &end)) > 0 && *end == '\0' ? 0 : -1;
+  case OPT_REPEAT:
+    return (o->bench.repeat = cli_parse_positive(v, &end)) > 0 && *end == '\0' ? 0 : -1;
   case OPT_TASK_SIZE: return cli_parse_size(v, &o->task_size);
   case OPT_DEVICE: return o->bench.device = 1, 0;
   default: return o->curl = 1, 0;
@@ -126,7 +140,8 @@ static int parse_option(const char *command, unsigned accepted, int argc, char *
   for (int opt = 0; opt < OPT_COUNT; opt++) {
     if (!(accepted & BIT(opt))) continue;
     if (opt >= FIRST_FLAG) {
-      if (strcmp(arg, option_names[opt]) == 0) return set_option((enum remote_option)opt, NULL, o), CLI_OK;
+      if (strcmp(arg, option_names[opt]) == 0)
+        return set_option((enum remote_option)opt, NULL, o), CLI_OK;
       continue;
     }
     const char *v = cli_option_value(option_names[opt], argc, argv, i);
@@ -143,8 +158,8 @@ static int parse_option(const char *command, unsigned accepted, int argc, char *
   return CLI_OK;
 }
 
-static int parse_args(const char *command, const char *usage, unsigned accepted, int argc, char **argv,
-                      struct remote_options *o) {
+static int parse_args(const char *command, const char *usage, unsigned accepted, int argc,
+                      char **argv, struct remote_options *o) {
   *o = (struct remote_options){.kind = KVIK_REMOTE_AUTO, .bench = {.repeat = 5}};
   for (int i = 1; i < argc; i++) {
     if (cli_is_help(argv[i])) return fputs(usage, stdout), PARSE_HELP;
@@ -192,8 +207,10 @@ static int write_all(int fd, const unsigned char *buf, size_t len) {
 }
 
 static int cat_start(struct cat *c, int slot, size_t len, uint64_t offset) {
-  int rc = c->file ? kvik_file_pread(c->file, c->buf[slot], len, (int64_t)offset, 0, &c->future[slot])
-                   : kvik_remote_pread(c->remote, c->buf[slot], len, (int64_t)offset, 0, &c->future[slot]);
+  int rc =
+      c->file
+          ? kvik_file_pread(c->file, c->buf[slot], len, (int64_t)offset, 0, &c->future[slot])
+          : kvik_remote_pread(c->remote, c->buf[slot], len, (int64_t)offset, 0, &c->future[slot]);
   return rc < 0 ? cli_fail("cat") : CLI_OK;
 }
 
@@ -238,7 +255,8 @@ static int cat_open_output(struct cat *c, const char *path) {
 }
 
 /* The range: [offset, offset + size) within the object, empty where it starts past the end. */
-static void cat_range(const struct remote_options *o, int64_t object_size, uint64_t *begin, uint64_t *end) {
+static void cat_range(const struct remote_options *o, int64_t object_size, uint64_t *begin,
+                      uint64_t *end) {
   uint64_t total = (uint64_t)object_size;
   *begin = o->offset < total ? o->offset : total;
   *end = o->has_size && o->size < total - *begin ? *begin + o->size : total;
@@ -294,7 +312,8 @@ static int cat_cleanup(struct cat *c, int rc) {
   for (int i = 0; i < 2; i++) free(c->buf[i]);
   kvik_remote_free(c->remote);
   kvik_file_free(c->file);
-  if (c->fd != STDOUT_FILENO && close(c->fd) < 0 && rc == CLI_OK) rc = cat_sys_fail(c->output, errno);
+  if (c->fd != STDOUT_FILENO && close(c->fd) < 0 && rc == CLI_OK)
+    rc = cat_sys_fail(c->output, errno);
   return rc;
 }
 
@@ -314,7 +333,8 @@ static const char *const memory_names[MEMORIES] = {"host", "device"};
 enum curl_state { CURL_OFF, CURL_ON, CURL_MISSING, CURL_CANNOT };
 
 struct remote_bench {
-  struct bench b; /* opt.size: the bytes each run reads; buf: the host buffer; for bench.c's helpers */
+  struct bench
+      b; /* opt.size: the bytes each run reads; buf: the host buffer; for bench.c's helpers */
   const struct remote_options *o;
   kvik_remote *remote;
   size_t task_size;
@@ -340,7 +360,8 @@ static double *sample_at(const struct remote_bench *rb, double *samples, int row
 static int timed_read(struct remote_bench *rb, void *buf, double *rate, double *cpu) {
   kvik_future *f;
   double gb = (double)rb->b.opt.size / 1e9, cpu_start = bench_cpu_seconds(0), start = bench_now();
-  if (kvik_remote_pread(rb->remote, buf, rb->b.opt.size, 0, rb->task_size, &f) < 0) return bench_kvik_fail();
+  if (kvik_remote_pread(rb->remote, buf, rb->b.opt.size, 0, rb->task_size, &f) < 0)
+    return bench_kvik_fail();
   ssize_t n = kvik_future_wait(f);
   *rate = gb / (bench_now() - start);
   *cpu = (bench_cpu_seconds(0) - cpu_start) / gb;
@@ -356,7 +377,8 @@ static int measure_row(struct remote_bench *rb, int row, int rep) {
   void *bufs[MEMORIES] = {rb->b.buf, rb->device};
   for (int m = 0; m < memories(rb); m++) {
     bench_progress(0, memory_names[m], nthreads, rep + 1, rb->b.opt.repeat);
-    double *rate = &sample_at(rb, rb->rates, row, m)[rep], *cpu = &sample_at(rb, rb->cpus, row, m)[rep];
+    double *rate = &sample_at(rb, rb->rates, row, m)[rep],
+           *cpu = &sample_at(rb, rb->cpus, row, m)[rep];
     if (timed_read(rb, bufs[m], rate, cpu) != CLI_OK) return CLI_ERROR;
   }
   return CLI_OK;
@@ -377,8 +399,8 @@ static int curl_wait(const struct remote_bench *rb, pid_t pid, const char *range
     if (errno != EINTR) return bench_sys_fail("waitpid", -errno);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return CLI_OK;
   bench_progress_clear();
-  fprintf(stderr, "kvik bench: curl -sSf -o /dev/null -r %s %s: %s %d\n", range, kvik_remote_url(rb->remote),
-          WIFEXITED(status) ? "exit status" : "killed by signal",
+  fprintf(stderr, "kvik bench: curl -sSf -o /dev/null -r %s %s: %s %d\n", range,
+          kvik_remote_url(rb->remote), WIFEXITED(status) ? "exit status" : "killed by signal",
           WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
   return CLI_ERROR;
 }
@@ -427,7 +449,8 @@ static int width(const char *header) { return strlen(header) > 7 ? (int)strlen(h
 static void print_row(struct remote_bench *rb, int row, double curl) {
   char label[32];
   int nthreads = rb->b.opt.counts[row];
-  snprintf(label, sizeof label, "%d%s", nthreads, nthreads == rb->b.default_threads ? " (default)" : "");
+  snprintf(label, sizeof label, "%d%s", nthreads,
+           nthreads == rb->b.default_threads ? " (default)" : "");
   printf("%-12s", label);
   double rates[MEMORIES];
   for (int m = 0; m < memories(rb); m++) {
@@ -437,7 +460,8 @@ static void print_row(struct remote_bench *rb, int row, double curl) {
   if (rb->curl == CURL_ON) printf("  %*.2fx", width("vs curl") - 1, rates[HOST] / curl);
   printf("  | %9s", "");
   for (int m = 0; m < memories(rb); m++)
-    printf("  %*.3f", width(memory_names[m]), median(sample_at(rb, rb->cpus, row, m), rb->b.opt.repeat));
+    printf("  %*.3f", width(memory_names[m]),
+           median(sample_at(rb, rb->cpus, row, m), rb->b.opt.repeat));
   printf("\n");
 }
 
@@ -450,7 +474,8 @@ static void print_results(struct remote_bench *rb) {
            median(rb->curl_cpus, repeat), repeat);
   if (rb->curl == CURL_MISSING) printf("curl: not found on PATH: no 'vs curl' column\n");
   if (rb->curl == CURL_CANNOT) printf("curl: not measured: %s\n", rb->curl_why);
-  printf("\nREAD: remote object -> memory (GB/s, median of %d; then the CPU seconds per GB, user + system, "
+  printf("\nREAD: remote object -> memory (GB/s, median of %d; then the CPU seconds per GB, user + "
+         "system, "
          "median)\n%-12s",
          repeat, "threads T");
   for (int m = 0; m < memories(rb); m++) printf("  %*s", width(memory_names[m]), memory_names[m]);
@@ -469,7 +494,8 @@ static void choose_curl(struct remote_bench *rb) {
   if (kind == KVIK_REMOTE_HTTP || kind == KVIK_REMOTE_S3_PRESIGNED) rb->curl_url = rb->o->url;
   else if (kind == KVIK_REMOTE_S3_PUBLIC) rb->curl_url = kvik_remote_url(rb->remote);
   if (rb->curl == CURL_ON && !rb->curl_url) rb->curl = CURL_CANNOT;
-  rb->curl_why = kind == KVIK_REMOTE_WEBHDFS ? "it does not speak WebHDFS" : "it cannot sign S3 requests";
+  rb->curl_why =
+      kind == KVIK_REMOTE_WEBHDFS ? "it does not speak WebHDFS" : "it cannot sign S3 requests";
 }
 
 /* The bytes to read, the task size and the thread counts; a line that says what is measured. */
@@ -478,16 +504,17 @@ static int describe(struct remote_bench *rb) {
   int64_t total = kvik_remote_size(rb->remote), task = (int64_t)rb->o->task_size, conns;
   opt->size = rb->o->has_size && rb->o->size < (uint64_t)total ? rb->o->size : (size_t)total;
   if (opt->size == 0)
-    return fprintf(stderr, "kvik bench: %s: no bytes to read\n", kvik_remote_url(rb->remote)), CLI_ERROR;
+    return fprintf(stderr, "kvik bench: %s: no bytes to read\n", kvik_remote_url(rb->remote)),
+           CLI_ERROR;
   if ((!task && kvik_setting_get(KVIK_SETTING_TASK_SIZE, &task) < 0) ||
       kvik_setting_get(KVIK_SETTING_NUM_THREADS, &rb->b.default_threads) < 0 ||
       kvik_setting_get(KVIK_SETTING_REMOTE_CONNECTIONS, &conns) < 0)
     return cli_fail("bench");
   rb->task_size = (size_t)task;
   if (opt->ncounts == 0) bench_default_counts(opt, (int)rb->b.default_threads);
-  printf("kvik bench: %s (%s), %zu of %lld bytes (%.2f GiB) in requests of %zu bytes\n", kvik_remote_url(rb->remote),
-         kind_names[kvik_remote_kind_of(rb->remote)], opt->size, (long long)total, (double)opt->size / (1 << 30),
-         rb->task_size);
+  printf("kvik bench: %s (%s), %zu of %lld bytes (%.2f GiB) in requests of %zu bytes\n",
+         kvik_remote_url(rb->remote), kind_names[kvik_remote_kind_of(rb->remote)], opt->size,
+         (long long)total, (double)opt->size / (1 << 30), rb->task_size);
   printf("kvik bench: %ld online CPUs, kvik default num_threads %lld, remote_connections %lld\n",
          sysconf(_SC_NPROCESSORS_ONLN), (long long)rb->b.default_threads, (long long)conns);
   return CLI_OK;
@@ -506,14 +533,16 @@ static int allocate(struct remote_bench *rb) {
   rb->cpus = calloc(samples, sizeof *rb->cpus);
   rb->curl_rates = calloc(repeat, sizeof *rb->curl_rates);
   rb->curl_cpus = calloc(repeat, sizeof *rb->curl_cpus);
-  if (!rb->rates || !rb->cpus || !rb->curl_rates || !rb->curl_cpus) return bench_sys_fail("buffer", -ENOMEM);
+  if (!rb->rates || !rb->cpus || !rb->curl_rates || !rb->curl_cpus)
+    return bench_sys_fail("buffer", -ENOMEM);
   if (!rb->b.opt.device) return CLI_OK;
   if (bench_cuda_init() != CLI_OK) return CLI_ERROR;
   return bench_cuda_alloc(rb->b.opt.size, &rb->device);
 }
 
 static int bench_run(struct remote_bench *rb) {
-  if (open_remote("bench", rb->o, &rb->remote) != CLI_OK || describe(rb) != CLI_OK) return CLI_ERROR;
+  if (open_remote("bench", rb->o, &rb->remote) != CLI_OK || describe(rb) != CLI_OK)
+    return CLI_ERROR;
   choose_curl(rb);
   fflush(stdout); /* the measurement takes a while: show what it measures first */
   if (allocate(rb) != CLI_OK || measure(rb) != CLI_OK) return CLI_ERROR;
@@ -530,7 +559,8 @@ static int bench_cleanup(struct remote_bench *rb, int rc) {
   free(rb->curl_rates);
   free(rb->curl_cpus);
   kvik_remote_free(rb->remote);
-  if (rb->b.default_threads > 0 && kvik_setting_set(KVIK_SETTING_NUM_THREADS, rb->b.default_threads) < 0)
+  if (rb->b.default_threads > 0 &&
+      kvik_setting_set(KVIK_SETTING_NUM_THREADS, rb->b.default_threads) < 0)
     return cli_fail("bench");
   return rc;
 }
