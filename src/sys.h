@@ -5,7 +5,11 @@
  *    and each wrapper is the plain call.
  * Call the macros (kvik__open, kvik__pread, ...), not the *_at functions: the macros name the
  * call site, which tests/test_fault_sweep.c finds in the sources and fails in turn. Each returns
- * what the wrapped call returns, with errno set as it sets it. */
+ * what the wrapped call returns, with errno set as it sets it.
+ *
+ * Calls that release (close, munmap, dlclose, free) are made directly: their failure could only
+ * come from a bug, and nothing can be done about it. So is dlopen(RTLD_NOLOAD) in cuda.c, a
+ * question about the process that loads nothing. */
 #ifndef KVIK_SRC_SYS_H
 #define KVIK_SRC_SYS_H
 
