@@ -278,19 +278,26 @@ static int check_access(const char *fn, kvik_file *file, kvik__op op) {
   return 0;
 }
 
+/* A request of `fn` for `size` bytes at `offset` of `file`, in tasks of the setting's size. A
+ * write's buffer is only read from: the cast lets reads and writes share one request. */
+static kvik__request file_request(const char *fn, kvik_file *file, kvik__op op, const void *buf,
+                                  size_t size, int64_t offset) {
+  return (kvik__request){.fn = fn,
+                         .source = &file->source,
+                         .op = op,
+                         .buf = (char *)buf,
+                         .size = size,
+                         .offset = offset};
+}
+
 int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset, size_t task_size,
                     kvik_future **future) {
   static const char fn[] = "kvik_file_pread";
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__READ);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn,
-                       .source = &file->source,
-                       .op = KVIK__READ,
-                       .buf = buf,
-                       .size = size,
-                       .offset = file_offset,
-                       .task_size = task_size};
+  kvik__request req = file_request(fn, file, KVIK__READ, buf, size, file_offset);
+  req.task_size = task_size;
   return kvik__request_start(&req, 0, future);
 }
 
@@ -300,14 +307,8 @@ int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__WRITE);
   if (rc < 0) return rc;
-  /* A write's buffer is only read from: the cast lets reads and writes share one request. */
-  kvik__request req = {.fn = fn,
-                       .source = &file->source,
-                       .op = KVIK__WRITE,
-                       .buf = (char *)buf,
-                       .size = size,
-                       .offset = file_offset,
-                       .task_size = task_size};
+  kvik__request req = file_request(fn, file, KVIK__WRITE, buf, size, file_offset);
+  req.task_size = task_size;
   return kvik__request_start(&req, 0, future);
 }
 
@@ -315,13 +316,7 @@ ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_off
   static const char fn[] = "kvik_file_read";
   int rc = check_access(fn, file, KVIK__READ);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn,
-                       .source = &file->source,
-                       .op = KVIK__READ,
-                       .buf = buf,
-                       .size = size,
-                       .offset = file_offset,
-                       .task_size = 0};
+  kvik__request req = file_request(fn, file, KVIK__READ, buf, size, file_offset);
   return kvik__request_run(&req);
 }
 
@@ -329,13 +324,7 @@ ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t f
   static const char fn[] = "kvik_file_write";
   int rc = check_access(fn, file, KVIK__WRITE);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn,
-                       .source = &file->source,
-                       .op = KVIK__WRITE,
-                       .buf = (char *)buf,
-                       .size = size,
-                       .offset = file_offset,
-                       .task_size = 0};
+  kvik__request req = file_request(fn, file, KVIK__WRITE, buf, size, file_offset);
   return kvik__request_run(&req);
 }
 
@@ -345,13 +334,7 @@ int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_o
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__READ);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn,
-                       .source = &file->source,
-                       .op = KVIK__READ,
-                       .buf = buf,
-                       .size = size,
-                       .offset = file_offset,
-                       .task_size = 0};
+  kvik__request req = file_request(fn, file, KVIK__READ, buf, size, file_offset);
   return kvik__stream_request_start(&req, stream, size_of_fd(file->fd), future);
 }
 
@@ -361,13 +344,7 @@ int kvik_file_write_async(kvik_file *file, const void *buf, size_t size, int64_t
   if (future) *future = NULL;
   int rc = check_access(fn, file, KVIK__WRITE);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn,
-                       .source = &file->source,
-                       .op = KVIK__WRITE,
-                       .buf = (char *)buf,
-                       .size = size,
-                       .offset = file_offset,
-                       .task_size = 0};
+  kvik__request req = file_request(fn, file, KVIK__WRITE, buf, size, file_offset);
   return kvik__stream_request_start(&req, stream, -1, future);
 }
 
@@ -382,13 +359,7 @@ ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr) {
   void *dev = NULL;
   rc = kvik__device_alloc(fn, device, (size_t)size, &dev);
   if (rc < 0) return rc;
-  kvik__request req = {.fn = fn,
-                       .source = &file->source,
-                       .op = KVIK__READ,
-                       .buf = dev,
-                       .size = (size_t)size,
-                       .offset = 0,
-                       .task_size = 0};
+  kvik__request req = file_request(fn, file, KVIK__READ, dev, (size_t)size, 0);
   ssize_t got = kvik__request_run(&req);
   if (got < 0) {
     kvik_device_free(dev);
@@ -441,13 +412,8 @@ static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, 
     result = kvik__gds_raw(&file->gds, &io, dev_offset);
   } else {
     /* One task of the whole size: kvik__request_run() runs it on this thread. */
-    kvik__request req = {.fn = fn,
-                         .source = &file->source,
-                         .op = op,
-                         .buf = base + dev_offset,
-                         .size = size,
-                         .offset = file_offset,
-                         .task_size = size ? size : 1};
+    kvik__request req = file_request(fn, file, op, base + dev_offset, size, file_offset);
+    req.task_size = size ? size : 1;
     result = kvik__request_run(&req);
   }
   kvik__owner_release(&file->source.owner);
