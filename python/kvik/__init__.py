@@ -9,31 +9,39 @@ kvikio code moves over by changing its import::
 
 Remote objects (HTTP, S3, WebHDFS) read the same way through kvik.RemoteFile.
 
-The submodules kvikio code reaches as attributes are there after ``import kvik``:
-kvik.cufile, kvik.cufile_driver, kvik.defaults, kvik.mmap, kvik.remote_file, and kvik.numpy and
-kvik.zarr, which import NumPy and Zarr and so load on first use.
+The submodules kvikio code reaches as attributes are there after ``import kvik``: kvik.buffer,
+kvik.cufile, kvik.cufile_driver, kvik.defaults, kvik.mmap, kvik.remote_file, kvik.stream and
+kvik.utils; and kvik.numpy, kvik.zarr, kvik.numcodecs and kvik.benchmarks, which load on first
+use (the first three import NumPy, Zarr and Numcodecs).
 
 Everything runs on libkvik, compiled into the extension module kvik._lib: a machine without a GPU
 runs the same package, with host memory.
 """
 import importlib as _importlib
 
-from . import cufile, cufile_driver, defaults, mmap, remote_file
+from . import buffer, cufile, cufile_driver, defaults, mmap, remote_file, stream, utils
 from ._device import read_file_to_device
-from ._lib import (
-    CuFile,
-    IOFuture,
-    IOFutureStream,
-    KvikError,
-    Mmap,
-    __version__,
+from ._lib import CuFile, IOFuture, IOFutureStream, KvikError, Mmap, __version__
+from .buffer import bounce_buffer_free, memory_deregister, memory_register
+from .cufile import (
+    clear_page_cache,
     drop_file_page_cache,
+    drop_system_page_cache,
     get_page_cache_info,
-    memory_deregister,
-    memory_register,
 )
 from .defaults import CompatMode
-from .remote_file import RemoteEndpointType, RemoteFile, is_remote_file_available
+from .remote_file import (
+    RemoteEndpointType,
+    RemoteFile,
+    infer_remote_endpoint_type,
+    is_remote_file_available,
+)
+from .stream import stream_deregister, stream_register
+from .utils import kvikio_deprecation_notice
+
+# kvikio's wheels carry the commit they were built from; kvik's package does not, and, as a
+# kvikio built from a source tree, says so with an empty string.
+__git_commit__ = ""
 
 __all__ = [
     "CompatMode",
@@ -44,21 +52,30 @@ __all__ = [
     "Mmap",
     "RemoteEndpointType",
     "RemoteFile",
+    "__git_commit__",
     "__version__",
+    "bounce_buffer_free",
+    "clear_page_cache",
     "cufile_driver",
     "defaults",
     "drop_file_page_cache",
+    "drop_system_page_cache",
     "get_page_cache_info",
+    "infer_remote_endpoint_type",
     "is_remote_file_available",
+    "kvikio_deprecation_notice",
     "memory_deregister",
     "memory_register",
     "read_file_to_device",
     "remote_file",
+    "stream_deregister",
+    "stream_register",
 ]
 
 # Submodules that import a third-party package load on first use, so that `import kvik` stays
-# cheap (NumPy alone takes longer to import than kvik) and works without Zarr.
-_LAZY_SUBMODULES = ("numpy", "zarr")
+# cheap (NumPy alone takes longer to import than kvik) and works without Zarr or Numcodecs; the
+# benchmarks package, which nothing at run time needs, too.
+_LAZY_SUBMODULES = ("benchmarks", "numcodecs", "numpy", "zarr")
 
 
 def __getattr__(name):

@@ -5,15 +5,29 @@
 Only binary files (``sep=""``) are supported, as in kvikio.
 """
 import os
+from typing import Protocol, runtime_checkable
 
 import numpy
 
 from ._lib import CuFile
 
+__all__ = ["FileLike", "LikeWrapper", "fromfile", "tofile"]
+
+
+@runtime_checkable
+class FileLike(Protocol):
+    """An open file of the operating system: it has ``fileno()`` and ``name``, as io's files do.
+    ``isinstance(f, FileLike)`` tells whether fromfile and tofile take `f` by its name."""
+
+    def fileno(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
 
 def _path(file):
-    """The path of `file`: a path, or an open file object (its ``name``)."""
-    if hasattr(file, "fileno") and hasattr(file, "name"):
+    """The path of `file`: a path, or an open file (FileLike: its ``name``)."""
+    if isinstance(file, FileLike):
         return os.fspath(file.name)
     return os.fspath(file)
 

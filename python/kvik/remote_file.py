@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import enum
 import functools
+import re
 import urllib.parse
 from typing import Iterable, Optional
 
 from . import _lib
 
-__all__ = ["RemoteEndpointType", "RemoteFile", "is_remote_file_available"]
+__all__ = [
+    "RemoteEndpointType",
+    "RemoteFile",
+    "infer_remote_endpoint_type",
+    "is_remote_file_available",
+]
 
 
 class RemoteEndpointType(enum.IntEnum):
@@ -78,6 +84,22 @@ def _serves(kind, url):
     if kind == RemoteEndpointType.WEBHDFS:
         return _is_http(url) and "/webhdfs/v1/" in urllib.parse.urlsplit(url).path
     return _is_http(url)  # HTTP: any http(s) URL
+
+
+def infer_remote_endpoint_type(url: str) -> RemoteEndpointType:
+    """The type that RemoteFile.open(url) with AUTO opens `url` as (see its list), as kvikio's
+    infer_remote_endpoint_type: S3, S3_PRESIGNED_URL, WEBHDFS or HTTP. Raises RuntimeError for a
+    URL without a scheme ("Bad scheme") and for a scheme that no type serves ("Unsupported
+    endpoint URL")."""
+    if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", url):
+        raise RuntimeError(f"Bad scheme: {_without_secrets(url)!r} does not start with SCHEME://")
+    kinds = (RemoteEndpointType.S3_PRESIGNED_URL, RemoteEndpointType.WEBHDFS,
+             RemoteEndpointType.S3, RemoteEndpointType.HTTP)
+    for kind in kinds:
+        if _serves(kind, url):
+            return kind
+    raise RuntimeError(f"Unsupported endpoint URL {_without_secrets(url)!r}: the schemes are s3, "
+                       "http and https")
 
 
 def _kind_from_allow_list(url, remote_endpoint_type, allow_list):

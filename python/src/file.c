@@ -2,6 +2,7 @@
 #include "pykvik.h"
 
 #include <errno.h>
+#include <libgen.h>
 
 /* ---- futures ----------------------------------------------------------------------------- */
 
@@ -409,6 +410,29 @@ static PyObject *cufile_backend(CuFileObject *self, PyObject *unused) {
   return Py_BuildValue("(ss)", backend == KVIK_BACKEND_CUFILE ? "cufile" : "posix", why);
 }
 
+/* Whether the file system holding the file takes O_DIRECT, as kvikio's handle tells by its
+ * O_DIRECT descriptor: kvik_direct_io_supported() on the file's directory. A directory where the
+ * probe cannot make its temporary file (EACCES, EROFS, ENOSPC ...) answers False rather than
+ * raising, as kvikio's never raises for an open file. */
+static PyObject *cufile_is_direct_io_supported(CuFileObject *self, PyObject *unused) {
+  (void)unused;
+  PyObject *path = NULL;
+  if (!open_file(self) || !PyUnicode_FSConverter(self->path, &path)) return NULL;
+  char *dir = PyMem_Malloc((size_t)PyBytes_GET_SIZE(path) + 1);
+  if (!dir) {
+    Py_DECREF(path);
+    return PyErr_NoMemory();
+  }
+  memcpy(dir, PyBytes_AS_STRING(path), (size_t)PyBytes_GET_SIZE(path) + 1);
+  Py_DECREF(path);
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = kvik_direct_io_supported(dirname(dir)); /* dirname() may write into dir */
+  Py_END_ALLOW_THREADS
+  PyMem_Free(dir);
+  return PyBool_FromLong(rc > 0);
+}
+
 #define IO_DOC(name, text) name "(buf, size=None, file_offset=0, task_size=None)\n\n" text
 #define RAW_DOC(name, text) name "(buf, size=None, file_offset=0, dev_offset=0) -> int\n\n" text
 #define ASYNC_DOC(name, text) name "(buf, stream, size=None, file_offset=0, dev_offset=0) -> IOFutureStream\n\n" text
@@ -420,6 +444,8 @@ static PyMethodDef cufile_methods[] = {
     {"open_flags", (PyCFunction)cufile_open_flags, METH_NOARGS,
      "open_flags() -> int\n\nThe descriptor's flags (see open(2)), with O_APPEND for append files."},
     {"nbytes", (PyCFunction)cufile_nbytes, METH_NOARGS, "nbytes() -> int\n\nThe file's size in bytes."},
+    {"is_direct_io_supported", (PyCFunction)cufile_is_direct_io_supported, METH_NOARGS,
+     "is_direct_io_supported() -> bool\n\nWhether the file's file system takes O_DIRECT."},
     {"backend", (PyCFunction)cufile_backend, METH_NOARGS,
      "backend() -> (str, str)\n\nWhich path serves device memory, 'cufile' or 'posix', and why."},
     {"pread", (PyCFunction)(void (*)(void))cufile_pread, METH_VARARGS | METH_KEYWORDS,
@@ -467,6 +493,45 @@ static PyTypeObject CuFileType = {
     .tp_getset = cufile_getset,
 };
 
+/* ---- stream registration ------------------------------------------------------------- */
+
+/* stream_register(stream, flags) and stream_deregister(stream): kvikio.stream's calls, on
+ * kvik_cufile_stream_register(), which does nothing where cuFile is not in use. */
+static PyObject *py_stream_register(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *stream_obj;
+  unsigned flags;
+  void *stream;
+  if (!PyArg_ParseTuple(args, "OI:stream_register", &stream_obj, &flags) ||
+      stream_arg(stream_obj, &stream) < 0)
+    return NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = kvik_cufile_stream_register(stream, flags);
+  Py_END_ALLOW_THREADS
+  return rc < 0 ? pykvik_raise(rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *py_stream_deregister(PyObject *self, PyObject *stream_obj) {
+  (void)self;
+  void *stream;
+  if (stream_arg(stream_obj, &stream) < 0) return NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = kvik_cufile_stream_deregister(stream);
+  Py_END_ALLOW_THREADS
+  return rc < 0 ? pykvik_raise(rc) : Py_NewRef(Py_None);
+}
+
+static PyMethodDef stream_register_methods[] = {
+    {"stream_register", py_stream_register, METH_VARARGS,
+     "stream_register(stream, flags): register CUDA `stream` (an int, or a CuPy, PyTorch or "
+     "cuda.core stream) with cuFile; `flags` are cuFile's CU_FILE_STREAM_* bits."},
+    {"stream_deregister", py_stream_deregister, METH_O,
+     "stream_deregister(stream): undo stream_register(stream)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static int add_type(PyObject *module, PyTypeObject *type, const char *name) {
   if (PyType_Ready(type) < 0) return -1;
   Py_INCREF(type);
@@ -479,7 +544,8 @@ static int add_type(PyObject *module, PyTypeObject *type, const char *name) {
 
 int pykvik_file_types_init(PyObject *module) {
   if (add_type(module, &CuFileType, "CuFile") < 0 || add_type(module, &IOFutureType, "IOFuture") < 0 ||
-      add_type(module, &IOFutureStreamType, "IOFutureStream") < 0)
+      add_type(module, &IOFutureStreamType, "IOFutureStream") < 0 ||
+      PyModule_AddFunctions(module, stream_register_methods) < 0)
     return -1;
   return 0;
 }
