@@ -442,6 +442,11 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
     snprintf(why, len, "the response body is longer than the %zu bytes asked for", req->capacity);
     return KVIK_EREMOTE_LONG;
   }
+  /* kvikio's phrase first, which code written for it looks for. */
+  if (cc == CURLE_OPERATION_TIMEDOUT) {
+    snprintf(why, len, "Operation timed out. (%s)", errbuf[0] ? errbuf : curl_easy_strerror(cc));
+    return curl_code(cc);
+  }
   if (cc != CURLE_OK) {
     snprintf(why, len, "%s",
              errbuf[0] ? errbuf : curl_easy_strerror(cc)); /* errbuf says more, when set */
@@ -558,6 +563,12 @@ int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp)
   if (rc == -ECANCELED)
     return kvik__fail(rc, "%s: %s of \"%s\": cancelled, as another task of the request failed",
                       req->fn, what, req->display);
+  /* "maximum number of attempts": kvikio's phrase, which code written for it looks for. */
+  if (n >= max_attempts && retryable(rc))
+    return kvik__fail(rc,
+                      "%s: %s of \"%s\": %s (gave up: reached the maximum number of attempts "
+                      "(%u))",
+                      req->fn, what, req->display, why, n);
   if (n > 1)
     return kvik__fail(rc, "%s: %s of \"%s\": %s (gave up after %u attempts)", req->fn, what,
                       req->display, why, n);

@@ -440,7 +440,8 @@ static void test_faults(const char *fault) {
   ASSERT(fault_server_requests() - before >= 3 * 3);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 2));
   fault_server_get("/_reset", (char[8]){0}, 8);
-  ASSERT_FAILS(read_under_fault(fault, "flaky-2"), KVIK_EHTTP_BASE - 503, "gave up after 2 attempts");
+  ASSERT_FAILS(read_under_fault(fault, "flaky-2"), KVIK_EHTTP_BASE - 503,
+               "maximum number of attempts (2)");
   /* A status left out of the list is not tried again. */
   ASSERT_OK(kvik_setting_parse(KVIK_SETTING_HTTP_STATUS_CODES, "500"));
   fault_server_get("/_reset", (char[8]){0}, 8);
@@ -454,7 +455,7 @@ static void test_faults(const char *fault) {
   ASSERT_FAILS(kvik_remote_open(url, NULL, &r), KVIK_EHTTP_BASE - 403, "HEAD of");
   snprintf(url, sizeof url, "%s/status-404/medium", fault);
   ASSERT_FAILS(kvik_remote_open(url, NULL, &r), KVIK_EHTTP_BASE - 404, "HTTP 404 Not Found");
-  ASSERT_FAILS(read_under_fault(fault, "slow-3"), -ETIMEDOUT, "gave up after 2 attempts");
+  ASSERT_FAILS(read_under_fault(fault, "slow-3"), -ETIMEDOUT, "maximum number of attempts (2)");
   ASSERT_FAILS(read_under_fault(fault, "truncate"), KVIK_EREMOTE_SHORT, "GET bytes");
   ASSERT_FAILS(read_under_fault(fault, "short"), KVIK_EREMOTE_SHORT, "were asked for");
   ASSERT_FAILS(read_under_fault(fault, "oversize"), KVIK_EREMOTE_LONG, "longer than");
@@ -503,7 +504,7 @@ static void read_that_fails(const char *fault, const char *mode, void *dest) {
   ASSERT_OK(kvik_remote_pread(r, dest, FAILING_READ, 0, FAILING_TASK, &f));
   ssize_t got = kvik_future_wait_for(f, 30 * (int64_t)1000000000);
   if (got == -ETIMEDOUT) FAIL_AT("%s: a read that failed still ran after 30 s", url);
-  ASSERT_FAILS(got, KVIK_EREMOTE_SHORT, "gave up after 3 attempts");
+  ASSERT_FAILS(got, KVIK_EREMOTE_SHORT, "maximum number of attempts (3)");
   ASSERT(!strstr(kvik_last_error(), "cancelled")); /* the failure that cancelled the others */
   snprintf(transferred, sizeof transferred, "(0 of %d bytes transferred)", FAILING_READ);
   ASSERT(strstr(kvik_last_error(), transferred));

@@ -72,6 +72,47 @@ __all__ = [
     "stream_register",
 ]
 
+# kvik's exceptions besides KvikError: each is a KvikError, so a RuntimeError as kvikio raises for
+# failed IO, and the built-in class of its cause (kvik.FileNotFound is a FileNotFoundError,
+# kvik.InvalidArgument a ValueError).
+from ._lib import (  # noqa: E402
+    BrokenPipe,
+    ChildProcessFailure,
+    ConnectionAborted,
+    ConnectionRefused,
+    ConnectionReset,
+    FileExists,
+    FileNotFound,
+    Interrupted,
+    InvalidArgument,
+    IsADirectory,
+    NoSuchProcess,
+    NotADirectory,
+    OSFailure,
+    PermissionDenied,
+    TimedOut,
+    WouldBlock,
+)
+
+__all__ += [
+    "BrokenPipe",
+    "ChildProcessFailure",
+    "ConnectionAborted",
+    "ConnectionRefused",
+    "ConnectionReset",
+    "FileExists",
+    "FileNotFound",
+    "Interrupted",
+    "InvalidArgument",
+    "IsADirectory",
+    "NoSuchProcess",
+    "NotADirectory",
+    "OSFailure",
+    "PermissionDenied",
+    "TimedOut",
+    "WouldBlock",
+]
+
 # Submodules that import a third-party package load on first use, so that `import kvik` stays
 # cheap (NumPy alone takes longer to import than kvik) and works without Zarr or Numcodecs; the
 # benchmarks package, which nothing at run time needs, too.

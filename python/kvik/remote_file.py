@@ -109,16 +109,16 @@ def _kind_from_allow_list(url, remote_endpoint_type, allow_list):
         return remote_endpoint_type
     allowed = [RemoteEndpointType(kind) for kind in allow_list]
     if RemoteEndpointType.AUTO in allowed:
-        raise ValueError("allow_list holds the endpoint types to choose from; AUTO is none")
+        raise _lib.InvalidArgument("allow_list holds the endpoint types to choose from; AUTO is none")
     names = ", ".join(kind.name for kind in allowed) or "nothing"
     if remote_endpoint_type != RemoteEndpointType.AUTO:
         if remote_endpoint_type not in allowed:
-            raise ValueError(f"remote_endpoint_type {remote_endpoint_type.name} is not in the allow_list ({names})")
+            raise _lib.InvalidArgument(f"remote_endpoint_type {remote_endpoint_type.name} is not in the allow_list ({names})")
         return remote_endpoint_type
     for kind in allowed:
         if _serves(kind, url):
             return kind
-    raise ValueError(f"{_without_secrets(url)!r} is not a URL for any type in the allow_list ({names})")
+    raise _lib.InvalidArgument(f"{_without_secrets(url)!r} is not a URL for any type in the allow_list ({names})")
 
 
 def _without_secrets(url):
@@ -171,7 +171,7 @@ class RemoteFile(_lib.RemoteHandle):
         """Open an S3 object, with signed requests, from "s3://BUCKET/KEY" or an http(s) URL such as
         "https://BUCKET.s3.REGION.amazonaws.com/KEY"."""
         if not (url.lower().startswith("s3://") or _is_http(url)):
-            raise ValueError(f"unsupported protocol: {_without_secrets(url)!r} (expected s3://, http:// or https://)")
+            raise _lib.InvalidArgument(f"Unsupported protocol: {_without_secrets(url)!r} (expected s3://, http:// or https://)")
         return cls(url, RemoteEndpointType.S3, nbytes, aws_access_key_id=aws_access_key_id,
                    aws_secret_access_key=aws_secret_access_key, aws_session_token=aws_session_token,
                    aws_region=aws_region, aws_endpoint_url=aws_endpoint_url)
@@ -209,8 +209,8 @@ class RemoteFile(_lib.RemoteHandle):
         - any other http(s) URL: HTTP.
 
         `allow_list`, as in kvikio: the types that may be used. An explicit type must be in it
-        (else ValueError); with AUTO, the first type of the list, in its order, whose URLs look like
-        `url` is used (ValueError if none does).
+        (else kvik.InvalidArgument, a ValueError and a RuntimeError); with AUTO, the first type of
+        the list, in its order, whose URLs look like `url` is used (InvalidArgument if none does).
         """
         kind = _kind_from_allow_list(url, RemoteEndpointType(remote_endpoint_type), allow_list)
         return cls(url, kind, nbytes, aws_access_key_id=aws_access_key_id,

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <string.h>
 #include <unistd.h>
 
 /* The kvik calls here may block: cuFile calls load the library and open its driver (seconds),
@@ -165,7 +166,10 @@ static PyObject *file_path(PyObject *file) {
                                                               : NULL;
   if (!fd_obj) {
     if (!PyErr_Occurred())
-      PyErr_Format(PyExc_TypeError, "expected a path (str, bytes, os.PathLike), a file descriptor or an open file, not %.100s",
+      /* ValueError, as kvikio raises for a `file` of another type. */
+      PyErr_Format(PyExc_ValueError,
+                   "expected a path (str, bytes, os.PathLike), a file descriptor or an open file, "
+                   "not %.100s",
                    Py_TYPE(file)->tp_name);
     return NULL;
   }
@@ -175,8 +179,10 @@ static PyObject *file_path(PyObject *file) {
   /* A number that is no open descriptor is reported as EBADF, as os.fstat() does, rather than
    * as a missing /proc entry. */
   if (fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0) {
-    errno = EBADF;
-    return PyErr_SetFromErrno(PyExc_OSError);
+    PyObject *message = PyUnicode_FromFormat("file descriptor %ld: %s", fd, strerror(EBADF));
+    if (message) pykvik_raise_errno(EBADF, PyUnicode_AsUTF8(message));
+    Py_XDECREF(message);
+    return NULL;
   }
   return PyBytes_FromFormat("/proc/self/fd/%ld", fd);
 }
@@ -224,9 +230,10 @@ static PyObject *py_drop_file_page_cache(PyObject *self, PyObject *args, PyObjec
   else RC_CALL(err, drop_range(text, offset, length, sync_first));
   PyObject *result = rc < 0 ? pykvik_raise(rc) : Py_NewRef(Py_None);
   if (err) {
-    errno = err;
     Py_CLEAR(result);
-    PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+    PyObject *message = PyUnicode_FromFormat("drop_file_page_cache(\"%s\"): %s", text, strerror(err));
+    if (message) pykvik_raise_errno(err, PyUnicode_AsUTF8(message));
+    Py_XDECREF(message);
   }
   Py_DECREF(path);
   return result;

@@ -16,18 +16,26 @@
 
 /* kvik.KvikError, a RuntimeError subclass for library, CUDA, cuFile and HTTP codes; its `code`
  * and `name` attributes hold the kvik code and kvik_err_name() of it, `http_status` the HTTP
- * status of an HTTP error code (404 for the code of HTTP_404) and None for the others. */
+ * status of an HTTP error code (404 for the code of HTTP_404) and None for the others.
+ * kvik.InvalidArgument is a ValueError and a KvikError, for -EINVAL. */
 extern PyObject *pykvik_error_type;
+extern PyObject *pykvik_invalid_argument_type;
 
 /* Raise the exception for kvik code `code` < 0, with kvik_last_error() as its message:
- * -EINVAL gives ValueError, other negative errno values OSError (with errno set, so Python
- * picks FileNotFoundError, PermissionError, ...), all other codes KvikError. Returns NULL. */
+ * -EINVAL gives kvik.InvalidArgument, other negative errno values kvik's subclass of the OSError
+ * class Python picks for the errno (kvik.FileNotFound, a FileNotFoundError, ...), with errno
+ * set, all other codes KvikError. Every one is a KvikError, so a RuntimeError, as kvikio raises
+ * for failed IO; each has `code`, `name` and `http_status`. Returns NULL. */
 PyObject *pykvik_raise(int code);
+
+/* Raise kvik's class for errno `err` > 0 (as pykvik_raise(-err) does) with `message`. Returns
+ * NULL. */
+PyObject *pykvik_raise_errno(int err, const char *message);
 
 /* Like pykvik_raise(), returning -1, for functions that return int. */
 int pykvik_raise_int(int code);
 
-/* Add KvikError to the module. Returns 0 or -1. */
+/* Add KvikError and its subclasses to the module. Returns 0 or -1. */
 int pykvik_errors_init(PyObject *module);
 
 /* ---- buffers (buffer.c) ------------------------------------------------------------------ */

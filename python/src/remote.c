@@ -53,7 +53,7 @@ static int kind_arg(PyObject *obj, kvik_remote_kind *kind) {
   Py_DECREF(index);
   if (value == -1 && PyErr_Occurred()) return -1;
   if (value < KVIK_REMOTE_AUTO || value > KVIK_REMOTE_HTTP) {
-    PyErr_Format(PyExc_ValueError, "remote_endpoint_type must be 0 to %d (a RemoteEndpointType), not %ld",
+    PyErr_Format(pykvik_invalid_argument_type, "remote_endpoint_type must be 0 to %d (a RemoteEndpointType), not %ld",
                  KVIK_REMOTE_HTTP, value);
     return -1;
   }

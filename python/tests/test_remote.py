@@ -231,7 +231,7 @@ def test_bad_urls(url):
 
 
 def test_s3_url_needs_a_known_scheme():
-    with pytest.raises(ValueError, match="unsupported protocol"):
+    with pytest.raises(ValueError, match="Unsupported protocol"):
         RemoteFile.open_s3_url("ftp://h/x")
 
 
@@ -712,7 +712,7 @@ def test_flaky_server_is_retried(fault, data):
 
 def test_flaky_server_gives_up(fault):
     with defaults.set({"http_max_attempts": 2, "http_timeout": 1}):
-        with pytest.raises(kvik.KvikError, match="gave up after 2 attempts") as info:
+        with pytest.raises(kvik.KvikError, match=r"maximum number of attempts \(2\)") as info:
             RemoteFile.open_http(f"{fault}/flaky-2/small")
         assert take_requests(fault) == 2
         f = RemoteFile.open_http(f"{fault}/flaky-2/small", nbytes=1000)
