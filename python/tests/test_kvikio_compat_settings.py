@@ -4,7 +4,7 @@ One test per behaviour; each test's name and docstring state it."""
 import pytest
 
 import kvik as kvikio
-from kvik import defaults
+from kvik import _lib, cufile_driver, defaults
 
 # The counts and sizes of kvikio.defaults: 0 is refused where kvikio needs at least 1.
 POSITIVE = ("num_threads", "task_size", "bounce_buffer_size", "http_max_attempts", "http_timeout")
@@ -106,3 +106,62 @@ def test_value_beyond_the_c_type_raises_overflow_error(name, value):
     """kvikio's conversion to unsigned int or size_t refuses a larger value: OverflowError."""
     with pytest.raises(OverflowError, match="too large"):
         kvikio.defaults.set(name, value)
+
+
+# ---- kvik.cufile_driver: properties read back in the unit they were set in ---------------------
+
+
+class ConfiguredCuFile:
+    """cuFile without nvidia-fs: it accepts the setters and goes on reporting its configured
+    values (poll threshold 4 KiB, ...), in bytes as _lib.cufile_properties() gives them."""
+
+    def __init__(self):
+        self.sets = []
+
+    def properties(self):
+        return {"poll_mode": False, "poll_threshold_size": 4 << 10, "max_direct_io_size": 16 << 20,
+                "max_device_cache_size": 128 << 20, "max_device_pinned_mem_size": 32 << 30,
+                "per_buffer_cache_size": 1 << 20}
+
+    def install(self, monkeypatch):
+        monkeypatch.setattr(cufile_driver, "_assigned", {})
+        monkeypatch.setattr(_lib, "cufile_properties", self.properties)
+        for name in ("cufile_set_poll_mode", "cufile_set_max_direct_io_size", "cufile_set_max_cache_size",
+                     "cufile_set_max_pinned_memory"):
+            monkeypatch.setattr(_lib, name, lambda *args, name=name: self.sets.append((name, args)))
+
+
+@pytest.mark.parametrize("name, value", [("poll_thresh_size", 1024), ("max_device_cache_size", 4096),
+                                         ("max_pinned_memory_size", 1 << 20), ("max_direct_io_size", 8192),
+                                         ("poll_mode", True)])
+def test_cufile_driver_property_reads_back_in_the_unit_it_was_set_in(monkeypatch, name, value):
+    """kvikio remembers what it set: poll_thresh_size set to 1024 (KiB) reads back 1024, not the
+    4 that cuFile goes on reporting."""
+    driver = ConfiguredCuFile()
+    driver.install(monkeypatch)
+    before = cufile_driver.get(name)
+    with cufile_driver.set(name, value):
+        assert cufile_driver.get(name) == value
+        assert getattr(cufile_driver.properties, name) == value
+    assert cufile_driver.get(name) == before
+    setattr(cufile_driver.properties, name, value)
+    assert cufile_driver.get(name) == value
+
+
+def test_cufile_driver_sizes_reach_cufile_in_kib(monkeypatch):
+    """A size set in KiB reaches cuFile as that many KiB (kvik's C API takes bytes)."""
+    driver = ConfiguredCuFile()
+    driver.install(monkeypatch)
+    cufile_driver.set("poll_thresh_size", 1024)
+    cufile_driver.set("max_device_cache_size", 3)
+    assert driver.sets == [("cufile_set_poll_mode", (False, 1024 << 10)),
+                           ("cufile_set_max_cache_size", (3 << 10,))]
+    cufile_driver.set("poll_mode", True)  # keeps the threshold set before, not cuFile's 4 KiB
+    assert driver.sets[-1] == ("cufile_set_poll_mode", (True, 1024 << 10))
+
+
+def test_cufile_driver_negative_size_raises_overflow_error(monkeypatch):
+    """kvikio converts the sizes to size_t: a negative one raises OverflowError."""
+    ConfiguredCuFile().install(monkeypatch)
+    with pytest.raises(OverflowError, match="negative"):
+        cufile_driver.set("poll_thresh_size", -1)
