@@ -81,21 +81,24 @@ class DriverProperties:
                                                      "or cuFile is not available.")
     major_version = _driver_property("major_version", "nvfs_major_version",
                                      "The major version of nvidia-fs; 0 without it.")
-    minor_version = _driver_property("minor_version", "nvfs_minor_version", "The minor version of nvidia-fs.")
+    minor_version = _driver_property("minor_version", "nvfs_minor_version",
+                                     "The minor version of nvidia-fs.")
     allow_compat_mode = _driver_property("allow_compat_mode", "allow_compat_mode",
                                          "Whether cuFile may fall back to its own POSIX IO.")
     per_buffer_cache_size = _driver_property("per_buffer_cache_size", "per_buffer_cache_size",
                                              "KiB of cuFile's bounce buffer per IO.", _KiB)
     max_batch_io_size = _driver_property("max_batch_io_size", "max_batch_io_size",
                                          "The most operations one cuFile batch holds.")
-    max_batch_io_timeout_msecs = _driver_property("max_batch_io_timeout_msecs", "max_batch_io_timeout_ms",
-                                                  "cuFile's batch timeout in ms.")
+    max_batch_io_timeout_msecs = _driver_property(
+        "max_batch_io_timeout_msecs", "max_batch_io_timeout_ms", "cuFile's batch timeout in ms.")
     # cuFile sets poll mode and its threshold together: each setter keeps the other's value.
     poll_mode = _driver_property(
-        "poll_mode", "poll_mode", "Whether cuFile polls for the completion of IO up to poll_thresh_size.",
-        setter=lambda enable: _lib.cufile_set_poll_mode(enable, _kib(properties.poll_thresh_size)), kind=bool)
+        "poll_mode", "poll_mode",
+        "Whether cuFile polls for the completion of IO up to poll_thresh_size.", kind=bool,
+        setter=lambda enable: _lib.cufile_set_poll_mode(enable, _kib(properties.poll_thresh_size)))
     poll_thresh_size = _driver_property(
-        "poll_thresh_size", "poll_threshold_size", "KiB up to which IO is polled for in poll mode.", _KiB,
+        "poll_thresh_size", "poll_threshold_size",
+        "KiB up to which IO is polled for in poll mode.", _KiB,
         setter=lambda size_in_kb: _lib.cufile_set_poll_mode(properties.poll_mode, _kib(size_in_kb)))
     max_device_cache_size = _driver_property(
         "max_device_cache_size", "max_device_cache_size",
@@ -106,8 +109,9 @@ class DriverProperties:
         "KiB of device memory cuFile may pin (register) at most.", _KiB,
         setter=lambda size_in_kb: _lib.cufile_set_max_pinned_memory(_kib(size_in_kb)))
     max_direct_io_size = _driver_property(
-        "max_direct_io_size", "max_direct_io_size", "KiB of the largest single IO cuFile issues to the file system.",
-        _KiB, setter=lambda size_in_kb: _lib.cufile_set_max_direct_io_size(_kib(size_in_kb)))
+        "max_direct_io_size", "max_direct_io_size",
+        "KiB of the largest single IO cuFile issues to the file system.", _KiB,
+        setter=lambda size_in_kb: _lib.cufile_set_max_direct_io_size(_kib(size_in_kb)))
 
 
 properties = DriverProperties()

@@ -187,8 +187,8 @@ def set(*config):
 
     The values apply at once and stay; in a ``with`` statement they last until the end of the
     block, which puts the old values back. If one value is refused (ValueError, OverflowError or
-    TypeError, with the accepted range), none of them applies. Text values are read as the environment variables
-    are ("on", "auto", "false", "4194304").
+    TypeError, with the accepted range), none of them applies. Text values are read as the
+    environment variables are ("on", "auto", "false", "4194304").
 
     Returns a :class:`ConfigContextManager`.
     """

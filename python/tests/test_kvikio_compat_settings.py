@@ -59,7 +59,8 @@ def test_http_max_attempts_has_no_cap_of_1000(attempts):
 
 
 @pytest.mark.parametrize("name, value", [("num_threads", 1025), ("task_size", 1 << 41),
-                                         ("gds_threshold", 1 << 62), ("bounce_buffer_size", 1 << 41)])
+                                         ("gds_threshold", 1 << 62),
+                                         ("bounce_buffer_size", 1 << 41)])
 def test_no_arbitrary_caps_on_sizes_and_counts(name, value):
     """Sizes and counts go as far as kvikio's C types (or kvik's int64_t) hold: no smaller caps.
     (num_threads 1025 is set inside a block that puts the old count back.)"""
@@ -69,7 +70,8 @@ def test_no_arbitrary_caps_on_sizes_and_counts(name, value):
 
 @pytest.mark.parametrize("name", POSITIVE)
 def test_zero_count_or_size_raises_value_error_positive_integer(name):
-    """kvikio raises ValueError, "... must be a positive integer", for 0 where it needs 1 or more."""
+    """kvikio raises ValueError, "... must be a positive integer", for 0 where it needs 1 or
+    more."""
     before = kvikio.defaults.get(name)
     with pytest.raises(ValueError, match="positive integer"):
         kvikio.defaults.set(name, 0)
@@ -126,14 +128,15 @@ class ConfiguredCuFile:
     def install(self, monkeypatch):
         monkeypatch.setattr(cufile_driver, "_assigned", {})
         monkeypatch.setattr(_lib, "cufile_properties", self.properties)
-        for name in ("cufile_set_poll_mode", "cufile_set_max_direct_io_size", "cufile_set_max_cache_size",
-                     "cufile_set_max_pinned_memory"):
+        for name in ("cufile_set_poll_mode", "cufile_set_max_direct_io_size",
+                     "cufile_set_max_cache_size", "cufile_set_max_pinned_memory"):
             monkeypatch.setattr(_lib, name, lambda *args, name=name: self.sets.append((name, args)))
 
 
-@pytest.mark.parametrize("name, value", [("poll_thresh_size", 1024), ("max_device_cache_size", 4096),
-                                         ("max_pinned_memory_size", 1 << 20), ("max_direct_io_size", 8192),
-                                         ("poll_mode", True)])
+@pytest.mark.parametrize("name, value", [("poll_thresh_size", 1024),
+                                         ("max_device_cache_size", 4096),
+                                         ("max_pinned_memory_size", 1 << 20),
+                                         ("max_direct_io_size", 8192), ("poll_mode", True)])
 def test_cufile_driver_property_reads_back_in_the_unit_it_was_set_in(monkeypatch, name, value):
     """kvikio remembers what it set: poll_thresh_size set to 1024 (KiB) reads back 1024, not the
     4 that cuFile goes on reporting."""
