@@ -173,7 +173,9 @@ KVIK_API const char *kvik_last_error(void);
  *  - TASK_SIZE: the bytes of one task; a request has at most 16384 tasks (see kvik_file_pread).
  *  - GDS_THRESHOLD: smaller requests run on the calling thread; on files that cuFile serves,
  *    device memory goes through cuFile from this size on.
- *  - BOUNCE_BUFFER_SIZE: the largest pinned bounce buffer (see "Device memory").
+ *  - BOUNCE_BUFFER_SIZE: the largest bounce buffer, pinned for device memory (see "Device
+ *    memory"), aligned for O_DIRECT; any positive size. kvik rounds the buffers it allocates up
+ *    to whole pages (4 KiB), the setting reads back as set.
  *  - AUTO_DIRECT_IO_READ/WRITE: reads (writes) of host memory take O_DIRECT for the page-aligned
  *    middle of a range where the file system allows it; results and errors stay the same.
  *  - ZERO_COPY_READ: reads of a file into device memory may let the GPU copy straight out of the

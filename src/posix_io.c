@@ -168,11 +168,13 @@ static int bounced_read(const kvik__posix_target *t, kvik__posix_range part, cha
 
 /* O_DIRECT for an unaligned user buffer: through an aligned bounce buffer, chunk by chunk.
  * Without a bounce buffer (out of memory) or a way to copy (copy_refused), the buffered
- * descriptor does the whole range. */
+ * descriptor does the whole range. The buffer is the setting rounded up to the alignment that
+ * O_DIRECT needs: any positive setting works, a small one costs more system calls. */
 static int direct_bounced(const kvik__posix_target *t, kvik__posix_range part, size_t *done,
                           direct_outcome *outcome) {
-  size_t chunk_size = (size_t)kvik__setting(KVIK_SETTING_BOUNCE_BUFFER_SIZE) &
-                      ~(size_t)(KVIK__DIRECT_ALIGNMENT - 1);
+  size_t chunk_size =
+      ((size_t)kvik__setting(KVIK_SETTING_BOUNCE_BUFFER_SIZE) + KVIK__DIRECT_ALIGNMENT - 1) &
+      ~(size_t)(KVIK__DIRECT_ALIGNMENT - 1);
   char *bounce = atomic_load(&copy_refused) ? NULL : kvik__bounce_get(chunk_size);
   *done = 0;
   *outcome = bounce ? DIRECT_ALL : DIRECT_STOPPED;

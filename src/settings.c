@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -29,21 +30,29 @@ typedef struct {
 } setting_desc;
 
 #define MiB (INT64_C(1) << 20)
-#define MAX_BYTES (INT64_C(1) << 40)
-#define MAX_THREADS 1024
+/* kvikio bounds its counts and sizes only by their C types. kvik's bounds, and why:
+ *  - sizes: INT64_MAX, the most an int64_t setting holds (kvikio's size_t goes further);
+ *  - threads, connections and attempts: UINT_MAX, as kvikio's unsigned int thread count; the
+ *    pool, the connection cap and the retry loop count in an unsigned;
+ *  - the HTTP timeout: curl refuses (CURLOPT_TIMEOUT) more than INT_MAX milliseconds, and would
+ *    keep the handle's previous timeout instead. */
+#define MAX_BYTES INT64_MAX
+#define MAX_COUNT ((int64_t)UINT_MAX)
+#define MAX_HTTP_TIMEOUT ((int64_t)(INT_MAX / 1000))
 #define DEFAULT_MAX_THREADS 64
 #define MIN_STATUS 100
 #define MAX_STATUS 999
 
+/* Bounce buffers of any positive size work: the IO paths round them up to whole pages. */
 static const setting_desc descs[KVIK_SETTING_COUNT] = {
     [KVIK_SETTING_COMPAT_MODE] = {"compat_mode", "KVIKIO_COMPAT_MODE", NULL, KIND_TRISTATE, 0, 2},
     [KVIK_SETTING_NUM_THREADS] = {"num_threads", "KVIKIO_NTHREADS", "KVIKIO_NUM_THREADS",
-                                  KIND_COUNT, 1, MAX_THREADS},
+                                  KIND_COUNT, 1, MAX_COUNT},
     [KVIK_SETTING_TASK_SIZE] = {"task_size", "KVIKIO_TASK_SIZE", NULL, KIND_BYTES, 1, MAX_BYTES},
     [KVIK_SETTING_GDS_THRESHOLD] = {"gds_threshold", "KVIKIO_GDS_THRESHOLD", NULL, KIND_BYTES, 0,
                                     MAX_BYTES},
     [KVIK_SETTING_BOUNCE_BUFFER_SIZE] = {"bounce_buffer_size", "KVIKIO_BOUNCE_BUFFER_SIZE", NULL,
-                                         KIND_BYTES, 4096, MAX_BYTES},
+                                         KIND_BYTES, 1, MAX_BYTES},
     [KVIK_SETTING_AUTO_DIRECT_IO_READ] = {"auto_direct_io_read", "KVIKIO_AUTO_DIRECT_IO_READ", NULL,
                                           KIND_BOOL, 0, 1},
     [KVIK_SETTING_AUTO_DIRECT_IO_WRITE] = {"auto_direct_io_write", "KVIKIO_AUTO_DIRECT_IO_WRITE",
@@ -51,15 +60,15 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
     [KVIK_SETTING_ZERO_COPY_READ] = {"zero_copy_read", "KVIK_ZERO_COPY_READ", NULL, KIND_TRISTATE,
                                      0, 2},
     [KVIK_SETTING_HTTP_MAX_ATTEMPTS] = {"http_max_attempts", "KVIKIO_HTTP_MAX_ATTEMPTS", NULL,
-                                        KIND_COUNT, 1, 1000},
+                                        KIND_COUNT, 1, MAX_COUNT},
     [KVIK_SETTING_HTTP_TIMEOUT] = {"http_timeout", "KVIKIO_HTTP_TIMEOUT", NULL, KIND_COUNT, 1,
-                                   7 * 86400},
+                                   MAX_HTTP_TIMEOUT},
     [KVIK_SETTING_HTTP_STATUS_CODES] = {"http_status_codes", "KVIKIO_HTTP_STATUS_CODES", NULL,
                                         KIND_STATUS_LIST, MIN_STATUS, MAX_STATUS},
     [KVIK_SETTING_REMOTE_VERBOSE] = {"remote_verbose", "KVIKIO_REMOTE_VERBOSE", NULL, KIND_BOOL, 0,
                                      1},
     [KVIK_SETTING_REMOTE_CONNECTIONS] = {"remote_connections", "KVIK_REMOTE_CONNECTIONS", NULL,
-                                         KIND_COUNT, 1, MAX_THREADS},
+                                         KIND_COUNT, 1, MAX_COUNT},
     [KVIK_SETTING_IO_URING] = {"io_uring", "KVIK_IO_URING", NULL, KIND_TRISTATE, 0, 2},
 };
 
@@ -221,6 +230,15 @@ static const char *expected_text(value_kind kind) {
   }
 }
 
+/* Why `value` is out of d's range; a count or size below 1 in kvikio's words. */
+static void range_text(const setting_desc *d, int64_t value, char *buf, size_t len) {
+  int number = d->kind == KIND_COUNT || d->kind == KIND_BYTES;
+  if (number && value < d->min)
+    snprintf(buf, len, "%s", d->min == 1 ? "must be a positive integer" : "must not be negative");
+  else if (number) snprintf(buf, len, "must be at most %" PRId64, d->max);
+  else snprintf(buf, len, "must be between %" PRId64 " and %" PRId64, d->min, d->max);
+}
+
 /* Parse text for setting s, range check included. Returns 0 or -EINVAL with the message
  * "<what>: <why>", where `what` names the source of the text. */
 static int parse_value(kvik_setting s, const char *text, const char *what, int64_t *out) {
@@ -233,9 +251,11 @@ static int parse_value(kvik_setting s, const char *text, const char *what, int64
   default: ok = ok && parse_decimal(t, out); break;
   }
   if (!ok) return kvik__fail(-EINVAL, "%s='%s': expected %s", what, text, expected_text(d->kind));
-  if (*out < d->min || *out > d->max)
-    return kvik__fail(-EINVAL, "%s='%s': must be between %" PRId64 " and %" PRId64, what, text,
-                      d->min, d->max);
+  if (*out < d->min || *out > d->max) {
+    char why[64];
+    range_text(d, *out, why, sizeof why);
+    return kvik__fail(-EINVAL, "%s='%s': %s", what, text, why);
+  }
   return 0;
 }
 
@@ -353,10 +373,11 @@ int kvik_setting_set(kvik_setting setting, int64_t value) {
   int rc = kvik__init();
   if (rc < 0) return rc;
   const setting_desc *d = &descs[setting];
-  if (value < d->min || value > d->max)
-    return kvik__fail(-EINVAL,
-                      "kvik_setting_set(%s, %" PRId64 "): must be between %" PRId64 " and %" PRId64,
-                      d->name, value, d->min, d->max);
+  if (value < d->min || value > d->max) {
+    char why[64];
+    range_text(d, value, why, sizeof why);
+    return kvik__fail(-EINVAL, "kvik_setting_set(%s, %" PRId64 "): %s", d->name, value, why);
+  }
   return set_checked(setting, value);
 }
 

@@ -500,12 +500,12 @@ static long long free_null_handles(void) {
   X(set_negative_id, "negative setting", kvik_setting_set((kvik_setting)-1, 1), -EINVAL, SET, "unknown setting", 0) \
   X(set_no_threads, "value below the range", kvik_setting_set(KVIK_SETTING_NUM_THREADS, 0), -EINVAL, SET,          \
     "num_threads", 0)                                                                                               \
-  X(set_many_threads, "value above the range", kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1025), -EINVAL, SET,      \
-    "must be between 1 and 1024", 0)                                                                                \
+  X(set_many_threads, "value above the range", kvik_setting_set(KVIK_SETTING_NUM_THREADS, INT64_MAX), -EINVAL, SET, \
+    "must be at most 4294967295", 0)                                                                                \
   X(set_task_size_zero, "value below the range", kvik_setting_set(KVIK_SETTING_TASK_SIZE, 0), -EINVAL, SET,         \
     "task_size", 0)                                                                                                 \
-  X(set_task_size_huge, "value above the range", kvik_setting_set(KVIK_SETTING_TASK_SIZE, INT64_MAX), -EINVAL, SET, \
-    "task_size", 0)                                                                                                 \
+  X(set_timeout_huge, "value above the range", kvik_setting_set(KVIK_SETTING_HTTP_TIMEOUT, INT64_MAX), -EINVAL, SET, \
+    "http_timeout", 0)                                                                                              \
   X(set_compat_3, "not a compat mode", kvik_setting_set(KVIK_SETTING_COMPAT_MODE, 3), -EINVAL, SET, "compat_mode",  \
     0)                                                                                                              \
   X(set_bool_2, "not a boolean", kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 2), -EINVAL, SET,               \

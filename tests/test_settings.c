@@ -2,7 +2,9 @@
  * Settings are read from the environment once per process, so each environment case runs in a
  * child process that sets its variables before its first kvik call. */
 #include "test.h"
+#include "test_cuda.h"
 
+#include <limits.h>
 #include <sys/wait.h>
 
 static void test_defaults(void) {
@@ -106,10 +108,18 @@ static void test_invalid_values_change_nothing(void) {
   int64_t before, after;
   kvik_setting_get(KVIK_SETTING_TASK_SIZE, &before);
   ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_TASK_SIZE, 0), -EINVAL, "task_size");
-  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 0), -EINVAL, "between 1 and");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 0), -EINVAL, "positive integer");
   ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_COMPAT_MODE, 3), -EINVAL, "compat_mode");
   ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 2), -EINVAL, "auto_direct_io_write");
-  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 100), -EINVAL, "bounce_buffer_size");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 0), -EINVAL,
+               "kvik_setting_set(bounce_buffer_size, 0): must be a positive integer");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, -3), -EINVAL, "positive integer");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, -1), -EINVAL, "must not be negative");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_NUM_THREADS, (int64_t)UINT_MAX + 1), -EINVAL,
+               "must be at most 4294967295");
+  /* curl takes at most INT_MAX milliseconds. */
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_HTTP_TIMEOUT, INT_MAX / 1000 + 1), -EINVAL,
+               "must be at most 2147483");
   ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_TASK_SIZE, "4MiB"), -EINVAL, "'4MiB'");
   ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_TASK_SIZE, "-1"), -EINVAL, "'-1'");
   ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_TASK_SIZE, ""), -EINVAL, "task_size");
@@ -154,7 +164,9 @@ static const env_case env_cases[] = {
     {{"KVIKIO_GDS_THRESHOLD=0"}, KVIK_SETTING_GDS_THRESHOLD, 0, 1, NULL},
     {{"KVIKIO_GDS_THRESHOLD=1k"}, KVIK_SETTING_GDS_THRESHOLD, 0, 0, "KVIKIO_GDS_THRESHOLD='1k'"},
     {{"KVIKIO_BOUNCE_BUFFER_SIZE=8388608"}, KVIK_SETTING_BOUNCE_BUFFER_SIZE, 8388608, 1, NULL},
-    {{"KVIKIO_BOUNCE_BUFFER_SIZE=12"}, KVIK_SETTING_BOUNCE_BUFFER_SIZE, 0, 0, "between 4096"},
+    {{"KVIKIO_BOUNCE_BUFFER_SIZE=12"}, KVIK_SETTING_BOUNCE_BUFFER_SIZE, 12, 1, NULL},
+    {{"KVIKIO_BOUNCE_BUFFER_SIZE=0"}, KVIK_SETTING_BOUNCE_BUFFER_SIZE, 0, 0,
+     "KVIKIO_BOUNCE_BUFFER_SIZE='0': must be a positive integer"},
     {{"KVIKIO_AUTO_DIRECT_IO_READ=YES"}, KVIK_SETTING_AUTO_DIRECT_IO_READ, 1, 1, NULL},
     {{"KVIKIO_AUTO_DIRECT_IO_READ=off"}, KVIK_SETTING_AUTO_DIRECT_IO_READ, 0, 1, NULL},
     {{"KVIKIO_AUTO_DIRECT_IO_WRITE=True"}, KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 1, 1, NULL},
@@ -164,6 +176,7 @@ static const env_case env_cases[] = {
     {{"KVIK_ZERO_COPY_READ=Auto"}, KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO, 1, NULL},
     {{"KVIK_ZERO_COPY_READ=maybe"}, KVIK_SETTING_ZERO_COPY_READ, 0, 0, "KVIK_ZERO_COPY_READ='maybe'"},
     {{"KVIKIO_HTTP_MAX_ATTEMPTS=5"}, KVIK_SETTING_HTTP_MAX_ATTEMPTS, 5, 1, NULL},
+    {{"KVIKIO_HTTP_MAX_ATTEMPTS=100000"}, KVIK_SETTING_HTTP_MAX_ATTEMPTS, 100000, 1, NULL},
     {{"KVIKIO_HTTP_MAX_ATTEMPTS=0"}, KVIK_SETTING_HTTP_MAX_ATTEMPTS, 0, 0, "KVIKIO_HTTP_MAX_ATTEMPTS='0'"},
     {{"KVIKIO_HTTP_TIMEOUT=2"}, KVIK_SETTING_HTTP_TIMEOUT, 2, 1, NULL},
     {{"KVIKIO_HTTP_TIMEOUT=1.5"}, KVIK_SETTING_HTTP_TIMEOUT, 0, 0, "KVIKIO_HTTP_TIMEOUT='1.5'"},
@@ -227,6 +240,117 @@ static void test_environment(void) {
   run_in_child("KVIKIO_HTTP_STATUS_CODES (invalid)", check_bad_status_env_in_child, NULL);
 }
 
+/* ---- limits: only those of kvikio's C types, and curl's ------------------------------- */
+
+/* kvikio takes any count and size its C types hold: kvik has no smaller caps, but for the HTTP
+ * timeout (curl's) and the int64_t of its API. */
+static void test_large_values(void) {
+  static const struct {
+    kvik_setting setting;
+    int64_t value;
+  } cases[] = {
+      {KVIK_SETTING_HTTP_MAX_ATTEMPTS, 1001},       {KVIK_SETTING_HTTP_MAX_ATTEMPTS, UINT_MAX},
+      {KVIK_SETTING_TASK_SIZE, (int64_t)1 << 41},   {KVIK_SETTING_GDS_THRESHOLD, INT64_MAX},
+      {KVIK_SETTING_BOUNCE_BUFFER_SIZE, INT64_MAX}, {KVIK_SETTING_REMOTE_CONNECTIONS, 100000},
+      {KVIK_SETTING_HTTP_TIMEOUT, INT_MAX / 1000},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t before, v;
+    ASSERT_OK(kvik_setting_get(cases[i].setting, &before));
+    ASSERT_OK(kvik_setting_set(cases[i].setting, cases[i].value));
+    ASSERT_OK(kvik_setting_get(cases[i].setting, &v));
+    ASSERT_EQ(v, cases[i].value);
+    ASSERT_OK(kvik_setting_set(cases[i].setting, before));
+  }
+}
+
+/* ---- bounce buffers of any positive size ------------------------------------------------ */
+
+#define TRIP_BYTES ((size_t)5 * 4096 + 777)
+#define TRIP_OFFSET 5
+
+/* Write `size` bytes from src at an unaligned offset of a new file and read them back into dst,
+ * once whole and once in tasks of 8 KiB on the thread pool. */
+static void round_trip(const char *path, const void *src, void *dst, size_t size) {
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path, "w+", 0644, &f));
+  ASSERT_EQ(kvik_file_write(f, src, size, TRIP_OFFSET), size);
+  ASSERT_EQ(kvik_file_read(f, dst, size, TRIP_OFFSET), size);
+  kvik_future *fut;
+  ASSERT_OK(kvik_file_pread(f, dst, size, TRIP_OFFSET, 8192, &fut));
+  ASSERT_EQ(kvik_future_wait(fut), size);
+  kvik_future_free(fut);
+  kvik_file_free(f);
+}
+
+/* Host memory, at addresses O_DIRECT cannot take, with O_DIRECT on: through aligned bounce
+ * buffers. */
+static void host_round_trip(const char *path, const unsigned char *ref) {
+  unsigned char *src = malloc(TRIP_BYTES + 1), *dst = malloc(TRIP_BYTES + 1);
+  ASSERT(src && dst);
+  memcpy(src + 1, ref, TRIP_BYTES);
+  memset(dst, 0, TRIP_BYTES + 1);
+  round_trip(path, src + 1, dst + 1, TRIP_BYTES);
+  ASSERT_SAME_BYTES(dst + 1, ref, TRIP_BYTES);
+  size_t n;
+  unsigned char *content = test_read_file(path, &n);
+  ASSERT_EQ(n, TRIP_OFFSET + TRIP_BYTES);
+  ASSERT_SAME_BYTES(content + TRIP_OFFSET, ref, TRIP_BYTES);
+  free(content);
+  free(src);
+  free(dst);
+}
+
+/* Device memory in compatibility mode: through pinned bounce buffers. */
+static void device_round_trip(const char *path, const unsigned char *ref) {
+  char *src = device_alloc(TRIP_BYTES), *dst = device_alloc(TRIP_BYTES);
+  unsigned char *back = calloc(1, TRIP_BYTES);
+  ASSERT(back);
+  to_device(src, ref, TRIP_BYTES);
+  to_device(dst, back, TRIP_BYTES);
+  round_trip(path, src, dst, TRIP_BYTES);
+  from_device(back, dst, TRIP_BYTES);
+  ASSERT_SAME_BYTES(back, ref, TRIP_BYTES);
+  free(back);
+  device_free(src);
+  device_free(dst);
+}
+
+/* kvikio takes any positive bounce buffer size; kvik rounds its buffers up to whole pages, and
+ * the setting reads back as set. */
+static void test_small_bounce_buffers(void) {
+  int gpu = load_cuda();
+  if (!gpu) fprintf(stderr, "no CUDA driver: bounce buffers checked with host memory only\n");
+  char *dir = test_mkdtemp(), *path = test_path(dir, "bounced");
+  unsigned char *ref = malloc(TRIP_BYTES);
+  ASSERT(ref);
+  test_fill(ref, TRIP_BYTES, 26);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_ON));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 1));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 1));
+  static const int64_t sizes[] = {3, 1024, 4097};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    int64_t v;
+    char text[32];
+    ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, sizes[i]));
+    ASSERT_OK(kvik_setting_get(KVIK_SETTING_BOUNCE_BUFFER_SIZE, &v));
+    ASSERT_EQ(v, sizes[i]);
+    kvik_setting_format(KVIK_SETTING_BOUNCE_BUFFER_SIZE, text, sizeof text);
+    ASSERT_EQ(strtoll(text, NULL, 10), sizes[i]);
+    host_round_trip(path, ref);
+    if (gpu) device_round_trip(path, ref);
+  }
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_BOUNCE_BUFFER_SIZE, "3"));
+  host_round_trip(path, ref);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 0));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_AUTO));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 16 << 20));
+  free(ref);
+  free(path);
+  test_rmdir(dir);
+}
+
 int main(void) {
   /* Before any kvik call: this process's settings must come from an empty environment. */
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) unsetenv(kvik_setting_env_name((kvik_setting)s));
@@ -237,5 +361,7 @@ int main(void) {
   test_set_get_format();
   test_status_codes();
   test_invalid_values_change_nothing();
+  test_large_values();
+  test_small_bounce_buffers();
   return 0;
 }

@@ -2,15 +2,17 @@
 
 cuFile is loaded, and its driver opened, when first needed, and closed when the process exits,
 after the cuFile calls still running have returned. Its properties are read and changed with
-:func:`get` and :func:`set`, like kvik.defaults' settings; sizes are in KiB, as in kvikio:
+:func:`get` and :func:`set`, like kvik.defaults' settings; sizes are in KiB, as in kvikio, and a
+property set through kvik reads back as set (cuFile without nvidia-fs accepts the setters and
+goes on reporting its configured values):
 
 - read only: ``is_gds_available`` (nvidia-fs is loaded: true GPUDirect transfers),
   ``major_version`` and ``minor_version`` (of nvidia-fs; 0 without it), ``allow_compat_mode``
   (cuFile's own POSIX fallback), ``per_buffer_cache_size``, and kvik's ``max_batch_io_size``
   and ``max_batch_io_timeout_msecs``;
 - settable: ``poll_mode`` (bool), ``poll_thresh_size``, ``max_device_cache_size``,
-  ``max_pinned_memory_size``, and kvik's ``max_direct_io_size``. (Without nvidia-fs, cuFile 1.15
-  accepts these and goes on reporting the values of its configuration.)
+  ``max_pinned_memory_size``, and kvik's ``max_direct_io_size``. A negative size raises
+  OverflowError, as kvikio's conversion to size_t does.
 
 :func:`get` and :func:`set` also take the names of cuFile's parameters (cuFile 1.14 or later:
 ``"properties_allow_compat_mode"``, ``"logging_level"``, ...; ``_lib.cufile_parameter_names()``
@@ -35,16 +37,33 @@ def _value(key, unit=1):
 
 
 def _kib(size_in_kb):
-    """Bytes of a size in KiB, which must not be negative."""
+    """Bytes of a size in KiB; OverflowError for a negative one, as kvikio's size_t conversion."""
     size_in_kb = operator.index(size_in_kb)
     if size_in_kb < 0:
-        raise ValueError(f"a size in KiB must not be negative (got {size_in_kb})")
+        raise OverflowError(f"can't convert negative value to size_t: a size in KiB must not be "
+                            f"negative (got {size_in_kb})")
     return size_in_kb * _KiB
 
 
-def _driver_property(key, doc, unit=1, setter=None):
-    """A property that reads the driver's `key` at each access and, if settable, calls setter."""
-    return property(lambda self: _value(key, unit), setter and (lambda self, value: setter(value)), doc=doc)
+# What was set through this module, by property, as set. cuFile without nvidia-fs accepts the
+# setters and goes on reporting the values of its configuration; kvikio remembers what it set
+# and reads that back, and so does kvik: a property reads back as set, in its unit.
+_assigned = {}
+
+
+def _driver_property(name, key, doc, unit=1, setter=None, kind=operator.index):
+    """A property that reads the driver's `key` in units of `unit` bytes, or what was last set
+    through it; if settable, it calls setter with the value as `kind` makes it, and remembers
+    that value once the driver took it."""
+    def get(self):
+        return _assigned[name] if name in _assigned else _value(key, unit)
+
+    def put(self, value):
+        value = kind(value)
+        setter(value)
+        _assigned[name] = value
+
+    return property(get, setter and put, doc=doc)
 
 
 def _gds_available(self):
@@ -55,31 +74,43 @@ def _gds_available(self):
 
 
 class DriverProperties:
-    """The cuFile driver's properties, read from the driver at each access; sizes in KiB."""
+    """The cuFile driver's properties, read from the driver at each access but for those set
+    through kvik, which read back as set; sizes in KiB."""
 
     is_gds_available = property(_gds_available, doc="True where nvidia-fs is loaded; False where it is not, "
                                                      "or cuFile is not available.")
-    major_version = _driver_property("nvfs_major_version", "The major version of nvidia-fs; 0 without it.")
-    minor_version = _driver_property("nvfs_minor_version", "The minor version of nvidia-fs.")
-    allow_compat_mode = _driver_property("allow_compat_mode", "Whether cuFile may fall back to its own POSIX IO.")
-    per_buffer_cache_size = _driver_property("per_buffer_cache_size", "KiB of cuFile's bounce buffer per IO.", _KiB)
-    max_batch_io_size = _driver_property("max_batch_io_size", "The most operations one cuFile batch holds.")
-    max_batch_io_timeout_msecs = _driver_property("max_batch_io_timeout_ms", "cuFile's batch timeout in ms.")
+    major_version = _driver_property("major_version", "nvfs_major_version",
+                                     "The major version of nvidia-fs; 0 without it.")
+    minor_version = _driver_property("minor_version", "nvfs_minor_version",
+                                     "The minor version of nvidia-fs.")
+    allow_compat_mode = _driver_property("allow_compat_mode", "allow_compat_mode",
+                                         "Whether cuFile may fall back to its own POSIX IO.")
+    per_buffer_cache_size = _driver_property("per_buffer_cache_size", "per_buffer_cache_size",
+                                             "KiB of cuFile's bounce buffer per IO.", _KiB)
+    max_batch_io_size = _driver_property("max_batch_io_size", "max_batch_io_size",
+                                         "The most operations one cuFile batch holds.")
+    max_batch_io_timeout_msecs = _driver_property(
+        "max_batch_io_timeout_msecs", "max_batch_io_timeout_ms", "cuFile's batch timeout in ms.")
     # cuFile sets poll mode and its threshold together: each setter keeps the other's value.
     poll_mode = _driver_property(
-        "poll_mode", "Whether cuFile polls for the completion of IO up to poll_thresh_size.",
-        setter=lambda enable: _lib.cufile_set_poll_mode(bool(enable), _value("poll_threshold_size")))
+        "poll_mode", "poll_mode",
+        "Whether cuFile polls for the completion of IO up to poll_thresh_size.", kind=bool,
+        setter=lambda enable: _lib.cufile_set_poll_mode(enable, _kib(properties.poll_thresh_size)))
     poll_thresh_size = _driver_property(
-        "poll_threshold_size", "KiB up to which IO is polled for in poll mode.", _KiB,
-        setter=lambda size_in_kb: _lib.cufile_set_poll_mode(_value("poll_mode"), _kib(size_in_kb)))
+        "poll_thresh_size", "poll_threshold_size",
+        "KiB up to which IO is polled for in poll mode.", _KiB,
+        setter=lambda size_in_kb: _lib.cufile_set_poll_mode(properties.poll_mode, _kib(size_in_kb)))
     max_device_cache_size = _driver_property(
-        "max_device_cache_size", "KiB of device memory cuFile keeps for its own bounce buffers.", _KiB,
+        "max_device_cache_size", "max_device_cache_size",
+        "KiB of device memory cuFile keeps for its own bounce buffers.", _KiB,
         setter=lambda size_in_kb: _lib.cufile_set_max_cache_size(_kib(size_in_kb)))
     max_pinned_memory_size = _driver_property(
-        "max_device_pinned_mem_size", "KiB of device memory cuFile may pin (register) at most.", _KiB,
+        "max_pinned_memory_size", "max_device_pinned_mem_size",
+        "KiB of device memory cuFile may pin (register) at most.", _KiB,
         setter=lambda size_in_kb: _lib.cufile_set_max_pinned_memory(_kib(size_in_kb)))
     max_direct_io_size = _driver_property(
-        "max_direct_io_size", "KiB of the largest single IO cuFile issues to the file system.", _KiB,
+        "max_direct_io_size", "max_direct_io_size",
+        "KiB of the largest single IO cuFile issues to the file system.", _KiB,
         setter=lambda size_in_kb: _lib.cufile_set_max_direct_io_size(_kib(size_in_kb)))
 
 

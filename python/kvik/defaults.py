@@ -15,7 +15,9 @@ Each setting starts from its environment variable (KvikIO's names: ``KVIKIO_NTHR
 - ``"num_threads"``: threads of the IO thread pool.
 - ``"task_size"``: bytes per task that one IO is split into.
 - ``"gds_threshold"``: device IO smaller than this many bytes skips cuFile and the pool.
-- ``"bounce_buffer_size"``: bytes of each pinned host buffer that device IO is staged through.
+- ``"bounce_buffer_size"``: bytes of each host buffer that IO is staged through (pinned for
+  device memory, aligned for O_DIRECT): any positive size, which kvik rounds up to whole pages
+  for the buffers it allocates; it reads back as set.
 - ``"auto_direct_io_read"``, ``"auto_direct_io_write"``: bools, use O_DIRECT where it works.
 - ``"zero_copy_read"``: kvik's own, 0 OFF, 1 ON, 2 AUTO: reads into device memory copy straight
   out of the page cache (see kvik.h, KVIK_SETTING_ZERO_COPY_READ).
@@ -32,6 +34,11 @@ doubles each time from 0.1 s:
   504]); set it with any iterable of ints, or text such as ``"500,503"``.
 - ``"remote_verbose"``: a bool, trace every request on stderr, credentials removed.
 - ``"remote_connections"``: kvik's own, the most requests in flight at once (64).
+
+Counts and sizes take what kvikio's C types take: 0 where a count or size must be at least 1
+(all but ``gds_threshold``) raises ValueError ("must be a positive integer"), a negative value
+or one too large for kvikio's C type (``size_t``, ``unsigned int``) raises OverflowError. kvik
+adds only the HTTP timeout's bound, curl's: 2147483 seconds.
 
 Besides these, the older functions of kvikio (``compat_mode()``, ``num_threads_reset()``,
 ``set_task_size()``, ...) work as they did there.
@@ -91,6 +98,32 @@ def _list_text(name, value):
     return ",".join(str(item) for item in items)
 
 
+# The counts and sizes that kvikio takes as unsigned C types, and those types' names and largest
+# values: kvikio's conversion refuses a negative value or a larger one with OverflowError, before
+# the setting sees it, and kvik does the same. (0 passes the conversion; the settings that need
+# at least 1 refuse it with ValueError, "must be a positive integer".) http_timeout is a C long
+# there: a negative timeout is a ValueError like 0.
+_UNSIGNED = {
+    "num_threads": ("unsigned int", 2**32 - 1),
+    "task_size": ("size_t", 2**64 - 1),
+    "gds_threshold": ("size_t", 2**64 - 1),
+    "bounce_buffer_size": ("size_t", 2**64 - 1),
+    "http_max_attempts": ("size_t", 2**64 - 1),
+    "remote_connections": ("unsigned int", 2**32 - 1),
+}
+
+
+def _unsigned(name, value):
+    """`value` as an int, OverflowError if the C type kvikio takes `name` in cannot hold it."""
+    value = operator.index(value)
+    c_type, largest = _UNSIGNED[name]
+    if value < 0:
+        raise OverflowError(f"{name}: can't convert negative value {value} to {c_type}")
+    if value > largest:
+        raise OverflowError(f"{name}: value {value} too large to convert to {c_type}")
+    return value
+
+
 def _set_one(name, value):
     """Change one setting. Text is read as the environment variable would be ("auto", "on",
     "false", "1048576"); anything else must be an integer (bools and CompatMode included), or for
@@ -100,6 +133,8 @@ def _set_one(name, value):
         _lib.setting_parse(name, _list_text(name, value))
     elif isinstance(value, str):
         _lib.setting_parse(name, value)
+    elif name in _UNSIGNED:
+        _lib.setting_set(name, _unsigned(name, value))
     else:
         _lib.setting_set(name, operator.index(value))
 
@@ -151,9 +186,9 @@ def set(*config):
     """Change settings: ``set({name: value, ...})`` or ``set(name, value)``.
 
     The values apply at once and stay; in a ``with`` statement they last until the end of the
-    block, which puts the old values back. If one value is refused (ValueError or TypeError, with
-    the accepted range), none of them applies. Text values are read as the environment variables
-    are ("on", "auto", "false", "4194304").
+    block, which puts the old values back. If one value is refused (ValueError, OverflowError or
+    TypeError, with the accepted range), none of them applies. Text values are read as the
+    environment variables are ("on", "auto", "false", "4194304").
 
     Returns a :class:`ConfigContextManager`.
     """

@@ -212,13 +212,14 @@ for name, value in [("poll_thresh_size", -1), ("max_device_cache_size", 1.5),
                     ("properties_max_direct_io_size_kb", "lots"), ("properties_max_direct_io_size_kb", -4)]:
     try:
         d.set(name, value)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, OverflowError) as e:
         out.append([type(e).__name__, str(e)])
 print(json.dumps(out))
 """
     got = with_fake_cufile(code)
     # libkvik refuses the last two: kvik.InvalidArgument, a ValueError (and a RuntimeError)
-    assert [kind for kind, _ in got] == ["ValueError", "TypeError", "InvalidArgument", "InvalidArgument"]
+    assert [kind for kind, _ in got] == [
+        "OverflowError", "TypeError", "InvalidArgument", "InvalidArgument"]
     assert "a size in KiB must not be negative (got -1)" in got[0][1]
     assert "is not a decimal number" in got[2][1]
 
