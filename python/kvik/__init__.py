@@ -21,7 +21,33 @@ import importlib as _importlib
 
 from . import buffer, cufile, cufile_driver, defaults, mmap, remote_file, stream, utils
 from ._device import read_file_to_device
-from ._lib import CuFile, IOFuture, IOFutureStream, KvikError, Mmap, __version__
+# kvik's exceptions besides KvikError are each a KvikError, so a RuntimeError as kvikio raises for
+# failed IO, and the built-in class of its cause (kvik.FileNotFound is a FileNotFoundError,
+# kvik.InvalidArgument a ValueError).
+from ._lib import (
+    BrokenPipe,
+    ChildProcessFailure,
+    ConnectionAborted,
+    ConnectionRefused,
+    ConnectionReset,
+    CuFile,
+    FileExists,
+    FileNotFound,
+    IOFuture,
+    IOFutureStream,
+    Interrupted,
+    InvalidArgument,
+    IsADirectory,
+    KvikError,
+    Mmap,
+    NoSuchProcess,
+    NotADirectory,
+    OSFailure,
+    PermissionDenied,
+    TimedOut,
+    WouldBlock,
+    __version__,
+)
 from .buffer import bounce_buffer_free, memory_deregister, memory_register
 from .cufile import (
     clear_page_cache,
@@ -44,14 +70,30 @@ from .utils import kvikio_deprecation_notice
 __git_commit__ = ""
 
 __all__ = [
+    "BrokenPipe",
+    "ChildProcessFailure",
     "CompatMode",
+    "ConnectionAborted",
+    "ConnectionRefused",
+    "ConnectionReset",
     "CuFile",
+    "FileExists",
+    "FileNotFound",
     "IOFuture",
     "IOFutureStream",
+    "Interrupted",
+    "InvalidArgument",
+    "IsADirectory",
     "KvikError",
     "Mmap",
+    "NoSuchProcess",
+    "NotADirectory",
+    "OSFailure",
+    "PermissionDenied",
     "RemoteEndpointType",
     "RemoteFile",
+    "TimedOut",
+    "WouldBlock",
     "__git_commit__",
     "__version__",
     "bounce_buffer_free",
@@ -72,46 +114,6 @@ __all__ = [
     "stream_register",
 ]
 
-# kvik's exceptions besides KvikError: each is a KvikError, so a RuntimeError as kvikio raises for
-# failed IO, and the built-in class of its cause (kvik.FileNotFound is a FileNotFoundError,
-# kvik.InvalidArgument a ValueError).
-from ._lib import (  # noqa: E402
-    BrokenPipe,
-    ChildProcessFailure,
-    ConnectionAborted,
-    ConnectionRefused,
-    ConnectionReset,
-    FileExists,
-    FileNotFound,
-    Interrupted,
-    InvalidArgument,
-    IsADirectory,
-    NoSuchProcess,
-    NotADirectory,
-    OSFailure,
-    PermissionDenied,
-    TimedOut,
-    WouldBlock,
-)
-
-__all__ += [
-    "BrokenPipe",
-    "ChildProcessFailure",
-    "ConnectionAborted",
-    "ConnectionRefused",
-    "ConnectionReset",
-    "FileExists",
-    "FileNotFound",
-    "Interrupted",
-    "InvalidArgument",
-    "IsADirectory",
-    "NoSuchProcess",
-    "NotADirectory",
-    "OSFailure",
-    "PermissionDenied",
-    "TimedOut",
-    "WouldBlock",
-]
 
 # Submodules that import a third-party package load on first use, so that `import kvik` stays
 # cheap (NumPy alone takes longer to import than kvik) and works without Zarr or Numcodecs; the
