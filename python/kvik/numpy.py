@@ -34,7 +34,10 @@ def _path(file):
 
 def _binary_only(sep):
     if sep != "":
-        raise NotImplementedError("kvik.numpy supports binary files only (sep=''), not text with a separator")
+        raise NotImplementedError(
+            f"Non-default value of the `sep` argument is not supported (sep={sep!r}): kvik.numpy "
+            "reads and writes binary files only (sep=''), not text with a separator"
+        )
 
 
 def fromfile(file, dtype=float, count=-1, sep="", offset=0, *, like=None):

@@ -36,11 +36,28 @@ import numpy
 
 try:
     import zarr
+except ImportError as e:
+    raise ImportError(f"kvik.zarr needs zarr>=3 ({e})") from e
+
+
+def _major(version: str) -> int:
+    """The major number of a version string such as "3.1.2" or "2.18.0"; 0 where unreadable."""
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+# Checked by version, as kvikio does, and not only by what imports: zarr 2 installed, or a zarr
+# whose version says 2, is refused at import rather than failing later in a store call.
+_zarr_version = getattr(zarr, "__version__", "")
+if _major(_zarr_version) < 3:
+    raise ImportError(f"kvik.zarr needs zarr>=3, but zarr=={_zarr_version or '?'} is installed")
+
+try:
     import zarr.storage
     from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
     from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
     from zarr.core.buffer import gpu as _zarr_gpu
-except ImportError as e:  # zarr missing, or zarr 2, which has neither module
+except ImportError as e:  # a zarr 3 that lacks a module the store needs
     raise ImportError(f"kvik.zarr needs zarr>=3 ({e})") from e
 
 import kvik

@@ -1,10 +1,50 @@
 /* kvik.Mmap: kvikio.Mmap on kvik_mmap, a read-only mapping read into host or device memory. */
+#include <sys/stat.h>
+
 #include "pykvik.h"
 
 typedef struct {
   PyObject_HEAD
   kvik_mmap *map;
 } MmapObject;
+
+/* kvikio's flag check: a first letter other than r or w is unknown (a ValueError). Flags that
+ * kvikio knows but kvik does not map ("w", "r+") are refused by kvik_mmap_open. */
+static int check_flags(const char *flags) {
+  if (flags[0] == 'r' || flags[0] == 'w') return 0;
+  PyErr_Format(PyExc_ValueError, "Unknown file open flag \"%s\": a mapping opens with \"r\"",
+               flags);
+  return -1;
+}
+
+/* kvikio's range checks, made before opening so that each raises kvikio's type: an offset at or
+ * past the end of a non-empty file, or a range that reaches past it, is an IndexError; a size of
+ * 0 is a ValueError. A path that stat(2) cannot reach is left to kvik_mmap_open to report. */
+static int check_map_range(const char *path, PyObject *size_obj, size_t size, int64_t offset) {
+  int explicit_size = size_obj && size_obj != Py_None;
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    if (offset >= st.st_size) {
+      PyErr_Format(PyExc_IndexError,
+                   "Offset must be less than the file size: initial_map_offset %lld, "
+                   "file size %lld",
+                   (long long)offset, (long long)st.st_size);
+      return -1;
+    }
+    if (explicit_size && size > (uint64_t)(st.st_size - offset)) {
+      PyErr_Format(PyExc_IndexError,
+                   "Mapped region is past the end of file: %zu bytes at %lld, file size %lld", size,
+                   (long long)offset, (long long)st.st_size);
+      return -1;
+    }
+  }
+  if (explicit_size && size == 0) {
+    PyErr_SetString(PyExc_ValueError, "Mapped region should not be zero byte: initial_map_size "
+                                      "must be positive (None maps up to the end of the file)");
+    return -1;
+  }
+  return 0;
+}
 
 static int mmap_init(MmapObject *self, PyObject *args, PyObject *kwargs) {
   static const char *const keywords[] = {"file_path", "flags", "initial_map_size",
@@ -20,21 +60,19 @@ static int mmap_init(MmapObject *self, PyObject *args, PyObject *kwargs) {
   int rc = -1;
   if (map_flags != Py_None)
     PyErr_SetString(PyExc_NotImplementedError, "map_flags: kvik always maps files read-only and MAP_SHARED");
-  else if (pykvik_size_arg(size_obj, "initial_map_size", 0, &map_size) == 0 &&
-           pykvik_offset_arg(offset_obj, "initial_map_offset", &map_offset) == 0) {
-    if (size_obj && size_obj != Py_None && map_size == 0) {
-      PyErr_SetString(PyExc_ValueError, "initial_map_size must be positive (None maps up to the end of the file)");
+  else if (check_flags(flags) == 0 &&
+           pykvik_size_arg(size_obj, "initial_map_size", 0, &map_size) == 0 &&
+           pykvik_offset_arg(offset_obj, "initial_map_offset", &map_offset) == 0 &&
+           check_map_range(PyBytes_AS_STRING(path_bytes), size_obj, map_size, map_offset) == 0) {
+    kvik_mmap *map = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = kvik_mmap_open(PyBytes_AS_STRING(path_bytes), flags, map_size, map_offset, &map);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+      pykvik_raise(rc);
     } else {
-      kvik_mmap *map = NULL;
-      Py_BEGIN_ALLOW_THREADS
-      rc = kvik_mmap_open(PyBytes_AS_STRING(path_bytes), flags, map_size, map_offset, &map);
-      Py_END_ALLOW_THREADS
-      if (rc < 0) {
-        pykvik_raise(rc);
-      } else {
-        kvik_mmap_free(self->map); /* __init__ called again on the same object */
-        self->map = map;
-      }
+      kvik_mmap_free(self->map); /* __init__ called again on the same object */
+      self->map = map;
     }
   }
   Py_DECREF(path_bytes);
@@ -71,22 +109,27 @@ static PyObject *mmap_closed(MmapObject *self, PyObject *unused) {
   return PyBool_FromLong(!self->map || kvik_mmap_closed(self->map));
 }
 
+/* The mapping while open, else NULL: a closed mapping's sizes read 0, as kvikio's do. */
+static kvik_mmap *open_or_null(MmapObject *self) {
+  return self->map && !kvik_mmap_closed(self->map) ? self->map : NULL;
+}
+
 static PyObject *mmap_file_size(MmapObject *self, PyObject *unused) {
   (void)unused;
-  kvik_mmap *map = open_map(self);
-  return map ? PyLong_FromLongLong(kvik_mmap_file_size(map)) : NULL;
+  kvik_mmap *map = open_or_null(self);
+  return PyLong_FromLongLong(map ? kvik_mmap_file_size(map) : 0);
 }
 
 static PyObject *mmap_initial_map_size(MmapObject *self, PyObject *unused) {
   (void)unused;
-  kvik_mmap *map = open_map(self);
-  return map ? PyLong_FromSize_t(kvik_mmap_map_size(map)) : NULL;
+  kvik_mmap *map = open_or_null(self);
+  return PyLong_FromSize_t(map ? kvik_mmap_map_size(map) : 0);
 }
 
 static PyObject *mmap_initial_map_offset(MmapObject *self, PyObject *unused) {
   (void)unused;
-  kvik_mmap *map = open_map(self);
-  return map ? PyLong_FromLongLong(kvik_mmap_map_offset(map)) : NULL;
+  kvik_mmap *map = open_or_null(self);
+  return PyLong_FromLongLong(map ? kvik_mmap_map_offset(map) : 0);
 }
 
 /* One read's arguments: (buf, size=None, offset=0[, task_size=None]). */
@@ -107,13 +150,34 @@ static int parse_read_args(MmapObject *self, PyObject *args, PyObject *kwargs, c
   PyObject *buf_obj, *size_obj = NULL, *offset_obj = NULL, *task_obj = NULL;
   memset(a, 0, sizeof *a);
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, PYKVIK_KEYWORDS(keywords), &buf_obj,
-                                   &size_obj, &offset_obj, &task_obj) ||
-      !(a->map = open_map(self)) || pykvik_offset_arg(offset_obj, "offset", &a->offset) < 0 ||
+                                   &size_obj, &offset_obj, &task_obj))
+    return -1;
+  if (!(a->map = open_or_null(self))) {
+    /* kvikio's RuntimeError and words, so that code written for it still catches this */
+    PyErr_SetString(pykvik_error_type, "Cannot read from a closed MmapHandle (kvik.Mmap)");
+    return -1;
+  }
+  if (pykvik_offset_arg(offset_obj, "offset", &a->offset) < 0 ||
       pykvik_size_arg(task_obj, "task_size", 0, &a->task_size) < 0)
     return -1;
-  int64_t map_end = kvik_mmap_map_offset(a->map) + (int64_t)kvik_mmap_map_size(a->map);
+  int64_t map_start = kvik_mmap_map_offset(a->map);
+  int64_t map_end = map_start + (int64_t)kvik_mmap_map_size(a->map);
   size_t rest = a->offset < map_end ? (size_t)(map_end - a->offset) : 0;
-  if (pykvik_size_arg(size_obj, "size", rest, &a->size) < 0 || pykvik_buffer_get(buf_obj, 1, &a->buf) < 0) return -1;
+  if (pykvik_size_arg(size_obj, "size", rest, &a->size) < 0) return -1;
+  /* kvik_mmap_read refuses these too (-EINVAL); checked here to raise kvikio's IndexError */
+  if (a->offset > kvik_mmap_file_size(a->map)) {
+    PyErr_Format(PyExc_IndexError, "Offset is past the end of file: offset %lld, file size %lld",
+                 (long long)a->offset, (long long)kvik_mmap_file_size(a->map));
+    return -1;
+  }
+  if (a->offset < map_start || a->offset > map_end || a->size > (uint64_t)(map_end - a->offset)) {
+    PyErr_Format(PyExc_IndexError,
+                 "Read is out of bound: %zu bytes at %lld lie outside the mapped range "
+                 "[%lld, %lld)",
+                 a->size, (long long)a->offset, (long long)map_start, (long long)map_end);
+    return -1;
+  }
+  if (pykvik_buffer_get(buf_obj, 1, &a->buf) < 0) return -1;
   if (a->size > a->buf.nbytes) {
     PyErr_Format(PyExc_ValueError, "size %zu is larger than the buffer (%zu bytes)", a->size, a->buf.nbytes);
     pykvik_buffer_release(&a->buf);
@@ -157,7 +221,8 @@ static PyObject *mmap_exit(MmapObject *self, PyObject *args) {
 static PyMethodDef mmap_methods[] = {
     {"close", (PyCFunction)mmap_close, METH_NOARGS, "close()\n\nUnmap, after the reads in flight. Twice does nothing."},
     {"closed", (PyCFunction)mmap_closed, METH_NOARGS, "closed() -> bool"},
-    {"file_size", (PyCFunction)mmap_file_size, METH_NOARGS, "file_size() -> int\n\nThe file's size when opened."},
+    {"file_size", (PyCFunction)mmap_file_size, METH_NOARGS,
+     "file_size() -> int\n\nThe file's size when opened; 0 once closed."},
     {"nbytes", (PyCFunction)mmap_file_size, METH_NOARGS, "nbytes() -> int\n\nThe same as file_size()."},
     {"initial_map_size", (PyCFunction)mmap_initial_map_size, METH_NOARGS, "initial_map_size() -> int"},
     {"initial_map_offset", (PyCFunction)mmap_initial_map_offset, METH_NOARGS, "initial_map_offset() -> int"},
