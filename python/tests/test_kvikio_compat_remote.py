@@ -70,3 +70,23 @@ def test_a_read_past_the_end_of_a_remote_object_raises_value_error(tiny_server):
             f.pread(buf, size=10, file_offset=95)
         assert f.read(buf, size=5, file_offset=95) == 5
         assert buf[:5].tobytes() == DATA[95:]
+
+
+def test_a_server_that_ignores_range_raises_overflow_error(tiny_server):
+    with RemoteFile.open_http(f"{tiny_server}/norange") as f:
+        buf = numpy.zeros(100, dtype=numpy.uint8)
+        for offset in (0, 10):
+            with pytest.raises(OverflowError, match="maybe the server doesn't support file ranges?") as info:
+                f.read(buf, size=10, file_offset=offset)
+            assert isinstance(info.value, kvik.RangeNotSupported)
+            assert isinstance(info.value, kvik.KvikError) and isinstance(info.value, RuntimeError)
+            assert info.value.name == "KVIK_ERANGE_IGNORED"
+        with pytest.raises(OverflowError, match="maybe the server doesn't support file ranges?"):
+            f.pread(buf, size=10, file_offset=10).get()
+
+
+def test_a_200_with_exactly_the_range_asked_for_is_accepted(tiny_server):
+    with RemoteFile.open_http(f"{tiny_server}/norange") as f:
+        buf = numpy.zeros(100, dtype=numpy.uint8)
+        assert f.read(buf) == 100
+        assert buf.tobytes() == DATA
