@@ -90,3 +90,8 @@ def test_a_200_with_exactly_the_range_asked_for_is_accepted(tiny_server):
         buf = numpy.zeros(100, dtype=numpy.uint8)
         assert f.read(buf) == 100
         assert buf.tobytes() == DATA
+
+
+def test_a_webhdfs_reply_without_a_file_length_says_so(tiny_server):
+    with pytest.raises(RuntimeError, match="Cannot extract file length from the JSON response."):
+        RemoteFile.open_webhdfs(f"{tiny_server}/webhdfs/v1/nolength")
