@@ -18,9 +18,9 @@ DATA = bytes(range(100))
 
 @pytest.fixture
 def tiny_server():
-    """A local HTTP server of DATA: /ranged answers Range with 206; /norange ignores Range and
-    answers 200 with the whole object; /webhdfs/v1/nolength answers GETFILESTATUS without a
-    length."""
+    """A local HTTP server of DATA: /ranged answers Range with 206; /range200 answers it with 200
+    and exactly the range; /norange ignores Range and answers 200 with the whole object;
+    /webhdfs/v1/nolength answers GETFILESTATUS without a length."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_HEAD(self):
@@ -35,7 +35,10 @@ def tiny_server():
                 self.send_header("Content-Type", "application/json")
             else:
                 match = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
-                if self.path == "/ranged" and match:
+                if self.path == "/range200" and match:  # the range, in a 200
+                    body = DATA[int(match[1]):int(match[2]) + 1]
+                    self.send_response(200)
+                elif self.path == "/ranged" and match:
                     first, last = int(match[1]), int(match[2])
                     body = DATA[first:last + 1]
                     self.send_response(206)
@@ -90,6 +93,12 @@ def test_a_200_with_exactly_the_range_asked_for_is_accepted(tiny_server):
         buf = numpy.zeros(100, dtype=numpy.uint8)
         assert f.read(buf) == 100
         assert buf.tobytes() == DATA
+    with RemoteFile.open_http(f"{tiny_server}/range200") as f:
+        buf = numpy.zeros(10, dtype=numpy.uint8)
+        assert f.read(buf, file_offset=20) == 10
+        assert buf.tobytes() == DATA[20:30]
+        assert f.pread(buf, size=6, file_offset=90, task_size=2).get() == 6
+        assert buf[:6].tobytes() == DATA[90:96]
 
 
 def test_a_webhdfs_reply_without_a_file_length_says_so(tiny_server):
