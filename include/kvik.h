@@ -724,8 +724,9 @@ KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t off
  *   KVIK_EREMOTE_SHORT         the response body ended before the requested range did
  *   KVIK_EREMOTE_LONG          the response body was longer than the requested range
  *   KVIK_ERANGE_IGNORED        the server answered a range request with the whole object (200)
- *                              where the range was not all of it. A request for bytes 0 to the
- *                              size (a read of the whole object in one task) takes the 200.
+ *                              where the range was not all of it. A 200 whose body is exactly
+ *                              the range is taken, so a request for bytes 0 to the size (a read
+ *                              of the whole object in one task) takes the whole object.
  *   KVIK_ERANGE_MISMATCH       a 206 whose Content-Range is missing, does not parse, or names
  *                              other bytes than those asked for (another start, an end past the
  *                              range), another object size than kvik learnt at open ("*" passes),

@@ -240,7 +240,7 @@ typedef struct transfer {
   CURL *curl;
   kvik__http_response resp;
   int status_seen;      /* the write callback has looked at the status */
-  int range_ignored;    /* a range request answered with 200, not with the whole object: aborted */
+  int range_ignored;    /* a range request answered with 200 and more than the range: aborted */
   int overflow;         /* more body than capacity: aborted */
   int cancelled;        /* the work it is part of was cancelled (cancel.h): aborted */
   char error_body[512]; /* the start of an error response's body, for the S3 error code */
@@ -248,7 +248,8 @@ typedef struct transfer {
 } transfer;
 
 /* Whether the range asked for is the whole object: a server that ignores Range answers it with
- * exactly those bytes, in a 200. */
+ * exactly those bytes, in a 200. Another range in a 200 is taken only where the body is exactly
+ * that range (range_ignored: a longer one is the whole object). */
 static int whole_object(const kvik__http_request *req) {
   return req->offset == 0 && req->total >= 0 && (uint64_t)req->total == req->length;
 }
@@ -271,7 +272,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
     t->error_body[t->error_len] = '\0';
     return n;
   }
-  if (range_ignored(t->req, t->resp.status)) return t->range_ignored = 1, 0;
+  if (range_ignored(t->req, t->resp.status) && n > t->req->length - t->resp.received)
+    return t->range_ignored = 1, 0;
   if (n > t->req->capacity - t->resp.received) return t->overflow = 1, 0;
   memcpy(t->req->dest + t->resp.received, data, n);
   t->resp.received += n;
@@ -434,7 +436,8 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
     return -ECANCELED;
   }
   /* An empty body never reaches on_body(): look at the status here too. */
-  if (t->range_ignored || (cc == CURLE_OK && range_ignored(req, status))) {
+  if (t->range_ignored ||
+      (cc == CURLE_OK && range_ignored(req, status) && t->resp.received != req->length)) {
     snprintf(why, len, "the server answered 200 with the whole object instead of the range");
     return KVIK_ERANGE_IGNORED;
   }

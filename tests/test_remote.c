@@ -569,6 +569,25 @@ static void test_wrong_ranges(const char *fault) {
   }
 }
 
+/* A 200 of exactly the range asked for (fault mode range200) is taken, in one task or several. */
+static void test_range_in_a_200(const char *fault) {
+  size_t n;
+  unsigned char *ref = load_object("medium", &n);
+  char url[512];
+  snprintf(url, sizeof url, "%s/range200/medium", fault);
+  kvik_remote *r = open_ok(url, NULL);
+  unsigned char buf[1000];
+  ASSERT_EQ(kvik_remote_read(r, buf, 100, 10), 100);
+  ASSERT(memcmp(buf, ref + 10, 100) == 0);
+  kvik_future *f;
+  ASSERT_OK(kvik_remote_pread(r, buf, 1000, 500, 300, &f));
+  ASSERT_EQ(kvik_future_wait(f), 1000);
+  kvik_future_free(f);
+  ASSERT(memcmp(buf, ref + 500, 1000) == 0);
+  kvik_remote_free(r);
+  free(ref);
+}
+
 /* A server that ignores Range (fault mode norange, like `python3 -m http.server`) answers 200
  * with the whole object: right for a read of the whole object in one request, and no other. */
 static void test_whole_object_answers(const char *fault) {
@@ -753,6 +772,7 @@ int main(void) {
   test_failure_stops_read(fault);
   test_wrong_ranges(fault);
   test_whole_object_answers(fault);
+  test_range_in_a_200(fault);
   test_bad_content_length(fault);
   if (children_allowed) {
     test_fork(http);

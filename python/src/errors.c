@@ -5,6 +5,7 @@
 
 PyObject *pykvik_error_type;
 PyObject *pykvik_invalid_argument_type;
+static PyObject *range_not_supported_type;
 
 /* kvik's class for each class Python's OSError picks for an errno: a subclass of that class and
  * of KvikError, so that code written for kvikio, which raises RuntimeError for failed IO, still
@@ -74,6 +75,13 @@ PyObject *pykvik_raise(int code) {
   if (code == -EINVAL)
     return raise_with_code(pykvik_invalid_argument_type, Py_BuildValue("(s)", message), code);
   if (code < 0 && code > KVIK_ERRNO_BASE) return pykvik_raise_errno(-code, message);
+  /* kvikio raises OverflowError, with these words, for a body longer than the range asked for. */
+  if (code == KVIK_ERANGE_IGNORED || code == KVIK_EREMOTE_LONG)
+    return raise_with_code(
+        range_not_supported_type,
+        Py_BuildValue("(N)", PyUnicode_FromFormat(
+                                 "maybe the server doesn't support file ranges? [%s]", message)),
+        code);
   return raise_with_code(pykvik_error_type, Py_BuildValue("(s)", message), code);
 }
 
@@ -129,6 +137,19 @@ static int add_invalid_argument(PyObject *module) {
   return pykvik_invalid_argument_type ? 0 : -1;
 }
 
+static int add_range_not_supported(PyObject *module) {
+  PyObject *bases = PyTuple_Pack(2, PyExc_OverflowError, pykvik_error_type);
+  if (bases)
+    range_not_supported_type =
+        add_class(module, "RangeNotSupported",
+                  "A remote response longer than the range asked for, as from a server that "
+                  "ignores Range (KVIK_ERANGE_IGNORED, KVIK_EREMOTE_LONG): an OverflowError, as "
+                  "kvikio raises, and a KvikError.",
+                  bases, NULL);
+  Py_XDECREF(bases);
+  return range_not_supported_type ? 0 : -1;
+}
+
 int pykvik_errors_init(PyObject *module) {
   /* Class attributes, so that a KvikError made in Python (or pickled) has them too. */
   PyObject *attributes = Py_BuildValue("{s:O,s:s,s:O}", "code", Py_None, "name", "",
@@ -145,5 +166,8 @@ int pykvik_errors_init(PyObject *module) {
       PyExc_RuntimeError, attributes);
   Py_DECREF(attributes);
   if (!pykvik_error_type) return -1;
-  return add_os_error_classes(module) < 0 || add_invalid_argument(module) < 0 ? -1 : 0;
+  return add_os_error_classes(module) < 0 || add_invalid_argument(module) < 0 ||
+                 add_range_not_supported(module) < 0
+             ? -1
+             : 0;
 }

@@ -215,6 +215,15 @@ typedef struct {
   size_t task_size;
 } read_args;
 
+/* A remote object's size is known, so a read past its end is the caller's error: ValueError, as
+ * kvikio raises (with its words), where kvik_remote_read keeps pread(2)'s short count. */
+static void check_within_object(const read_args *a) {
+  int64_t nbytes = kvik_remote_size(a->remote);
+  if (a->size > (uint64_t)INT64_MAX || a->file_offset > nbytes - (int64_t)a->size)
+    PyErr_Format(PyExc_ValueError, "cannot read %lld+%zu bytes into a %lld bytes file (%s)",
+                 (long long)a->file_offset, a->size, (long long)nbytes, kvik_remote_url(a->remote));
+}
+
 /* (buf, size=None, file_offset=0, task_size=None); size defaults to the whole buffer. */
 static int parse_read_args(RemoteObject *self, PyObject *args, PyObject *kwargs, const char *format, read_args *a) {
   static const char *const keywords[] = {"buf", "size", "file_offset", "task_size", NULL};
@@ -232,6 +241,8 @@ static int parse_read_args(RemoteObject *self, PyObject *args, PyObject *kwargs,
   if (!(a->remote = open_remote(self)) || pykvik_buffer_get(buf_obj, 1, &a->buf) < 0) return -1;
   if (pykvik_size_arg(size_obj, "size", a->buf.nbytes, &a->size) == 0 && a->size > a->buf.nbytes)
     PyErr_Format(PyExc_ValueError, "size %zu is larger than the buffer (%zu bytes)", a->size, a->buf.nbytes);
+  else if (!PyErr_Occurred())
+    check_within_object(a);
   if (PyErr_Occurred()) {
     pykvik_buffer_release(&a->buf);
     return -1;
@@ -286,8 +297,8 @@ static PyMethodDef remote_methods[] = {
     {"pread", (PyCFunction)(void (*)(void))remote_pread, METH_VARARGS | METH_KEYWORDS,
      READ_DOC("pread", "IOFuture",
               "Start reading `size` bytes (default: all of buf) at `file_offset` into host or device memory, "
-              "in parallel range requests of `task_size` bytes. The future's get() gives the bytes read, fewer "
-              "only where the object ends first.")},
+              "in parallel range requests of `task_size` bytes. The future's get() gives the bytes "
+              "read. A range past the end of the object raises ValueError.")},
     {"read", (PyCFunction)(void (*)(void))remote_read, METH_VARARGS | METH_KEYWORDS,
      READ_DOC("read", "int", "pread(...).get(): read and return the number of bytes read.")},
     {"__enter__", (PyCFunction)remote_enter, METH_NOARGS, NULL},

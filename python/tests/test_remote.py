@@ -141,10 +141,10 @@ def check_read(f, expected, xp, offset=0, size=None):
 
 
 def check_random_ranges(f, expected, xp, rng, count=8):
-    """Reads at random offsets of random sizes, some reaching past the end."""
+    """Reads at random offsets of random sizes, some reaching the end."""
     for _ in range(count):
         offset = int(rng.integers(0, len(expected) + 1))
-        size = int(rng.integers(0, min(len(expected), 3 << 20) + 2))
+        size = min(int(rng.integers(0, min(len(expected), 3 << 20) + 2)), len(expected) - offset)
         check_read(f, expected, xp, offset, size)
 
 
@@ -270,7 +270,7 @@ def test_opening_with_nbytes_sends_nothing():
         assert f.nbytes() == 12345
         assert f.remote_endpoint_type() is RemoteEndpointType.HTTP
         assert f.read(bytearray(0)) == 0
-        assert f.read(bytearray(10), file_offset=12345) == 0  # at the end: no request either
+        assert f.read(bytearray(10), size=0, file_offset=12345) == 0  # at the end: no request
 
 
 @needs_curl
@@ -389,7 +389,8 @@ def test_http_small_tasks(web, data, rng):
 def test_http_preads_at_once(web, data, xp, rng):
     expected = data["large"]
     with RemoteFile.open_http(f"{web}/large") as f:
-        spans = [(int(rng.integers(0, len(expected))), int(rng.integers(1, 6 << 20))) for _ in range(6)]
+        offsets = [int(rng.integers(0, len(expected))) for _ in range(6)]
+        spans = [(o, min(int(rng.integers(1, 6 << 20)), len(expected) - o)) for o in offsets]
         bufs = [xp.empty(size, dtype=xp.uint8) for _, size in spans]
         futures = [f.pread(buf, file_offset=offset) for buf, (offset, _) in zip(bufs, spans)]
         for future, buf, (offset, size) in zip(futures, bufs, spans):
@@ -403,11 +404,14 @@ def test_http_past_the_end(web, data, xp):
     expected = data["small"]
     with RemoteFile.open_http(f"{web}/small") as f:
         buf = xp.zeros(100, dtype=xp.uint8)
-        assert f.read(buf, file_offset=len(expected) - 10) == 10
+        assert f.read(buf, size=10, file_offset=len(expected) - 10) == 10
         assert to_host(buf[:10]).tobytes() == expected[-10:]
-        assert f.read(buf, file_offset=len(expected)) == 0
-        assert f.read(buf, file_offset=len(expected) + 1000) == 0
-        assert f.pread(buf, file_offset=len(expected) - 1).get() == 1
+        assert f.read(buf, size=0, file_offset=len(expected)) == 0
+        for offset in (len(expected) - 10, len(expected), len(expected) + 1000):
+            with pytest.raises(ValueError, match="cannot read"):
+                f.read(buf, file_offset=offset)
+        with pytest.raises(ValueError, match="cannot read"):
+            f.pread(buf, file_offset=len(expected) - 1)
 
 
 def test_http_size_argument(web, data, xp):

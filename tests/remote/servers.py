@@ -259,6 +259,7 @@ FAULT_KINDS = {
     "ok": None, "flaky": int, "status": int, "slow": float, "truncate": None, "short": None,
     "oversize": None, "norange": None, "drop": None, "shifted": None, "badtotal": None,
     "nocontentrange": None, "garbledrange": None, "badlength": str, "stall": float,
+    "range200": None,
 }
 OVERSIZE_FILLER = b"\xa5" * 100
 
@@ -353,6 +354,8 @@ class FaultHandler(BaseHTTPRequestHandler):
         span = self._requested_span(size)
         if span is None:
             return self._send_text(416, "not satisfiable\n", [("Content-Range", f"bytes */{size}")])
+        if kind == "range200":
+            return self._send_file(path, 200, span[0], span[1], [])
         return self._send_span(kind, path, size, *span, number)
 
     def _send_span(self, kind, path, size, start, end, partial, number):
