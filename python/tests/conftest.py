@@ -1,7 +1,25 @@
 """Shared fixtures: `xp` runs a test once with NumPy and once with CuPy (skipped, and counted as
-skipped, where CuPy or a GPU is missing)."""
+skipped, where CuPy or a GPU is missing); `serve` runs an HTTP handler of a test's own."""
+import contextlib
+import http.server
+import threading
+
 import numpy
 import pytest
+
+
+@contextlib.contextmanager
+def serve(handler):
+    """Serve `handler` (a BaseHTTPRequestHandler class) on a free port of 127.0.0.1 from a
+    thread; gives the server's URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _cupy_or_reason():

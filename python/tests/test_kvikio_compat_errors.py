@@ -2,11 +2,11 @@
 kvik's exceptions is also a RuntimeError, and keeps its precise class (FileNotFoundError,
 ValueError, ...) and kvik's message, with kvikio's phrase added where kvikio code looks for one."""
 import http.server
-import threading
 import time
 
 import numpy
 import pytest
+from conftest import serve
 
 import kvik
 from kvik import RemoteEndpointType, RemoteFile, defaults
@@ -34,13 +34,8 @@ def tiny_server():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve(Handler) as url:
+        yield url
 
 
 def test_every_kvik_exception_is_a_runtime_error():

@@ -3,10 +3,10 @@ caller's error (ValueError), a server that ignores Range gives an OverflowError 
 a WebHDFS reply without a file length says the length could not be read from the JSON."""
 import http.server
 import re
-import threading
 
 import numpy
 import pytest
+from conftest import serve
 
 import kvik
 from kvik import RemoteFile
@@ -53,13 +53,8 @@ def tiny_server():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve(Handler) as url:
+        yield url
 
 
 def test_a_read_past_the_end_of_a_remote_object_raises_value_error(tiny_server):
