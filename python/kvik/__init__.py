@@ -19,6 +19,7 @@ runs the same package, with host memory.
 """
 import importlib as _importlib
 
+from . import _alias
 from . import buffer, cufile, cufile_driver, defaults, mmap, remote_file, stream, utils
 from ._device import read_file_to_device
 # kvik's exceptions besides KvikError are each a KvikError, so a RuntimeError as kvikio raises for
@@ -69,6 +70,10 @@ from .utils import kvikio_deprecation_notice
 # kvikio's wheels carry the commit they were built from; kvik's package does not, and, as a
 # kvikio built from a source tree, says so with an empty string.
 __git_commit__ = ""
+
+# A program that puts kvik in sys.modules as "kvikio" imports kvikio.defaults and the other
+# submodules as kvik's own modules, not second copies.
+_alias.install()
 
 __all__ = [
     "BrokenPipe",

@@ -52,3 +52,39 @@ def test_unknown_attribute_is_attribute_error():
         "    raise SystemExit('kvik.no_such_name did not raise')\n"
         "assert not hasattr(kvik, 'no_such_name')\n"
     )
+
+
+def test_kvik_standing_in_for_kvikio_gives_its_own_submodules():
+    # A program-wide `import kvik as kvikio`: kvikio.X must be kvik.X, not a copy whose classes
+    # kvik never raises or returns.
+    run_fresh(
+        "import sys, kvik\n"
+        "sys.modules['kvikio'] = kvik\n"
+        "import kvikio.defaults, kvikio.cufile, kvikio.numpy\n"
+        "from kvikio.utils import LocalHttpServer\n"
+        "import kvik.defaults, kvik.cufile, kvik.numpy, kvik.utils\n"
+        "assert kvikio.defaults is kvik.defaults\n"
+        "assert sys.modules['kvikio.cufile'] is kvik.cufile\n"
+        "assert sys.modules['kvikio.numpy'] is kvik.numpy\n"
+        "assert LocalHttpServer is kvik.utils.LocalHttpServer\n"
+        "assert kvik.defaults.__spec__.name == 'kvik.defaults'\n"
+        "try:\n"
+        "    import kvikio.no_such_module\n"
+        "except ModuleNotFoundError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise SystemExit('kvikio.no_such_module imported')\n"
+    )
+
+
+def test_kvikio_alias_is_inert_without_the_stand_in():
+    run_fresh(
+        "import kvik\n"
+        "try:\n"
+        "    import kvikio.defaults\n"
+        "except ModuleNotFoundError:\n"
+        "    pass\n"
+        "else:\n"
+        "    import kvikio\n"
+        "    assert kvikio.__name__ == 'kvikio' and 'kvik' not in kvikio.__file__\n"
+    )
