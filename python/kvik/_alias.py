@@ -5,6 +5,10 @@ kvik`` (what ``import kvik as kvikio`` does for one file, done for a whole progr
 imports ``kvikio.defaults`` from kvik's directory under the new name: a second copy of each module,
 whose classes are not kvik's, so that ``except kvikio.defaults.X`` or an ``isinstance`` check
 misses what kvik raises or returns. This finder hands out the module kvik already has instead.
+
+A ``kvikio.X`` that the finder handed out once and that was since taken out of sys.modules (as a
+test does to import a module afresh: kvikio's test of kvikio.zarr without Zarr) executes kvik.X
+afresh, as kvikio's own module would be: its import-time checks run again.
 """
 import importlib
 import importlib.abc
@@ -31,8 +35,16 @@ class KvikioAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
+    def __init__(self):
+        self._given = set()  # the kvikio.X names handed out so far
+
     def create_module(self, spec):
-        module = importlib.import_module(_PACKAGE + spec.name[len(_ALIAS) :])
+        real = _PACKAGE + spec.name[len(_ALIAS) :]
+        if spec.name in self._given:
+            module = _import_afresh(real)
+        else:
+            module = importlib.import_module(real)
+        self._given.add(spec.name)
         spec.loader_state = module.__spec__
         return module
 
@@ -40,6 +52,17 @@ class KvikioAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         # The import system stamped the alias's spec on kvik's module; give it back its own, so
         # that the module still names itself kvik.X (for reload, pickling and error messages).
         module.__spec__ = module.__spec__.loader_state
+
+
+def _import_afresh(name):
+    """Execute module `name` again as a new module; where that fails, the module kvik had stays."""
+    old = sys.modules.pop(name, None)
+    try:
+        return importlib.import_module(name)
+    except BaseException:
+        if old is not None:
+            sys.modules[name] = old
+        raise
 
 
 def install():
