@@ -22,6 +22,7 @@ import sysconfig
 from glob import glob
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,8 +62,36 @@ def library_files():
     return lists + listed_sources("src") + listed_sources("tools") + library_headers()
 
 
+# The commit an sdist made in a checkout was made from; the package built from the sdist reads it.
+COMMIT_FILE = "GIT_COMMIT"
+
+
+def git_commit():
+    """The commit the package is built from: HEAD where the library's tree is the top of a git
+    checkout (not a directory inside some other repository), else what an sdist carries, else ""."""
+    carried = os.path.join(ROOT, COMMIT_FILE)
+    if os.path.exists(carried):
+        with open(carried) as f:
+            return f.read().strip()
+    top = run_tool("git", "-C", ROOT, "rev-parse", "--show-toplevel")
+    if top is None or os.path.realpath(top) != os.path.realpath(ROOT):
+        return ""
+    return run_tool("git", "-C", ROOT, "rev-parse", "HEAD") or ""
+
+
+class BuildPyWithCommit(build_py):
+    """Copies the package, and stamps git_commit() into kvik/GIT_COMMIT beside it, which
+    kvik._version reads as kvik.__git_commit__ (kvikio's wheels carry the same file)."""
+
+    def run(self):
+        super().run()
+        with open(os.path.join(self.build_lib, "kvik", COMMIT_FILE), "w") as f:
+            f.write(git_commit() + "\n")
+
+
 class SdistWithLibrary(sdist):
-    """An sdist that builds without the checkout: it carries library_files() in libkvik/.
+    """An sdist that builds without the checkout: it carries library_files() in libkvik/, and
+    the commit it was made from in libkvik/GIT_COMMIT.
     setuptools would copy the extension's sources from ../src/ to ../src/ of the release tree,
     that is over python/src/ (the file names are shared), so they go in under libkvik/ only."""
 
@@ -72,6 +101,8 @@ class SdistWithLibrary(sdist):
             dest = os.path.join(base_dir, "libkvik", path)
             self.mkpath(os.path.dirname(dest))
             self.copy_file(os.path.join(ROOT, path), dest)
+        with open(os.path.join(base_dir, "libkvik", COMMIT_FILE), "w") as f:
+            f.write(git_commit() + "\n")
 
 
 def library_version():
@@ -182,7 +213,7 @@ if curl_flags is not None:
 
 setup(
     version=library_version(),
-    cmdclass={"sdist": SdistWithLibrary},
+    cmdclass={"build_py": BuildPyWithCommit, "sdist": SdistWithLibrary},
     ext_modules=[
         Extension(
             "kvik._lib",

@@ -10,9 +10,9 @@ kvikio code moves over by changing its import::
 Remote objects (HTTP, S3, WebHDFS) read the same way through kvik.RemoteFile.
 
 The submodules kvikio code reaches as attributes are there after ``import kvik``: kvik.buffer,
-kvik.cufile, kvik.cufile_driver, kvik.defaults, kvik.mmap, kvik.remote_file, kvik.stream and
-kvik.utils; and kvik.numpy, kvik.zarr, kvik.numcodecs and kvik.benchmarks, which load on first
-use (the first three import NumPy, Zarr and Numcodecs).
+kvik.cufile, kvik.cufile_driver, kvik.defaults, kvik.mmap, kvik.nsys, kvik.remote_file,
+kvik.stream and kvik.utils; and kvik.numpy, kvik.zarr, kvik.numcodecs and kvik.benchmarks, which
+load on first use (the first three import NumPy, Zarr and Numcodecs).
 
 Everything runs on libkvik, compiled into the extension module kvik._lib: a machine without a GPU
 runs the same package, with host memory.
@@ -48,8 +48,8 @@ from ._lib import (
     RangeNotSupported,
     TimedOut,
     WouldBlock,
-    __version__,
 )
+from ._version import __git_commit__, __version__
 from .buffer import bounce_buffer_free, memory_deregister, memory_register
 from .cufile import (
     clear_page_cache,
@@ -58,6 +58,7 @@ from .cufile import (
     get_page_cache_info,
 )
 from .defaults import CompatMode
+from .nsys import nsys_plugin_search_dir
 from .remote_file import (
     RemoteEndpointType,
     RemoteFile,
@@ -66,10 +67,6 @@ from .remote_file import (
 )
 from .stream import stream_deregister, stream_register
 from .utils import kvikio_deprecation_notice
-
-# kvikio's wheels carry the commit they were built from; kvik's package does not, and, as a
-# kvikio built from a source tree, says so with an empty string.
-__git_commit__ = ""
 
 # A program that puts kvik in sys.modules as "kvikio" imports kvikio.defaults and the other
 # submodules as kvik's own modules, not second copies.
@@ -115,6 +112,7 @@ __all__ = [
     "kvikio_deprecation_notice",
     "memory_deregister",
     "memory_register",
+    "nsys_plugin_search_dir",
     "read_file_to_device",
     "remote_file",
     "stream_deregister",
