@@ -189,3 +189,119 @@ def test_build_from_an_sdist_stamps_its_commit(tmp_path):
     """Built from an sdist made in a checkout, the package carries the commit the sdist names."""
     commit = "5530d767aeb55f63db59a7bb64f2745e8061eee5"
     assert build_py(sdist_like_tree(tmp_path, commit), tmp_path) == commit
+
+
+# ---- kvik.benchmarks ------------------------------------------------------------------------
+
+
+def test_benchmark_utils_has_kvikios_names():
+    """kvik.benchmarks is a package whose utils module has the names kvikio's scripts import."""
+    from kvik.benchmarks import utils
+
+    for name in ("drop_vm_cache", "parse_directory", "pprint_sys_info"):
+        assert callable(getattr(utils, name)), name
+
+
+def test_parse_directory(tmp_path):
+    """parse_directory: None passes through, a directory comes back as a Path, anything else
+    raises argparse.ArgumentTypeError("Must be a directory")."""
+    import argparse
+
+    from kvik.benchmarks.utils import parse_directory
+
+    assert parse_directory(None) is None
+    assert parse_directory(str(tmp_path)) == tmp_path
+    (tmp_path / "f").write_bytes(b"x")
+    for bad in (tmp_path / "f", tmp_path / "missing"):
+        with pytest.raises(argparse.ArgumentTypeError, match="Must be a directory"):
+            parse_directory(str(bad))
+
+
+SIZES = {"1MiB": 2**20, "10 MiB": 10 * 2**20, "5.4 kB": 5400, "1e6": 10**6, "100": 100,
+         "MB": 10**6, "1k": 1000, "1 Ki": 1024, "3 b": 3, "2GiB": 2 * 2**30}
+FORMATTED = {0: "0 B", 921: "921 B", 922: "0.90 kiB", 1024: "1.00 kiB", 2**20: "1.00 MiB",
+             10**9: "0.93 GiB", 5 * 2**40: "5.00 TiB"}
+
+
+def test_parse_and_format_bytes_as_dask():
+    """parse_bytes and format_bytes read and write sizes as Dask's (which kvikio's scripts use)
+    do, without Dask; a unit or number they cannot read raises ValueError."""
+    from kvik.benchmarks.utils import format_bytes, parse_bytes
+
+    assert {text: parse_bytes(text) for text in SIZES} == SIZES
+    assert {n: format_bytes(n) for n in FORMATTED} == FORMATTED
+    for bad in ("5 foos", "1.2.3 MB"):
+        with pytest.raises(ValueError):
+            parse_bytes(bad)
+    try:
+        import dask.utils
+    except ImportError:
+        return
+    assert all(parse_bytes(t) == dask.utils.parse_bytes(t) for t in SIZES)
+    assert all(format_bytes(n) == dask.utils.format_bytes(n) for n in FORMATTED)
+
+
+def test_drop_vm_cache_raises_where_it_cannot(monkeypatch):
+    """drop_vm_cache drops the system's caches through kvik.drop_system_page_cache, and raises
+    subprocess.CalledProcessError, as kvikio's does, where that fails."""
+    import kvik
+    from kvik.benchmarks.utils import drop_vm_cache
+
+    monkeypatch.setattr(kvik, "drop_system_page_cache", lambda: False)
+    with pytest.raises(subprocess.CalledProcessError):
+        drop_vm_cache()
+    monkeypatch.setattr(kvik, "drop_system_page_cache", lambda: True)
+    assert drop_vm_cache() is None
+
+
+def test_pprint_sys_info_prints_kvikios_table(capsys):
+    """pprint_sys_info prints kvikio's rows, under the compat-mode banner when compat mode is on."""
+    import kvik
+    from kvik.benchmarks.utils import pprint_sys_info
+
+    with kvik.defaults.set("compat_mode", kvik.CompatMode.ON):
+        pprint_sys_info()
+    out = capsys.readouterr().out
+    assert "WARNING - KvikIO compat mode" in out
+    rows = [line.split("|")[0].strip() for line in out.splitlines() if "|" in line]
+    assert rows == ["GPU", "GPU Memory Total", "BAR1 Memory Total", "libcufile version",
+                    "GDS driver", "GDS config.json"]
+
+
+def run_benchmark(script, *args):
+    """Run `python -m kvik.benchmarks.SCRIPT ARGS` as kvikio's test runs its script; its output."""
+    proc = subprocess.run([sys.executable, "-m", f"kvik.benchmarks.{script}", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+SINGLE_NODE_APIS = ["cufile", "posix", "cufile-mfma", "cufile-mf", "cufile-ma", "zarr"]
+
+
+@pytest.mark.parametrize("api", SINGLE_NODE_APIS)
+def test_single_node_io_runs(tmp_path, api):
+    """single_node_io takes kvikio's command line and, for each API, writes and reads the bytes,
+    printing a read and a write throughput."""
+    if api == "zarr":
+        pytest.importorskip("zarr", minversion="3")
+    out = run_benchmark("single_node_io", "-n", "1MiB", "-d", str(tmp_path), "-t", "4",
+                        "--nruns", "2", "--api", api)
+    assert f"{api} read " in out and f"{api} write " in out
+    assert "1048576 bytes (1.00 MiB)" in out
+
+
+def test_single_node_io_refuses_a_file_for_dir(tmp_path):
+    """-d that is not a directory is refused by the command line, exit status 2."""
+    (tmp_path / "f").write_bytes(b"")
+    proc = subprocess.run([sys.executable, "-m", "kvik.benchmarks.single_node_io",
+                           "-d", str(tmp_path / "f")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Must be a directory" in proc.stderr
+
+
+@pytest.mark.skipif(not __import__("kvik").is_remote_file_available(),
+                    reason="kvik built without remote files (libcurl)")
+def test_http_io_runs():
+    """http_io takes kvikio's command line, and reads the served file into NumPy and checks it."""
+    out = run_benchmark("http_io", "-n", "1000", "--api", "numpy", "--nruns", "2")
+    assert "numpy-read " in out and "nelem       | 1000 (3.91 kiB)" in out
