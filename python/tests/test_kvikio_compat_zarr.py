@@ -156,9 +156,11 @@ def test_build_in_a_checkout_stamps_head(tmp_path):
 @needs_checkout
 def test_installed_package_carries_a_commit_of_the_checkout():
     """The package the tests run against, installed from this checkout, names one of its
-    commits."""
+    commits. (An editable install, the checkout's own python/kvik, has no stamp.)"""
     import kvik
 
+    if Path(kvik.__file__).resolve().is_relative_to(CHECKOUT / "python"):
+        pytest.skip("kvik is the checkout's own python/kvik: an editable install carries no commit")
     assert git("cat-file", "-t", kvik.__git_commit__) == "commit"
 
 
