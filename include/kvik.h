@@ -1117,10 +1117,11 @@ KVIK_API int kvik_page_cache_drop(const char *path);
  * It counts logical operations: one public call is one operation however many tasks and system
  * calls it takes, counted when it completes (a future's request when it is done), with the bytes
  * it asked for, the bytes it moved, its duration and whether it failed. The calls counted:
- * kvik_file_read/write/pread/pwrite, kvik_file_raw_read/raw_write, kvik_file_read_to_device (a
- * read), kvik_mmap_read/pread and kvik_remote_read/pread. A call refused at once (a closed handle,
- * a file not open for the direction, a bad argument) counts as a failed operation that moved
- * nothing; a request that fails part way counts the bytes it did move. Not counted: the
+ * kvik_file_read/write/pread/pwrite, kvik_file_raw_read/raw_write, kvik_mmap_read/pread,
+ * kvik_remote_read/pread, and the read of kvik_file_read_to_device once its device buffer is
+ * allocated. A call of these refused at once (a closed handle, a file not open for the direction,
+ * a bad argument) counts as a failed operation that moved nothing; a request that fails part way
+ * counts the bytes it did move. Not counted: the
  * stream-ordered calls (kvik_file_read_async/write_async) and batches. An operation that started
  * before a monitor was created is not that monitor's, even where it completes later.
  *
