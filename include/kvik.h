@@ -1106,6 +1106,101 @@ KVIK_API int kvik_page_cache_info(const char *path, size_t *resident_pages, size
 KVIK_API int kvik_page_cache_drop(const char *path);
 
 /* ------------------------------------------------------------------------------------------ */
+/* I/O statistics                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A monitor counts the IO of the whole process, every thread's, from its creation until it is
+ * stopped or freed (KvikIO's SummaryMonitor). While no monitor exists nothing is counted, and an
+ * IO call pays one atomic load for the check.
+ *
+ * It counts logical operations: one public call is one operation however many tasks and system
+ * calls it takes, counted when it completes (a future's request when it is done), with the bytes
+ * it asked for, the bytes it moved, its duration and whether it failed. The calls counted:
+ * kvik_file_read/write/pread/pwrite, kvik_file_raw_read/raw_write, kvik_mmap_read/pread,
+ * kvik_remote_read/pread, and the read of kvik_file_read_to_device once its device buffer is
+ * allocated. A call of these refused at once (a closed handle, a file not open for the direction,
+ * a bad argument) counts as a failed operation that moved nothing; a request that fails part way
+ * counts the bytes it did move. Not counted: the
+ * stream-ordered calls (kvik_file_read_async/write_async) and batches. An operation that started
+ * before a monitor was created is not that monitor's, even where it completes later.
+ *
+ * Monitors are independent: any number may exist, and resetting or stopping one leaves the others
+ * as they are. Times are nanoseconds on CLOCK_MONOTONIC; each monitor takes an anchor when it is
+ * created (CLOCK_REALTIME and CLOCK_MONOTONIC read together) that maps them to Unix time:
+ * unix_ns = anchor_unix_ns + (t - anchor_mono_ns).
+ */
+typedef struct kvik_monitor kvik_monitor;
+
+/* The paths an operation can take, with kvik_io_backend_name() KvikIO's names for them. */
+typedef enum kvik_io_backend {
+  KVIK_IO_POSIX = 0,       /* "Posix": POSIX IO on a file, with bounce buffers for device memory */
+  KVIK_IO_GDS = 1,         /* "Gds": cuFile carried the request (or its aligned body) */
+  KVIK_IO_MMAP = 2,        /* "Mmap": a mapped file */
+  KVIK_IO_REMOTE_HTTP = 3, /* "RemoteHttp": a remote object over HTTP(S), S3 included */
+  KVIK_IO_REMOTE_HDFS = 4, /* "RemoteHdfs": a remote object over WebHDFS */
+  KVIK_IO_BACKENDS = 5     /* how many there are */
+} kvik_io_backend;
+
+/* What one backend carried. */
+typedef struct kvik_backend_totals {
+  uint64_t num_ops;
+  uint64_t bytes_transferred;
+  uint64_t total_duration_ns; /* the operations' durations added up */
+  uint64_t num_errors;
+} kvik_backend_totals;
+
+/* A reading of a monitor: a parameter struct like kvik_cufile_properties (set struct_size). */
+typedef struct kvik_summary {
+  size_t struct_size;
+  uint64_t span;  /* the span read: new at each kvik_monitor_create and kvik_monitor_reset, never
+                   * the same for two spans of the process; never 0 */
+  int64_t start_ns; /* CLOCK_MONOTONIC: when the span started */
+  int64_t end_ns;   /* when it was read, or when the monitor was stopped */
+  int64_t anchor_unix_ns, anchor_mono_ns; /* the monitor's anchor (above) */
+  uint64_t num_ops, num_reads, num_writes; /* num_reads + num_writes == num_ops */
+  uint64_t bytes_requested;
+  uint64_t bytes_transferred, bytes_read, bytes_written; /* read + written == transferred */
+  uint64_t num_errors;
+  uint64_t busy_ns; /* the union of the operations' spans within the span: at most end - start */
+  uint64_t total_duration_ns; /* the durations added up: overlapping operations each count */
+  kvik_backend_totals by_backend[KVIK_IO_BACKENDS]; /* indexed by kvik_io_backend; they add up
+                                                     * to the totals above */
+} kvik_summary;
+
+/* KvikIO's name of `backend` ("Posix", "Gds", "Mmap", "RemoteHttp", "RemoteHdfs").
+ * Returns: the name, or NULL for a value that is no backend. Errors: none. Threads: safe.
+ * Lifetime: static storage. */
+KVIK_API const char *kvik_io_backend_name(int backend);
+
+/* Create a monitor, which counts from now on, and store it in *monitor.
+ * Returns: 0. Errors: -EINVAL (NULL `monitor`); -ENOMEM. Threads: safe. Lifetime: free it with
+ * kvik_monitor_free(). */
+KVIK_API int kvik_monitor_create(kvik_monitor **monitor);
+
+/* Stop the monitor and free it. NULL is ignored.
+ * Returns: nothing. Errors: none. Threads: no other thread may use the monitor during or after
+ * this call; IO in flight on other threads is fine. */
+KVIK_API void kvik_monitor_free(kvik_monitor *monitor);
+
+/* Read the totals of the monitor's span into `summary` (up to summary->struct_size bytes). A
+ * reading never changes the monitor, and two readings of one span never go backwards. An
+ * operation in flight counts in busy_ns for the time it has run, and in the rest once it is done.
+ * Returns: 0. Errors: -EINVAL (NULL, struct_size not set). Threads: safe, with IO in flight. */
+KVIK_API int kvik_monitor_read(kvik_monitor *monitor, kvik_summary *summary);
+
+/* Zero the totals and start a new span now, with a new `span` number, as if the monitor had just
+ * been created (the anchor stays). On a stopped monitor the new span is empty, and ends where it
+ * starts.
+ * Returns: 0. Errors: -EINVAL (NULL). Threads: safe. */
+KVIK_API int kvik_monitor_reset(kvik_monitor *monitor);
+
+/* Stop counting, for good: the span ends now, and every later reading returns the same totals
+ * and end. Stopping again does nothing.
+ * Returns: 0. Errors: -EINVAL (NULL). Threads: safe. */
+KVIK_API int kvik_monitor_stop(kvik_monitor *monitor);
+
+/* ------------------------------------------------------------------------------------------ */
 /* What the library found                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 

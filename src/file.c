@@ -115,7 +115,8 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   kvik__zc_init(&f->zc, f->fd);
   kvik__zc_file *zc = f->access == O_WRONLY ? NULL : &f->zc; /* a mapping needs read access */
   const kvik__append_file *append_to = f->append ? &f->append_to : NULL;
-  f->source = (kvik__source){{0, 0}, file_transfer, f, append_to, zc, &f->gds, f->path};
+  f->source = (kvik__source){
+      {0, 0}, file_transfer, f, append_to, zc, &f->gds, f->path, KVIK_IO_POSIX};
   *file = f;
   return 0;
 }
@@ -290,13 +291,25 @@ static kvik__request file_request(const char *fn, kvik_file *file, kvik__op op, 
                          .offset = offset};
 }
 
+/* The request, in *req, of a call that the monitors count (stats.h), begun with `stats`. Returns 0,
+ * or the error of a file that refuses the call, which then counts as failed. */
+static int counted_request(const char *fn, kvik_file *file, const kvik__stats_op *stats,
+                           const void *buf, int64_t offset, kvik__request *req) {
+  int rc = check_access(fn, file, stats->op);
+  if (rc < 0) return kvik__stats_refuse(stats, rc);
+  *req = file_request(fn, file, stats->op, buf, stats->requested, offset);
+  req->stats = *stats;
+  return 0;
+}
+
 int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset, size_t task_size,
                     kvik_future **future) {
   static const char fn[] = "kvik_file_pread";
   if (future) *future = NULL;
-  int rc = check_access(fn, file, KVIK__READ);
+  kvik__stats_op stats = kvik__stats_observe(KVIK_IO_POSIX, KVIK__READ, size);
+  kvik__request req;
+  int rc = counted_request(fn, file, &stats, buf, file_offset, &req);
   if (rc < 0) return rc;
-  kvik__request req = file_request(fn, file, KVIK__READ, buf, size, file_offset);
   req.task_size = task_size;
   return kvik__request_start(&req, 0, future);
 }
@@ -305,27 +318,28 @@ int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file
                      size_t task_size, kvik_future **future) {
   static const char fn[] = "kvik_file_pwrite";
   if (future) *future = NULL;
-  int rc = check_access(fn, file, KVIK__WRITE);
+  kvik__stats_op stats = kvik__stats_observe(KVIK_IO_POSIX, KVIK__WRITE, size);
+  kvik__request req;
+  int rc = counted_request(fn, file, &stats, buf, file_offset, &req);
   if (rc < 0) return rc;
-  kvik__request req = file_request(fn, file, KVIK__WRITE, buf, size, file_offset);
   req.task_size = task_size;
   return kvik__request_start(&req, 0, future);
 }
 
 ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset) {
   static const char fn[] = "kvik_file_read";
-  int rc = check_access(fn, file, KVIK__READ);
-  if (rc < 0) return rc;
-  kvik__request req = file_request(fn, file, KVIK__READ, buf, size, file_offset);
-  return kvik__request_run(&req);
+  kvik__stats_op stats = kvik__stats_observe(KVIK_IO_POSIX, KVIK__READ, size);
+  kvik__request req;
+  int rc = counted_request(fn, file, &stats, buf, file_offset, &req);
+  return rc < 0 ? rc : kvik__request_run(&req);
 }
 
 ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t file_offset) {
   static const char fn[] = "kvik_file_write";
-  int rc = check_access(fn, file, KVIK__WRITE);
-  if (rc < 0) return rc;
-  kvik__request req = file_request(fn, file, KVIK__WRITE, buf, size, file_offset);
-  return kvik__request_run(&req);
+  kvik__stats_op stats = kvik__stats_observe(KVIK_IO_POSIX, KVIK__WRITE, size);
+  kvik__request req;
+  int rc = counted_request(fn, file, &stats, buf, file_offset, &req);
+  return rc < 0 ? rc : kvik__request_run(&req);
 }
 
 int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset, void *stream,
@@ -360,6 +374,7 @@ ssize_t kvik_file_read_to_device(kvik_file *file, int device, void **devptr) {
   rc = kvik__device_alloc(fn, device, (size_t)size, &dev);
   if (rc < 0) return rc;
   kvik__request req = file_request(fn, file, KVIK__READ, dev, (size_t)size, 0);
+  req.stats = kvik__stats_observe(KVIK_IO_POSIX, KVIK__READ, (size_t)size);
   ssize_t got = kvik__request_run(&req);
   if (got < 0) {
     kvik_device_free(dev);
@@ -389,8 +404,10 @@ int kvik_file_backend(const kvik_file *file, char *why, size_t len) {
 /* Raw IO runs the whole transfer on this thread in one piece: through one cuFile call, or
  * through the bounce buffers when cuFile does not serve the file or the write appends (cuFile
  * writes at offsets). */
-static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, size_t size,
-                      int64_t file_offset, int64_t dev_offset) {
+static ssize_t raw_transfer(const char *fn, kvik_file *file, char *base, int64_t file_offset,
+                            int64_t dev_offset, kvik__stats_op *stats) {
+  kvik__op op = stats->op;
+  size_t size = stats->requested;
   int rc = check_access(fn, file, op);
   if (rc < 0) return rc;
   if (dev_offset < 0 || file_offset < 0)
@@ -409,14 +426,27 @@ static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, 
   if (!(file->append && op == KVIK__WRITE) && kvik__gds_handle(&file->gds)) {
     kvik__gds_io io = {
         .fn = fn, .op = op, .mem = &mem, .dev = base, .size = size, .offset = file_offset};
+    stats->backend = KVIK_IO_GDS;
     result = kvik__gds_raw(&file->gds, &io, dev_offset);
   } else {
     /* One task of the whole size: kvik__request_run() runs it on this thread. */
     kvik__request req = file_request(fn, file, op, base + dev_offset, size, file_offset);
     req.task_size = size ? size : 1;
+    req.stats = *stats;
+    stats->start_ns = 0; /* the request ends it */
     result = kvik__request_run(&req);
   }
   kvik__owner_release(&file->source.owner);
+  return result;
+}
+
+/* One raw call, counted for the monitors (stats.h): as the request counts it where it makes one,
+ * else here. */
+static ssize_t raw_io(const char *fn, kvik_file *file, kvik__op op, char *base, size_t size,
+                      int64_t file_offset, int64_t dev_offset) {
+  kvik__stats_op stats = kvik__stats_observe(KVIK_IO_POSIX, op, size);
+  ssize_t result = raw_transfer(fn, file, base, file_offset, dev_offset, &stats);
+  kvik__stats_end(&stats, result < 0 ? 0 : (size_t)result, result < 0);
   return result;
 }
 

@@ -21,6 +21,7 @@ struct kvik_future {
   _Atomic size_t read_end; /* the first end of file a task of a read met; SIZE_MAX: none */
   atomic_int failed;       /* set with first_error: tasks that start after it do nothing */
   size_t requested;
+  kvik__stats_op stats; /* ended as the future completes; a zero start: not counted */
   kvik__owner *owner;
   /* Guarded by completion_lock. */
   int done;
@@ -110,6 +111,8 @@ kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requeste
 
 void *kvik__future_extra(kvik_future *future) { return future->extra; }
 
+void kvik__future_observe(kvik_future *future, const kvik__stats_op *op) { future->stats = *op; }
+
 /* Relaxed: the flag only tells a task to skip its IO; what it reports is ordered by the lock. */
 int kvik__future_failed(kvik_future *future) {
   return atomic_load_explicit(&future->failed, memory_order_relaxed);
@@ -134,6 +137,9 @@ void kvik__future_await_release(kvik_future *future) {
 
 /* Called with the lock held. */
 static void complete_locked(kvik_future *future, ssize_t result) {
+  /* Counted before anyone can see the future done, so that a reading after a wait includes it. */
+  kvik__stats_end(&future->stats,
+                  result >= 0 ? (size_t)result : atomic_load(&future->bytes_done), result < 0);
   future->result = result;
   future->done = 1;
   if (future->prev) future->prev->next = future->next;

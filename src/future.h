@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "kvik.h"
+#include "stats.h"
 
 /* Something that IO runs against and that must not go away while IO is in flight. */
 typedef struct kvik__owner {
@@ -38,6 +39,10 @@ int kvik__owner_is_closed(const kvik__owner *owner);
 kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requested, size_t extra);
 
 void *kvik__future_extra(kvik_future *future);
+
+/* Have the future end `op` for the monitors when it is done (stats.h), with the bytes it moved,
+ * failed when its result is an error. Call it before any of its tasks runs. */
+void kvik__future_observe(kvik_future *future, const kvik__stats_op *op);
 
 /* Whether a task of the future failed: from the first failure on, its result is that failure
  * whatever its other tasks do, so those that have not started skip their IO (request.c).

@@ -22,6 +22,7 @@ void kvik__init_register(kvik__init_step *step);
  * lock of one listed before it while holding its own comes after it. prepare handlers run from
  * the last to the first, parent and child handlers from the first to the last. */
 typedef enum kvik__fork_slot {
+  KVIK__FORK_STATS,    /* the monitors, whose lock futures take as they complete */
   KVIK__FORK_FUTURE,   /* completions */
   KVIK__FORK_POOL,     /* the thread pools */
   KVIK__FORK_STREAM,   /* stream-ordered requests (child only) */

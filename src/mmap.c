@@ -100,7 +100,7 @@ int kvik_mmap_open(const char *path, const char *flags, size_t map_size, int64_t
     free(map);
     return rc;
   }
-  map->source = (kvik__source){{0, 0}, copy_out, map, NULL, NULL, NULL, map->path};
+  map->source = (kvik__source){{0, 0}, copy_out, map, NULL, NULL, NULL, map->path, KVIK_IO_MMAP};
   *out = map;
   return 0;
 }
@@ -146,9 +146,10 @@ static int check_range(const char *fn, const kvik_mmap *map, size_t size, int64_
 
 ssize_t kvik_mmap_read(kvik_mmap *map, void *buf, size_t size, int64_t offset) {
   static const char fn[] = "kvik_mmap_read";
+  kvik__stats_op stats = kvik__stats_observe(KVIK_IO_MMAP, KVIK__READ, size);
   int rc = check_range(fn, map, size, offset);
-  if (rc < 0) return rc;
-  kvik__request req = {fn, &map->source, KVIK__READ, buf, size, offset, 0};
+  if (rc < 0) return kvik__stats_refuse(&stats, rc);
+  kvik__request req = {fn, &map->source, KVIK__READ, buf, size, offset, 0, stats};
   return kvik__request_run(&req);
 }
 
@@ -156,8 +157,9 @@ int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t offset, size
                     kvik_future **future) {
   static const char fn[] = "kvik_mmap_pread";
   if (future) *future = NULL;
+  kvik__stats_op stats = kvik__stats_observe(KVIK_IO_MMAP, KVIK__READ, size);
   int rc = check_range(fn, map, size, offset);
-  if (rc < 0) return rc;
-  kvik__request req = {fn, &map->source, KVIK__READ, buf, size, offset, task_size};
+  if (rc < 0) return kvik__stats_refuse(&stats, rc);
+  kvik__request req = {fn, &map->source, KVIK__READ, buf, size, offset, task_size, stats};
   return kvik__request_start(&req, 0, future);
 }

@@ -454,7 +454,9 @@ static int open_remote(const char *url, const char *shown, const kvik_remote_opt
     free_remote(r);
     return rc;
   }
-  r->source = (kvik__source){{0, 0}, fetch, r, NULL, NULL, NULL, r->display};
+  kvik_io_backend backend =
+      r->kind == KVIK_REMOTE_WEBHDFS ? KVIK_IO_REMOTE_HDFS : KVIK_IO_REMOTE_HTTP;
+  r->source = (kvik__source){{0, 0}, fetch, r, NULL, NULL, NULL, r->display, backend};
   *out = r;
   return 0;
 }
@@ -499,11 +501,14 @@ int kvik_remote_supported(char *detail, size_t len) { return kvik__http_supporte
 
 /* Reads stop at the end of the object, as pread(2) does at the end of a file. The request is
  * checked as the caller asked it first: clipped to nothing, a NULL buffer or an overflowing range
- * past the end would pass as a read of nothing, where kvik_file_read refuses them. */
+ * past the end would pass as a read of nothing, where kvik_file_read refuses them. The call is
+ * counted for the monitors (stats.h) with the size asked for; as failed if refused here. */
 static int clip(const kvik_remote *r, kvik__request *req) {
-  if (!r) return kvik__fail(-EINVAL, "%s: NULL handle", req->fn);
+  kvik_io_backend backend = r ? r->source.backend : KVIK_IO_REMOTE_HTTP;
+  req->stats = kvik__stats_observe(backend, KVIK__READ, req->size);
+  if (!r) return kvik__stats_refuse(&req->stats, kvik__fail(-EINVAL, "%s: NULL handle", req->fn));
   int rc = kvik__request_check_args(req);
-  if (rc < 0) return rc;
+  if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
   if (req->offset >= r->size) req->size = 0;
   else if (req->size > (uint64_t)(r->size - req->offset))
     req->size = (size_t)(r->size - req->offset);
@@ -511,7 +516,12 @@ static int clip(const kvik_remote *r, kvik__request *req) {
 }
 
 ssize_t kvik_remote_read(kvik_remote *r, void *buf, size_t size, int64_t offset) {
-  kvik__request req = {"kvik_remote_read", r ? &r->source : NULL, KVIK__READ, buf, size, offset, 0};
+  kvik__request req = {.fn = "kvik_remote_read",
+                       .source = r ? &r->source : NULL,
+                       .op = KVIK__READ,
+                       .buf = buf,
+                       .size = size,
+                       .offset = offset};
   int rc = clip(r, &req);
   return rc < 0 ? rc : kvik__request_run(&req);
 }
@@ -519,8 +529,13 @@ ssize_t kvik_remote_read(kvik_remote *r, void *buf, size_t size, int64_t offset)
 int kvik_remote_pread(kvik_remote *r, void *buf, size_t size, int64_t offset, size_t task_size,
                       kvik_future **future) {
   if (future) *future = NULL;
-  kvik__request req = {
-      "kvik_remote_pread", r ? &r->source : NULL, KVIK__READ, buf, size, offset, task_size};
+  kvik__request req = {.fn = "kvik_remote_pread",
+                       .source = r ? &r->source : NULL,
+                       .op = KVIK__READ,
+                       .buf = buf,
+                       .size = size,
+                       .offset = offset,
+                       .task_size = task_size};
   int rc = clip(r, &req);
   return rc < 0 ? rc : kvik__request_start(&req, 0, future);
 }

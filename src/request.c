@@ -285,6 +285,9 @@ static int prepare(kvik__request *req, int single, kvik_future **out, size_t *nt
     return kvik__fail(-ENOMEM, "%s(\"%s\"): out of memory for %zu tasks", req->fn, src->name,
                       ntasks);
   }
+  kvik__stats_op stats = req->stats;
+  if (p.via_cufile) stats.backend = KVIK_IO_GDS;
+  kvik__future_observe(future, &stats);
   io_task *tasks = kvik__future_extra(future);
   if (zc_count)
     lay_out_zero_copy(req, &mem, future, tasks, ntasks, (kvik__zc_split *)(void *)(tasks + ntasks));
@@ -312,7 +315,7 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
                    req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   size_t ntasks = 0;
   int rc = prepare(req, inline_run, out, &ntasks);
-  if (rc < 0) return rc;
+  if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
   if (inline_run) {
     io_task *tasks = kvik__future_extra(*out);
     for (size_t i = 0; i < ntasks; i++) run_io_task(&tasks[i].base);

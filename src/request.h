@@ -12,6 +12,7 @@
 #include "device_io.h"
 #include "future.h"
 #include "gds.h"
+#include "stats.h"
 #include "zero_copy.h"
 
 /* What requests run against. Lives inside its handle, so it outlives every request on it (the
@@ -26,6 +27,7 @@ typedef struct kvik__source {
   kvik__zc_file *zc;   /* for zero-copy reads into device memory, or NULL */
   kvik__gds_file *gds; /* how cuFile serves the source, or NULL where it cannot */
   const char *name;    /* the path, for messages */
+  kvik_io_backend backend; /* what carries its requests for the monitors, unless cuFile does */
 } kvik__source;
 
 typedef struct kvik__request {
@@ -36,6 +38,10 @@ typedef struct kvik__request {
   size_t size;
   int64_t offset;
   size_t task_size; /* 0: KVIK_SETTING_TASK_SIZE */
+  /* The public call as the monitors count it, begun by the entry point (stats.h); a start of 0:
+   * not counted. kvik__request_start() ends it, at once when it fails, else when the future is
+   * done. */
+  kvik__stats_op stats;
 } kvik__request;
 
 /* Start the request and store its future in *out. Requests below the GDS threshold, of one task

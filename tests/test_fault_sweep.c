@@ -680,6 +680,20 @@ static int step_remote(void) {
   return rc;
 }
 
+/* A monitor watching host IO: it counts each call once, the failed one as failed. */
+static int step_stats(void) {
+  kvik_monitor *m;
+  int rc = kvik_monitor_create(&m);
+  if (rc < 0) return failed(rc);
+  rc = write_then_read(KVIK_COMPAT_ON, 0, 1);
+  kvik_summary s = {.struct_size = sizeof s};
+  ASSERT_OK(kvik_monitor_read(m, &s));
+  kvik_monitor_free(m);
+  ASSERT(s.num_ops <= 2 && s.num_errors == (rc < 0 && s.num_ops > 0));
+  if (rc == 0) ASSERT_EQ(s.bytes_transferred, 2 * FILE_BYTES);
+  return rc;
+}
+
 static const struct {
   const char *name;
   int (*run)(void);
@@ -701,6 +715,7 @@ static const struct {
     {"memory registration", step_register},
     {"O_DIRECT probe", step_direct_probe},
     {"remote open", step_remote},
+    {"statistics", step_stats},
 };
 
 /* The code a step may fail with under the armed fault, or 0 for none. */

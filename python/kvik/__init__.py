@@ -11,8 +11,8 @@ Remote objects (HTTP, S3, WebHDFS) read the same way through kvik.RemoteFile.
 
 The submodules kvikio code reaches as attributes are there after ``import kvik``: kvik.buffer,
 kvik.cufile, kvik.cufile_driver, kvik.defaults, kvik.mmap, kvik.nsys, kvik.remote_file,
-kvik.stream and kvik.utils; and kvik.numpy, kvik.zarr, kvik.numcodecs and kvik.benchmarks, which
-load on first use (the first three import NumPy, Zarr and Numcodecs).
+kvik.statistics, kvik.stream and kvik.utils; and kvik.numpy, kvik.zarr, kvik.numcodecs and
+kvik.benchmarks, which load on first use (the first three import NumPy, Zarr and Numcodecs).
 
 Everything runs on libkvik, compiled into the extension module kvik._lib: a machine without a GPU
 runs the same package, with host memory.
@@ -20,7 +20,7 @@ runs the same package, with host memory.
 import importlib as _importlib
 
 from . import _alias
-from . import buffer, cufile, cufile_driver, defaults, mmap, remote_file, stream, utils
+from . import buffer, cufile, cufile_driver, defaults, mmap, remote_file, statistics, stream, utils
 from ._device import read_file_to_device
 # kvik's exceptions besides KvikError are each a KvikError, so a RuntimeError as kvikio raises for
 # failed IO, and the built-in class of its cause (kvik.FileNotFound is a FileNotFoundError,
@@ -65,6 +65,7 @@ from .remote_file import (
     infer_remote_endpoint_type,
     is_remote_file_available,
 )
+from .statistics import Summary, SummaryMonitor
 from .stream import stream_deregister, stream_register
 from .utils import kvikio_deprecation_notice
 
@@ -96,6 +97,8 @@ __all__ = [
     "RangeNotSupported",
     "RemoteEndpointType",
     "RemoteFile",
+    "Summary",
+    "SummaryMonitor",
     "TimedOut",
     "WouldBlock",
     "__git_commit__",

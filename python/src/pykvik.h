@@ -88,6 +88,7 @@ PyObject *pykvik_future_start(PyObject *owner, pykvik_buffer *buf, int stream_or
 int pykvik_file_types_init(PyObject *module);
 int pykvik_mmap_type_init(PyObject *module);
 int pykvik_remote_type_init(PyObject *module);
+int pykvik_stats_type_init(PyObject *module);
 
 /* Module functions, each table ends with a {NULL} entry:
  *   settings.c  setting_get/set/..., the low level of kvik.defaults
