@@ -152,6 +152,16 @@ static PyObject *py_memory_deregister(PyObject *self, PyObject *obj) {
   return none_or_raise(rc);
 }
 
+static PyObject *py_bounce_buffer_free(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  size_t bytes;
+  Py_BEGIN_ALLOW_THREADS
+  bytes = kvik_bounce_buffer_free();
+  Py_END_ALLOW_THREADS
+  return PyLong_FromSize_t(bytes);
+}
+
 /* ---- page cache -------------------------------------------------------------------------- */
 
 /* The path of `file` as bytes (new reference): a str, bytes or os.PathLike names it; an int file
@@ -291,6 +301,8 @@ PyMethodDef pykvik_driver_methods[] = {
      "registration (kvik reads and writes it directly): nothing is done for it."},
     {"memory_deregister", py_memory_deregister, METH_O,
      "memory_deregister(buf): undo memory_register(buf). Nothing is done for host memory."},
+    {"bounce_buffer_free", py_bounce_buffer_free, METH_NOARGS,
+     "bounce_buffer_free() -> int: free the idle bounce buffers (kvik_bounce_buffer_free); the bytes freed."},
     {"get_page_cache_info", py_get_page_cache_info, METH_O,
      "get_page_cache_info(file) -> (num_pages_in_page_cache, num_pages): how much of the file (a path, a file "
      "descriptor or an open file) is in the page cache."},

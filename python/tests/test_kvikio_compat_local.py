@@ -1,0 +1,85 @@
+"""kvikio 26.10's behaviour for local files and buffers, as kvikio code sees it through kvik.
+
+Each test states one behaviour that kvikio's own tests rely on (issue 26):
+- bounce_buffer_free() frees the idle bounce buffers and returns their bytes, then 0;
+- the bounce buffers follow bounce_buffer_size: after a change, the old size's are freed;
+"""
+import errno
+import os
+
+import numpy
+import pytest
+from conftest import CUPY_MISSING, cupy
+
+import kvik
+import kvik.buffer
+import kvik.numpy
+
+needs_cupy = pytest.mark.skipif(cupy is None, reason=str(CUPY_MISSING))
+
+
+@pytest.fixture
+def direct_dir(tmp_path):
+    """tmp_path, where its file system takes O_DIRECT (tmpfs does not)."""
+    probe = tmp_path / "probe"
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o644))
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+        pytest.skip("the file system of tmp_path refuses O_DIRECT")
+    return tmp_path
+
+
+def write_unaligned(path, nbytes):
+    """Write `nbytes` from a buffer one byte past an aligned one: O_DIRECT takes them through an
+    aligned (pageable) bounce buffer."""
+    data = numpy.empty(nbytes + 1, dtype="u1")[1:]
+    data[:] = numpy.arange(nbytes, dtype="u1")
+    with kvik.CuFile(path, "w") as f:
+        assert f.write(data) == nbytes
+    assert numpy.array_equal(numpy.fromfile(path, dtype="u1"), data)
+
+
+def test_bounce_buffer_free_is_kvikio_buffer_bounce_buffer_free():
+    assert kvik.buffer.bounce_buffer_free is kvik.bounce_buffer_free
+
+
+def test_bounce_buffer_free_returns_bytes_freed(direct_dir):
+    kvik.bounce_buffer_free()
+    settings = {"auto_direct_io_write": True, "bounce_buffer_size": 8192, "num_threads": 1}
+    with kvik.defaults.set(settings):
+        write_unaligned(direct_dir / "f", 100_000)
+        assert kvik.bounce_buffer_free() == 8192
+        assert kvik.bounce_buffer_free() == 0
+        write_unaligned(direct_dir / "f", 100_000)  # IO allocates again what it needs
+        assert kvik.bounce_buffer_free() == 8192
+
+
+def test_bounce_buffers_follow_the_setting(direct_dir):
+    kvik.bounce_buffer_free()
+    with kvik.defaults.set({"auto_direct_io_write": True, "num_threads": 1}):
+        with kvik.defaults.set("bounce_buffer_size", 8192):
+            write_unaligned(direct_dir / "f", 100_000)
+        with kvik.defaults.set("bounce_buffer_size", 16384):
+            write_unaligned(direct_dir / "f", 100_000)
+            # The 8192-byte buffer was freed when the first IO saw the new size.
+            assert kvik.bounce_buffer_free() == 16384
+
+
+@needs_cupy
+def test_bounce_buffer_free_device(tmp_path):
+    """kvikio's own sequence: pinned buffers of the size set, below a page too."""
+    kvik.bounce_buffer_free()
+    with kvik.defaults.set({"compat_mode": kvik.CompatMode.ON, "num_threads": 1}):
+        with kvik.CuFile(tmp_path / "f", "w") as f:
+            with kvik.defaults.set("bounce_buffer_size", 1024):
+                f.write(cupy.arange(10))
+                assert kvik.bounce_buffer_free() == 1024
+                assert kvik.bounce_buffer_free() == 0
+                f.write(cupy.arange(10))
+            with kvik.defaults.set("bounce_buffer_size", 2048):
+                f.write(cupy.arange(10))
+                assert kvik.bounce_buffer_free() == 2048
+                assert kvik.bounce_buffer_free() == 0
+
