@@ -3,6 +3,7 @@
 Each test states one behaviour that kvikio's own tests rely on (issue 26):
 - bounce_buffer_free() frees the idle bounce buffers and returns their bytes, then 0;
 - the bounce buffers follow bounce_buffer_size: after a change, the old size's are freed;
+- kvik.numpy.fromfile refuses a negative count other than -1, as NumPy does.
 """
 import errno
 import os
@@ -83,3 +84,10 @@ def test_bounce_buffer_free_device(tmp_path):
                 assert kvik.bounce_buffer_free() == 2048
                 assert kvik.bounce_buffer_free() == 0
 
+
+def test_fromfile_negative_count(tmp_path):
+    path = tmp_path / "f"
+    numpy.arange(10, dtype="u1").tofile(path)
+    assert kvik.numpy.fromfile(path, dtype="u1", count=-1).tolist() == list(range(10))
+    with pytest.raises(ValueError, match="negative dimensions are not allowed"):
+        kvik.numpy.fromfile(path, dtype="u1", count=-42)
