@@ -24,6 +24,7 @@ static void device_write(const char *name, size_t n) {
   ASSERT_OK(kvik_file_open(path, "w", 0644, &f));
   ASSERT_EQ(kvik_file_write(f, dev, n, 0), (ssize_t)n);
   ASSERT_OK(kvik_file_close(f));
+  kvik_file_free(f);
   size_t got_n;
   unsigned char *got = test_read_file(path, &got_n);
   ASSERT_EQ(got_n, n);
