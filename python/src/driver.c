@@ -205,7 +205,7 @@ static PyObject *py_get_page_cache_info(PyObject *self, PyObject *file) {
   int rc;
   RC_CALL(rc, kvik_page_cache_info(PyBytes_AS_STRING(path), &resident, &total));
   Py_DECREF(path);
-  if (rc < 0) return pykvik_raise(rc);
+  if (rc < 0) return pykvik_raise_as(rc, PYKVIK_OPEN_WORDS(rc));
   return Py_BuildValue("(KK)", (unsigned long long)resident, (unsigned long long)total);
 }
 

@@ -2,6 +2,7 @@
 #include "pykvik.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 
 /* ---- futures ----------------------------------------------------------------------------- */
@@ -131,7 +132,8 @@ static int cufile_init(CuFileObject *self, PyObject *args, PyObject *kwargs) {
   Py_END_ALLOW_THREADS
   if (rc < 0) {
     Py_DECREF(path_bytes);
-    return pykvik_raise_int(rc);
+    pykvik_raise_as(rc, PYKVIK_OPEN_WORDS(rc));
+    return -1;
   }
   kvik_file_free(self->file); /* __init__ called again on the same object */
   self->file = file;
@@ -226,8 +228,21 @@ typedef struct {
 } io_args;
 
 /* Acquire the buffer and check `size` (default: what the buffer holds past dev_offset) fits. */
+/* IO that the handle's mode forbids fails in libkvik with -EBADF ("file not opened for writing");
+ * kvikio says "Operation not permitted", which its users match: raised here, with both. */
+static int check_mode(CuFileObject *self, kvik_file *file, int reading) {
+  int access = kvik_file_open_flags(file) & O_ACCMODE;
+  if (access != (reading ? O_WRONLY : O_RDONLY)) return 0;
+  PyObject *message =
+      PyUnicode_FromFormat("Operation not permitted: CuFile(%R, %R) is not open for %s", self->path,
+                           self->flags, reading ? "reading" : "writing");
+  if (message) pykvik_raise_errno(EBADF, PyUnicode_AsUTF8(message));
+  Py_XDECREF(message);
+  return -1;
+}
+
 static int io_args_finish(CuFileObject *self, PyObject *buf_obj, PyObject *size_obj, int writable, io_args *a) {
-  if (!(a->file = open_file(self))) return -1;
+  if (!(a->file = open_file(self)) || check_mode(self, a->file, writable) < 0) return -1;
   if (pykvik_buffer_get(buf_obj, writable, &a->buf) < 0) return -1;
   if ((size_t)a->dev_offset > a->buf.nbytes) {
     PyErr_Format(PyExc_ValueError, "dev_offset %lld is past the end of the buffer (%zu bytes)",
@@ -324,7 +339,9 @@ static PyObject *raw_io(CuFileObject *self, PyObject *args, PyObject *kwargs, co
   n = is_write ? kvik_file_raw_write(a.file, a.buf.ptr, a.size, a.file_offset, a.dev_offset)
                : kvik_file_raw_read(a.file, a.buf.ptr, a.size, a.file_offset, a.dev_offset);
   Py_END_ALLOW_THREADS
-  PyObject *result = n < 0 ? pykvik_raise((int)n) : PyLong_FromSsize_t(n);
+  /* kvikio's words for host memory, which raw IO refuses */
+  const char *words = n == -EINVAL && !a.buf.device ? "Non-CUDA buffers not supported" : NULL;
+  PyObject *result = n < 0 ? pykvik_raise_as((int)n, words) : PyLong_FromSsize_t(n);
   pykvik_buffer_release(&a.buf);
   return result;
 }

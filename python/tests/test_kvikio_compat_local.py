@@ -3,7 +3,10 @@
 Each test states one behaviour that kvikio's own tests rely on (issue 26):
 - bounce_buffer_free() frees the idle bounce buffers and returns their bytes, then 0;
 - the bounce buffers follow bounce_buffer_size: after a change, the old size's are freed;
-- kvik.numpy.fromfile refuses a negative count other than -1, as NumPy does.
+- kvik.numpy.fromfile refuses a negative count other than -1, as NumPy does;
+- messages carry kvikio's words, which kvikio code matches: "Unable to open file" (CuFile, Mmap,
+  get_page_cache_info), "Operation not permitted" (IO that the handle's mode forbids), "Non-CUDA
+  buffers not supported" (raw IO of host memory).
 """
 import errno
 import os
@@ -91,3 +94,51 @@ def test_fromfile_negative_count(tmp_path):
     assert kvik.numpy.fromfile(path, dtype="u1", count=-1).tolist() == list(range(10))
     with pytest.raises(ValueError, match="negative dimensions are not allowed"):
         kvik.numpy.fromfile(path, dtype="u1", count=-42)
+
+
+# ---- kvikio's words in the messages, which kvikio code matches --------------------------------
+
+
+@pytest.mark.parametrize(
+    "open_",
+    [lambda p: kvik.CuFile(p, "r"), kvik.Mmap, kvik.get_page_cache_info],
+    ids=["CuFile", "Mmap", "get_page_cache_info"],
+)
+def test_missing_file_unable_to_open(tmp_path, open_):
+    with pytest.raises(RuntimeError, match="Unable to open file.*No such file or directory") as e:
+        open_(tmp_path / "missing")
+    assert isinstance(e.value, FileNotFoundError)
+    assert str(tmp_path / "missing") in str(e.value)  # kvik's message follows kvikio's words
+
+
+def test_bad_flags_are_no_open_failure(tmp_path):
+    (tmp_path / "f").write_bytes(b"x")
+    with pytest.raises(ValueError) as e:
+        kvik.CuFile(tmp_path / "f", "z")
+    assert "Unable to open file" not in str(e.value)
+
+
+def test_io_the_mode_forbids_operation_not_permitted(tmp_path):
+    path = tmp_path / "f"
+    numpy.arange(10).tofile(path)
+    with kvik.CuFile(path, "r") as f:
+        with pytest.raises(RuntimeError, match="Operation not permitted.*not open for writ") as e:
+            f.write(numpy.arange(10))
+        assert e.value.errno == errno.EBADF
+        with pytest.raises(RuntimeError, match="Operation not permitted"):
+            f.pwrite(numpy.arange(10))
+    with kvik.CuFile(path, "w") as f:
+        with pytest.raises(RuntimeError, match="Operation not permitted.*not open for reading"):
+            f.read(numpy.empty(10, dtype="i8"))
+        with pytest.raises(RuntimeError, match="Operation not permitted"):
+            f.pread(numpy.empty(10, dtype="i8"))
+
+
+def test_raw_io_of_host_memory_non_cuda(tmp_path):
+    a = numpy.arange(1024)
+    with kvik.CuFile(tmp_path / "f", "w") as f:
+        with pytest.raises(ValueError, match="Non-CUDA buffers not supported.*not device memory"):
+            f.raw_write(a)
+    with kvik.CuFile(tmp_path / "f", "r") as f:
+        with pytest.raises(ValueError, match="Non-CUDA buffers not supported"):
+            f.raw_read(a)
