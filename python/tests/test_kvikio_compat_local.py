@@ -6,7 +6,9 @@ Each test states one behaviour that kvikio's own tests rely on (issue 26):
 - kvik.numpy.fromfile refuses a negative count other than -1, as NumPy does;
 - messages carry kvikio's words, which kvikio code matches: "Unable to open file" (CuFile, Mmap,
   get_page_cache_info), "Operation not permitted" (IO that the handle's mode forbids), "Non-CUDA
-  buffers not supported" (raw IO of host memory).
+  buffers not supported" (raw IO of host memory);
+- memory_register, memory_deregister, stream_register and stream_deregister take kvikio's
+  parameter names as keywords.
 """
 import errno
 import os
@@ -18,6 +20,7 @@ from conftest import CUPY_MISSING, cupy
 import kvik
 import kvik.buffer
 import kvik.numpy
+import kvik.stream
 
 needs_cupy = pytest.mark.skipif(cupy is None, reason=str(CUPY_MISSING))
 
@@ -142,3 +145,12 @@ def test_raw_io_of_host_memory_non_cuda(tmp_path):
     with kvik.CuFile(tmp_path / "f", "r") as f:
         with pytest.raises(ValueError, match="Non-CUDA buffers not supported"):
             f.raw_read(a)
+
+
+def test_parameter_names_as_kvikio():
+    """kvikio's wrappers take keywords: buf, raw_stream and flags."""
+    kvik.memory_register(buf=numpy.zeros(10))  # host memory: nothing to do
+    kvik.buffer.memory_deregister(buf=numpy.zeros(10))
+    with kvik.defaults.set("compat_mode", kvik.CompatMode.ON):  # no cuFile: nothing to do
+        kvik.stream_register(raw_stream=0, flags=0)
+        kvik.stream.stream_deregister(raw_stream=0)
