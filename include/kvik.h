@@ -1109,6 +1109,15 @@ KVIK_API int kvik_cufile_stream_deregister(void *stream);
  * open(2), fstat(2), mmap(2) or mincore(2). Threads: safe. */
 KVIK_API int kvik_page_cache_info(const char *path, size_t *resident_pages, size_t *total_pages);
 
+/* kvik_page_cache_info for the bytes [offset, offset + length) of the file (length 0: to the end),
+ * in whole pages, those the range only touches included (kvikio's get_page_cache_info(file,
+ * offset, length)): a range that starts at or past the end of the file counts none (0 and 0), one
+ * that runs past it ends there.
+ * Returns: 0. Errors: -EINVAL (NULL path, negative offset or length); as kvik_page_cache_info.
+ * Threads: safe. */
+KVIK_API int kvik_page_cache_info_range(const char *path, int64_t offset, int64_t length,
+                                        size_t *resident_pages, size_t *total_pages);
+
 /* Write back the file's dirty pages and ask the kernel to drop its cached pages (fdatasync(2),
  * then posix_fadvise(POSIX_FADV_DONTNEED)). Pages in use elsewhere (mapped by other processes)
  * may stay.
