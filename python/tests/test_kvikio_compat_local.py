@@ -8,7 +8,8 @@ Each test states one behaviour that kvikio's own tests rely on (issue 26):
   get_page_cache_info), "Operation not permitted" (IO that the handle's mode forbids), "Non-CUDA
   buffers not supported" (raw IO of host memory);
 - memory_register, memory_deregister, stream_register and stream_deregister take kvikio's
-  parameter names as keywords.
+  parameter names as keywords;
+- get_page_cache_info takes kvikio's offset and length.
 """
 import errno
 import os
@@ -19,6 +20,7 @@ from conftest import CUPY_MISSING, cupy
 
 import kvik
 import kvik.buffer
+import kvik.cufile
 import kvik.numpy
 import kvik.stream
 
@@ -154,3 +156,16 @@ def test_parameter_names_as_kvikio():
     with kvik.defaults.set("compat_mode", kvik.CompatMode.ON):  # no cuFile: nothing to do
         kvik.stream_register(raw_stream=0, flags=0)
         kvik.stream.stream_deregister(raw_stream=0)
+
+
+def test_get_page_cache_info_range(tmp_path):
+    """kvikio's get_page_cache_info(file, offset=0, length=0): whole pages of the range."""
+    path = tmp_path / "f"
+    page = os.sysconf("SC_PAGESIZE")
+    path.write_bytes(b"x" * (10 * page + 1))
+    assert kvik.get_page_cache_info(path)[1] == 11
+    assert kvik.get_page_cache_info(path, page - 1, 2)[1] == 2
+    assert kvik.get_page_cache_info(path, offset=page, length=page)[1] == 1
+    assert kvik.get_page_cache_info(str(path), 10 * page, 100)[1] == 1  # cut at the end
+    assert kvik.get_page_cache_info(path, 10 * page + 1) == (0, 0)  # at the end: nothing
+    assert kvik.cufile.get_page_cache_info(path, 3 * page)[1] == 8
