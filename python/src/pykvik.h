@@ -91,6 +91,10 @@ typedef int (*pykvik_start_fn)(void *ctx, kvik_future **future);
 PyObject *pykvik_future_start(PyObject *owner, pykvik_buffer *buf, int stream_ordered, pykvik_start_fn start,
                               void *ctx);
 
+/* pykvik_future_start, raising a failure to start with kvikio's `words` (pykvik_raise_as). */
+PyObject *pykvik_future_start_as(PyObject *owner, pykvik_buffer *buf, int stream_ordered,
+                                 pykvik_start_fn start, void *ctx, const char *words);
+
 /* ---- the parts of the module ------------------------------------------------------------- */
 
 /* Types: CuFile, IOFuture, IOFutureStream (file.c); Mmap (mmap.c); RemoteHandle (remote.c).

@@ -127,13 +127,14 @@ def test_io_the_mode_forbids_operation_not_permitted(tmp_path):
     path = tmp_path / "f"
     numpy.arange(10).tofile(path)
     with kvik.CuFile(path, "r") as f:
-        with pytest.raises(RuntimeError, match="Operation not permitted.*not open for writ") as e:
+        forbidden = "Operation not permitted: .*not opened for writing"
+        with pytest.raises(RuntimeError, match=forbidden) as e:
             f.write(numpy.arange(10))
         assert e.value.errno == errno.EBADF
         with pytest.raises(RuntimeError, match="Operation not permitted"):
             f.pwrite(numpy.arange(10))
     with kvik.CuFile(path, "w") as f:
-        with pytest.raises(RuntimeError, match="Operation not permitted.*not open for reading"):
+        with pytest.raises(RuntimeError, match="Operation not permitted: .*not opened for reading"):
             f.read(numpy.empty(10, dtype="i8"))
         with pytest.raises(RuntimeError, match="Operation not permitted"):
             f.pread(numpy.empty(10, dtype="i8"))
