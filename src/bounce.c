@@ -22,6 +22,8 @@ typedef struct idle_buffer {
   size_t size;
 } idle_buffer;
 
+_Static_assert(sizeof(idle_buffer) <= KVIK__BOUNCE_GRAIN, "an idle buffer holds its link");
+
 typedef struct buffer_cache {
   pthread_mutex_t lock;
   idle_buffer *idle; /* guarded by lock */
