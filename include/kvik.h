@@ -174,8 +174,9 @@ KVIK_API const char *kvik_last_error(void);
  *  - GDS_THRESHOLD: smaller requests run on the calling thread; on files that cuFile serves,
  *    device memory goes through cuFile from this size on.
  *  - BOUNCE_BUFFER_SIZE: the largest bounce buffer, pinned for device memory (see "Device
- *    memory"), aligned for O_DIRECT; any positive size. kvik rounds the buffers it allocates up
- *    to whole pages (4 KiB), the setting reads back as set.
+ *    memory"), aligned for O_DIRECT; any positive size, read back as set. kvik rounds the
+ *    buffers it allocates up to whole pages (4 KiB), but for pinned buffers below a page, which
+ *    are allocated at the setting rounded up to 64 bytes.
  *  - AUTO_DIRECT_IO_READ/WRITE: reads (writes) of host memory take O_DIRECT for the page-aligned
  *    middle of a range where the file system allows it; results and errors stay the same.
  *  - ZERO_COPY_READ: reads of a file into device memory may let the GPU copy straight out of the
@@ -483,8 +484,18 @@ KVIK_API void kvik_future_free(kvik_future *future);
  * KVIK_SETTING_NUM_THREADS under that bound, or buffers are freed and allocated again (slow).
  * How the bounce buffers overlap storage and PCIe:
  * docs/design.md#device-memory-through-bounce-buffers.
+ *
+ * The bounce buffers' sizes follow KVIK_SETTING_BOUNCE_BUFFER_SIZE: once it changes, the idle
+ * buffers of the old size are freed at the next IO that takes a buffer.
  */
 #define KVIK_PINNED_CACHE_BYTES ((size_t)256 << 20)
+
+/* Free the idle bounce buffers that kvik keeps for reuse: pinned ones (for device memory) and
+ * aligned pageable ones (for O_DIRECT). Buffers that IO holds are not touched; later IO
+ * allocates again what it needs. Frees pinned memory in the calling thread's current CUDA
+ * context, else in device 0's primary context. kvikio's bounce_buffer_free().
+ * Returns: the bytes freed, 0 where none were idle. Threads: safe. */
+KVIK_API size_t kvik_bounce_buffer_free(void);
 
 /* What kind of memory a pointer refers to. */
 typedef enum kvik_memory_kind {
@@ -1097,6 +1108,15 @@ KVIK_API int kvik_cufile_stream_deregister(void *stream);
  * Returns: 0. Errors: -EINVAL (NULL path); -EISDIR, -ESPIPE (as kvik_file_open); an errno of
  * open(2), fstat(2), mmap(2) or mincore(2). Threads: safe. */
 KVIK_API int kvik_page_cache_info(const char *path, size_t *resident_pages, size_t *total_pages);
+
+/* kvik_page_cache_info for the bytes [offset, offset + length) of the file (length 0: to the end),
+ * in whole pages, those the range only touches included (kvikio's get_page_cache_info(file,
+ * offset, length)): a range that starts at or past the end of the file counts none (0 and 0), one
+ * that runs past it ends there.
+ * Returns: 0. Errors: -EINVAL (NULL path, negative offset or length); as kvik_page_cache_info.
+ * Threads: safe. */
+KVIK_API int kvik_page_cache_info_range(const char *path, int64_t offset, int64_t length,
+                                        size_t *resident_pages, size_t *total_pages);
 
 /* Write back the file's dirty pages and ask the kernel to drop its cached pages (fdatasync(2),
  * then posix_fadvise(POSIX_FADV_DONTNEED)). Pages in use elsewhere (mapped by other processes)

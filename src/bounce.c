@@ -9,6 +9,8 @@
 #include "cuda.h"
 #include "error.h"
 #include "init.h"
+#include "memory.h"
+#include "settings.h"
 #include "sys.h"
 
 #define BOUNCE_ALIGNMENT 4096
@@ -20,17 +22,49 @@ typedef struct idle_buffer {
   size_t size;
 } idle_buffer;
 
+_Static_assert(sizeof(idle_buffer) <= KVIK__BOUNCE_GRAIN, "an idle buffer holds its link");
+
 typedef struct buffer_cache {
   pthread_mutex_t lock;
   idle_buffer *idle; /* guarded by lock */
   size_t idle_bytes; /* guarded by lock */
+  int64_t made_for;  /* guarded by lock: the bounce buffer size setting that the idle ones had */
   size_t max_idle_bytes;
   int (*allocate)(const char *fn, size_t size, void **buf); /* 0, or a code with a message */
   void (*release)(void *buf);
 } buffer_cache;
 
+/* Free the buffers of `list`; returns their bytes. */
+static size_t release_all(buffer_cache *cache, idle_buffer *list) {
+  size_t bytes = 0;
+  while (list) {
+    idle_buffer *next = list->next;
+    bytes += list->size;
+    cache->release(list);
+    list = next;
+  }
+  return bytes;
+}
+
+/* Take the cache's idle buffers out of it, to be freed outside its lock. */
+static idle_buffer *detach_idle(buffer_cache *cache) {
+  idle_buffer *list = cache->idle;
+  cache->idle = NULL;
+  cache->idle_bytes = 0;
+  return list;
+}
+
+/* An idle buffer of `size` bytes, or NULL. Once the bounce buffer size setting changed, the idle
+ * buffers are freed: their sizes followed the old setting, so no IO would take them again (as
+ * kvikio drops its pool when the size changes). */
 static void *take_idle(buffer_cache *cache, size_t size) {
+  int64_t setting = kvik__setting(KVIK_SETTING_BOUNCE_BUFFER_SIZE);
+  idle_buffer *stale = NULL;
   pthread_mutex_lock(&cache->lock);
+  if (cache->made_for != setting) {
+    stale = detach_idle(cache);
+    cache->made_for = setting;
+  }
   idle_buffer **link = &cache->idle;
   while (*link && (*link)->size != size) link = &(*link)->next;
   idle_buffer *found = *link;
@@ -39,7 +73,15 @@ static void *take_idle(buffer_cache *cache, size_t size) {
     cache->idle_bytes -= size;
   }
   pthread_mutex_unlock(&cache->lock);
+  release_all(cache, stale);
   return found;
+}
+
+static size_t cache_free_idle(buffer_cache *cache) {
+  pthread_mutex_lock(&cache->lock);
+  idle_buffer *list = detach_idle(cache);
+  pthread_mutex_unlock(&cache->lock);
+  return release_all(cache, list);
 }
 
 static int cache_get(buffer_cache *cache, const char *fn, size_t size, void **buf) {
@@ -80,8 +122,10 @@ static int allocate_aligned(const char *fn, size_t size, void **buf) {
   return 0;
 }
 
-static buffer_cache aligned = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, KVIK__BOUNCE_CACHE_BYTES,
-                               allocate_aligned,          free};
+static buffer_cache aligned = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                               .max_idle_bytes = KVIK__BOUNCE_CACHE_BYTES,
+                               .allocate = allocate_aligned,
+                               .release = free};
 
 void *kvik__bounce_get(size_t size) {
   void *buf;
@@ -109,14 +153,35 @@ static void release_pinned(void *buf) {
   if (cu) cu->cuMemFreeHost(buf);
 }
 
-static buffer_cache pinned = {PTHREAD_MUTEX_INITIALIZER, NULL,          0, KVIK_PINNED_CACHE_BYTES,
-                              allocate_pinned,           release_pinned};
+static buffer_cache pinned = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                              .max_idle_bytes = KVIK_PINNED_CACHE_BYTES,
+                              .allocate = allocate_pinned,
+                              .release = release_pinned};
 
 int kvik__pinned_get(const char *fn, size_t size, void **buf) {
   return cache_get(&pinned, fn, size, buf);
 }
 
 void kvik__pinned_put(void *buf, size_t size) { cache_put(&pinned, buf, size); }
+
+/* ---- freeing the idle buffers ----------------------------------------------------------- */
+
+/* cuMemFreeHost needs a current context: the caller's, else device 0's primary one, which is
+ * active already where pinned buffers were made in it. Without one the buffers are still freed
+ * as far as the driver lets them. */
+size_t kvik_bounce_buffer_free(void) {
+  static const char fn[] = "kvik_bounce_buffer_free";
+  size_t bytes = cache_free_idle(&aligned);
+  pthread_mutex_lock(&pinned.lock);
+  int any_pinned = pinned.idle != NULL;
+  pthread_mutex_unlock(&pinned.lock);
+  if (!any_pinned) return bytes;
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  int pushed = cu && kvik__context_push_any(fn, cu) == 0;
+  bytes += cache_free_idle(&pinned);
+  if (pushed) kvik__context_pop();
+  return bytes;
+}
 
 /* ---- fork ------------------------------------------------------------------------------- */
 

@@ -12,6 +12,10 @@
 
 #define KVIK__BOUNCE_CACHE_BYTES ((size_t)64 << 20)
 
+/* Buffers are asked for in multiples of this (a power of two): an idle buffer holds the cache's
+ * link to the next in its first bytes. */
+#define KVIK__BOUNCE_GRAIN ((size_t)64)
+
 /* An aligned host buffer of `size` bytes (a multiple of the page size), or NULL with a detail
  * message. */
 void *kvik__bounce_get(size_t size);

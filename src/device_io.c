@@ -224,12 +224,15 @@ static int pipeline_write(pipeline *p, CUdeviceptr dev, size_t size, int64_t off
  * O_DIRECT can fill them. Larger chunks would leave a task nothing to overlap; smaller ones pay
  * the driver calls of a copy (about 10 us) too often: measured on an H100, 1 MiB chunks cost
  * 10% against 4 MiB ones. The size depends on the task size only, so that every task of every
- * request reuses the same cached buffers. */
+ * request reuses the same cached buffers. A bounce buffer size below a page (set for tests) is
+ * kept, in grains: kvikio code sees buffers of the size it set (kvik_bounce_buffer_free counts
+ * them), and the POSIX layer takes unaligned ones through its own O_DIRECT path. */
 static size_t chunk_size(size_t task_size) {
   size_t chunk = task_size / 2 > MIN_CHUNK ? task_size / 2 : MIN_CHUNK;
   size_t bounce = (size_t)kvik__setting(KVIK_SETTING_BOUNCE_BUFFER_SIZE);
   if (chunk > bounce) chunk = bounce;
-  return (chunk + PAGE - 1) & ~(size_t)(PAGE - 1);
+  size_t grain = chunk < PAGE ? KVIK__BOUNCE_GRAIN : PAGE;
+  return (chunk + grain - 1) & ~(grain - 1);
 }
 
 /* ---- reads ------------------------------------------------------------------------------ */

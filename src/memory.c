@@ -123,8 +123,7 @@ int kvik_cuda_stream_synchronize(void *stream, const void *ptr) {
   return rc;
 }
 
-/* Registration needs a current context; the registration itself is portable to all of them. */
-static int push_any_context(const char *fn, const kvik__cuda_api *cu) {
+int kvik__context_push_any(const char *fn, const kvik__cuda_api *cu) {
   CUcontext ctx = NULL;
   int rc = kvik__cuda_check(cu->cuCtxGetCurrent(&ctx), fn, "cuCtxGetCurrent");
   if (rc == 0 && !ctx) rc = kvik__primary_context(fn, 0, &ctx);
@@ -136,7 +135,7 @@ int kvik_host_pin(void *buf, size_t size) {
   if (!buf || size == 0) return kvik__fail(-EINVAL, "%s(%p, %zu): empty range", fn, buf, size);
   const kvik__cuda_api *cu = kvik__cuda(fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
-  int rc = push_any_context(fn, cu);
+  int rc = kvik__context_push_any(fn, cu);
   if (rc < 0) return rc;
   rc = kvik__cuda_check(cu->cuMemHostRegister(buf, size, CU_MEMHOSTREGISTER_PORTABLE), fn,
                         "cuMemHostRegister");
@@ -149,7 +148,7 @@ int kvik_host_unpin(void *buf) {
   if (!buf) return kvik__fail(-EINVAL, "%s: NULL buffer", fn);
   const kvik__cuda_api *cu = kvik__cuda(fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
-  int rc = push_any_context(fn, cu);
+  int rc = kvik__context_push_any(fn, cu);
   if (rc < 0) return rc;
   rc = kvik__cuda_check(cu->cuMemHostUnregister(buf), fn, "cuMemHostUnregister");
   kvik__context_pop();

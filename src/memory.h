@@ -28,6 +28,11 @@ int kvik__allocation_range(const char *fn, const void *ptr, char **base, size_t 
 int kvik__context_push(const char *fn, CUcontext ctx);
 void kvik__context_pop(void);
 
+/* Make the calling thread's current context current again, or device 0's primary context where
+ * none is, until kvik__context_pop(): for calls that need some context, not a particular one
+ * (registration and pinned allocations are portable to all). Returns 0 or a negative code. */
+int kvik__context_push_any(const char *fn, const kvik__cuda_api *cu);
+
 /* The ID that tells `ctx` from a later context with the same handle (cuCtxGetId); 0 where the
  * driver has no IDs or the context is gone. */
 unsigned long long kvik__context_id(CUcontext ctx);

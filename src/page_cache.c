@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -65,25 +66,48 @@ int64_t kvik__page_cache_pages(int fd, const char *map, int64_t offset, size_t l
   return resident;
 }
 
-int kvik_page_cache_info(const char *path, size_t *resident_pages, size_t *total_pages) {
-  if (!path) return kvik__fail(-EINVAL, "kvik_page_cache_info: NULL path");
+/* The pages of [offset, offset + length) (length 0: to the end), cut at the end of the file, from
+ * the page that holds `offset` on. `fn` is the public function. */
+static int count_pages(const char *fn, const char *path, int64_t offset, int64_t length,
+                       size_t *resident_pages, size_t *total_pages) {
   int fd = kvik__open_for_io(path, O_RDONLY | O_CLOEXEC, 0);
-  if (fd < 0) return kvik__fail_errno(errno, "kvik_page_cache_info(\"%s\")", path);
+  if (fd < 0) return kvik__fail_errno(errno, "%s(\"%s\")", fn, path);
   struct stat st;
   int err = fstat(fd, &st) != 0 ? errno : 0;
   size_t page = (size_t)sysconf(_SC_PAGESIZE), size = err ? 0 : (size_t)st.st_size;
+  size_t start = 0, end = 0; /* nothing where the range starts at or past the end */
+  if ((size_t)offset < size) {
+    start = (size_t)offset & ~(page - 1);
+    end = length == 0 || (size_t)length > size - (size_t)offset ? size
+                                                                 : (size_t)offset + (size_t)length;
+  }
   size_t resident = 0;
-  for (size_t off = 0; !err && off < size; off += WINDOW_BYTES) {
-    size_t len = size - off < WINDOW_BYTES ? size - off : WINDOW_BYTES;
+  for (size_t off = start; !err && off < end; off += WINDOW_BYTES) {
+    size_t len = end - off < WINDOW_BYTES ? end - off : WINDOW_BYTES;
     int64_t pages = kvik__page_cache_pages(fd, NULL, (int64_t)off, len);
     if (pages < 0) err = (int)-pages;
     else resident += (size_t)pages;
   }
   close(fd);
-  if (err) return kvik__fail_errno(err, "kvik_page_cache_info(\"%s\")", path);
+  if (err) return kvik__fail_errno(err, "%s(\"%s\")", fn, path);
   if (resident_pages) *resident_pages = resident;
-  if (total_pages) *total_pages = (size + page - 1) / page;
+  if (total_pages) *total_pages = (end - start + page - 1) / page;
   return 0;
+}
+
+int kvik_page_cache_info(const char *path, size_t *resident_pages, size_t *total_pages) {
+  if (!path) return kvik__fail(-EINVAL, "kvik_page_cache_info: NULL path");
+  return count_pages("kvik_page_cache_info", path, 0, 0, resident_pages, total_pages);
+}
+
+int kvik_page_cache_info_range(const char *path, int64_t offset, int64_t length,
+                               size_t *resident_pages, size_t *total_pages) {
+  static const char fn[] = "kvik_page_cache_info_range";
+  if (!path) return kvik__fail(-EINVAL, "%s: NULL path", fn);
+  if (offset < 0 || length < 0)
+    return kvik__fail(-EINVAL, "%s(\"%s\"): negative %s %" PRId64, fn, path,
+                      offset < 0 ? "offset" : "length", offset < 0 ? offset : length);
+  return count_pages(fn, path, offset, length, resident_pages, total_pages);
 }
 
 int kvik_page_cache_drop(const char *path) {

@@ -429,6 +429,7 @@ static long long free_null_handles(void) {
 
 #define PC_INFO "kvik_page_cache_info"
 #define PC_DROP "kvik_page_cache_drop"
+#define PC_RANGE "kvik_page_cache_info_range"
 #define PAGE_CACHE_CASES(X)                                                                                         \
   X(pc_info_null, "NULL path", kvik_page_cache_info(NULL, NULL, NULL), -EINVAL, PC_INFO, "NULL path", 0)            \
   X(pc_drop_null, "NULL path", kvik_page_cache_drop(NULL), -EINVAL, PC_DROP, "NULL path", 0)                        \
@@ -443,6 +444,14 @@ static long long free_null_handles(void) {
     PC_INFO, fx.unreadable, NEEDS_NON_ROOT)                                                                         \
   X(pc_drop_unreadable, "file without read permission", kvik_page_cache_drop(fx.unreadable), -EACCES, PC_DROP,      \
     fx.unreadable, NEEDS_NON_ROOT)                                                                                  \
+  X(pc_range_null, "NULL path", kvik_page_cache_info_range(NULL, 0, 0, NULL, NULL), -EINVAL,      \
+    PC_RANGE, "NULL path", 0)                                                                     \
+  X(pc_range_offset, "negative offset", kvik_page_cache_info_range(fx.file, -1, 0, NULL, NULL),   \
+    -EINVAL, PC_RANGE, "negative offset -1", 0)                                                   \
+  X(pc_range_length, "negative length", kvik_page_cache_info_range(fx.file, 0, -1, NULL, NULL),   \
+    -EINVAL, PC_RANGE, "negative length -1", 0)                                                   \
+  X(pc_range_missing, "missing file", kvik_page_cache_info_range(fx.missing, 0, 0, NULL, NULL),   \
+    -ENOENT, PC_RANGE, fx.missing, 0)                                                             \
   X(dio_null, "NULL directory", kvik_direct_io_supported(NULL), -EINVAL, "kvik_direct_io_supported", "NULL", 0)     \
   X(dio_missing, "missing directory", kvik_direct_io_supported(fx.missing), -ENOENT, "kvik_direct_io_supported",    \
     fx.missing, 0)                                                                                                  \

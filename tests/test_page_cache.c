@@ -4,6 +4,39 @@
 
 #define FILE_BYTES ((size_t)(8 << 20) + 1)
 
+/* kvik_page_cache_info_range's page counts, which do not depend on what is cached: whole pages,
+ * from the one holding the offset to the one holding the last byte, cut at the end of the file. */
+static void check_range_totals(const char *path, size_t page, size_t pages) {
+  struct {
+    int64_t offset, length;
+    size_t total;
+  } cases[] = {
+      {0, 0, pages},                                /* length 0: to the end */
+      {1, 1, 1},                                    /* inside a page */
+      {(int64_t)page - 1, 2, 2},                    /* across a page boundary */
+      {(int64_t)page, (int64_t)page, 1},            /* exactly one page */
+      {(int64_t)FILE_BYTES - 1, 100, 1},            /* past the end: cut there */
+      {(int64_t)page, INT64_MAX, pages - 1},        /* no overflow of offset + length */
+      {(int64_t)FILE_BYTES, 0, 0},                  /* at the end: nothing */
+      {(int64_t)FILE_BYTES + 5, 10, 0},             /* past it */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t resident = 1234, total = 1234;
+    int64_t offset = cases[i].offset, length = cases[i].length;
+    ASSERT_OK(kvik_page_cache_info_range(path, offset, length, &resident, &total));
+    ASSERT_EQ(total, cases[i].total);
+    ASSERT(resident <= total);
+  }
+  size_t resident, total;
+  ASSERT_FAILS(kvik_page_cache_info_range(NULL, 0, 0, &resident, &total), -EINVAL, "NULL path");
+  ASSERT_FAILS(kvik_page_cache_info_range(path, -1, 0, &resident, &total), -EINVAL,
+               "negative offset -1");
+  ASSERT_FAILS(kvik_page_cache_info_range(path, 0, -2, &resident, &total), -EINVAL,
+               "negative length -2");
+  ASSERT_FAILS(kvik_page_cache_info_range("/nonexistent/kvik", 0, 0, &resident, &total), -ENOENT,
+               "kvik_page_cache_info_range(\"/nonexistent/kvik\")");
+}
+
 int main(void) {
   test_without_cachestat_if_asked();
   char *dir = test_mkdtemp();
@@ -17,6 +50,7 @@ int main(void) {
   ASSERT_OK(kvik_page_cache_info(path, &resident, &total));
   ASSERT_EQ(total, pages);
   ASSERT(resident <= total);
+  check_range_totals(path, page, pages);
 
   ASSERT_OK(kvik_page_cache_drop(path));
   ASSERT_OK(kvik_page_cache_info(path, &resident, NULL));
@@ -43,6 +77,13 @@ int main(void) {
     close(fd);
     ASSERT_OK(kvik_page_cache_info(path, &resident, NULL));
     ASSERT(resident >= part / page - part / page / 16 && resident <= pages / 2);
+    /* A range counts its own pages: the part read, and one far past what readahead reached. */
+    ASSERT_OK(kvik_page_cache_info_range(path, 0, (int64_t)part, &resident, &total));
+    ASSERT_EQ(total, part / page);
+    ASSERT(resident >= total - total / 16);
+    ASSERT_OK(kvik_page_cache_info_range(path, 6 << 20, 1 << 20, &resident, &total));
+    ASSERT_EQ(total, ((size_t)1 << 20) / page);
+    ASSERT(resident < total / 2);
   }
 
   char *empty = test_path(dir, "empty");

@@ -1,13 +1,16 @@
 """kvikio.buffer: registering device memory with cuFile, and the bounce buffers."""
-from ._lib import memory_deregister, memory_register
+from . import _lib
+from ._lib import bounce_buffer_free
 
 __all__ = ["bounce_buffer_free", "memory_deregister", "memory_register"]
 
 
-def bounce_buffer_free() -> int:
-    """Free the idle bounce buffers and return how many bytes that freed, as kvikio's does.
+def memory_register(buf) -> None:
+    """Register the device allocation that `buf` lies in with cuFile, as kvikio's does. Host memory
+    needs no registration (kvik reads and writes it directly): nothing is done for it."""
+    _lib.memory_register(buf)
 
-    libkvik keeps its idle bounce buffers in bounded caches (64 MiB of pageable memory, and the
-    pinned cache that kvik.h describes) and offers no call to empty them, so this frees nothing
-    and returns 0. Code that calls it to bound its memory use runs unchanged."""
-    return 0
+
+def memory_deregister(buf) -> None:
+    """Undo memory_register(buf). Nothing is done for host memory."""
+    _lib.memory_deregister(buf)

@@ -51,7 +51,8 @@ def fromfile(file, dtype=float, count=-1, sep="", offset=0, *, like=None):
         The type of the items, as stored in the file.
     count : int
         How many items to read; -1 (the default) reads to the end of the file. Like NumPy, fewer
-        are read, silently, where the file ends first.
+        are read, silently, where the file ends first; another negative count raises ValueError
+        ("negative dimensions are not allowed"), as in NumPy and kvikio.
     sep : str
         Must be "" (binary); any other value raises NotImplementedError.
     offset : int
@@ -68,7 +69,7 @@ def fromfile(file, dtype=float, count=-1, sep="", offset=0, *, like=None):
     if itemsize == 0:
         raise ValueError(f"cannot read items of {numpy.dtype(dtype)}, which have no size")
     available = max(os.path.getsize(path) - offset, 0) // itemsize
-    count = available if count < 0 else min(count, available)
+    count = available if count == -1 else min(count, available)
     out = numpy.empty(count, dtype=dtype, like=like)
     with CuFile(path, "r") as f:
         nread = f.read(out, file_offset=offset)

@@ -152,6 +152,16 @@ static PyObject *py_memory_deregister(PyObject *self, PyObject *obj) {
   return none_or_raise(rc);
 }
 
+static PyObject *py_bounce_buffer_free(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  size_t bytes;
+  Py_BEGIN_ALLOW_THREADS
+  bytes = kvik_bounce_buffer_free();
+  Py_END_ALLOW_THREADS
+  return PyLong_FromSize_t(bytes);
+}
+
 /* ---- page cache -------------------------------------------------------------------------- */
 
 /* The path of `file` as bytes (new reference): a str, bytes or os.PathLike names it; an int file
@@ -187,15 +197,24 @@ static PyObject *file_path(PyObject *file) {
   return PyBytes_FromFormat("/proc/self/fd/%ld", fd);
 }
 
-static PyObject *py_get_page_cache_info(PyObject *self, PyObject *file) {
+static PyObject *py_get_page_cache_info(PyObject *self, PyObject *args, PyObject *kwargs) {
   (void)self;
+  static const char *const keywords[] = {"file", "offset", "length", NULL};
+  PyObject *file, *offset_obj = NULL, *length_obj = NULL;
+  int64_t offset, length;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:get_page_cache_info",
+                                   PYKVIK_KEYWORDS(keywords), &file, &offset_obj, &length_obj) ||
+      pykvik_offset_arg(offset_obj, "offset", &offset) < 0 ||
+      pykvik_offset_arg(length_obj, "length", &length) < 0)
+    return NULL;
   PyObject *path = file_path(file);
   if (!path) return NULL;
   size_t resident = 0, total = 0;
   int rc;
-  RC_CALL(rc, kvik_page_cache_info(PyBytes_AS_STRING(path), &resident, &total));
+  RC_CALL(rc, kvik_page_cache_info_range(PyBytes_AS_STRING(path), offset, length, &resident,
+                                         &total));
   Py_DECREF(path);
-  if (rc < 0) return pykvik_raise(rc);
+  if (rc < 0) return pykvik_raise_as(rc, PYKVIK_OPEN_WORDS(rc));
   return Py_BuildValue("(KK)", (unsigned long long)resident, (unsigned long long)total);
 }
 
@@ -291,9 +310,14 @@ PyMethodDef pykvik_driver_methods[] = {
      "registration (kvik reads and writes it directly): nothing is done for it."},
     {"memory_deregister", py_memory_deregister, METH_O,
      "memory_deregister(buf): undo memory_register(buf). Nothing is done for host memory."},
-    {"get_page_cache_info", py_get_page_cache_info, METH_O,
-     "get_page_cache_info(file) -> (num_pages_in_page_cache, num_pages): how much of the file (a path, a file "
-     "descriptor or an open file) is in the page cache."},
+    {"bounce_buffer_free", py_bounce_buffer_free, METH_NOARGS,
+     "bounce_buffer_free() -> int: free the idle bounce buffers (kvik_bounce_buffer_free); the bytes freed."},
+    {"get_page_cache_info", (PyCFunction)(void (*)(void))py_get_page_cache_info,
+     METH_VARARGS | METH_KEYWORDS,
+     "get_page_cache_info(file, offset=0, length=0) -> (num_pages_in_page_cache, num_pages):\n"
+     "how much of the file (a path, a file descriptor or an open file) is in the page cache:\n"
+     "of its bytes [offset, offset + length) (length 0: to the end), in whole pages; (0, 0)\n"
+     "from the end of the file on."},
     {"drop_file_page_cache", (PyCFunction)(void (*)(void))py_drop_file_page_cache, METH_VARARGS | METH_KEYWORDS,
      "drop_file_page_cache(file, offset=0, length=0, sync_first=True): ask the kernel to drop the file's cached "
      "pages in [offset, offset + length) (length 0: to the end), first writing back dirty ones if sync_first."},

@@ -69,9 +69,10 @@ static PyObject *os_error_type(int err) {
   return type;
 }
 
-PyObject *pykvik_raise(int code) {
-  const char *detail = kvik_last_error();
-  const char *message = detail[0] ? detail : kvik_strerror(code);
+PyObject *pykvik_raise(int code) { return pykvik_raise_as(code, NULL); }
+
+/* The class pykvik_raise() picks for `code`, with `message`. */
+static PyObject *raise_message(int code, const char *message) {
   if (code == -EINVAL)
     return raise_with_code(pykvik_invalid_argument_type, Py_BuildValue("(s)", message), code);
   if (code < 0 && code > KVIK_ERRNO_BASE) return pykvik_raise_errno(-code, message);
@@ -83,6 +84,17 @@ PyObject *pykvik_raise(int code) {
                                  "maybe the server doesn't support file ranges? [%s]", message)),
         code);
   return raise_with_code(pykvik_error_type, Py_BuildValue("(s)", message), code);
+}
+
+PyObject *pykvik_raise_as(int code, const char *words) {
+  const char *detail = kvik_last_error();
+  const char *message = detail[0] ? detail : kvik_strerror(code);
+  if (!words) return raise_message(code, message);
+  PyObject *text = PyUnicode_FromFormat("%s: %s", words, message);
+  if (!text) return NULL;
+  raise_message(code, PyUnicode_AsUTF8(text));
+  Py_DECREF(text);
+  return NULL;
 }
 
 PyObject *pykvik_raise_errno(int err, const char *message) {

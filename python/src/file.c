@@ -2,6 +2,7 @@
 #include "pykvik.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 
 /* ---- futures ----------------------------------------------------------------------------- */
@@ -53,6 +54,11 @@ static void future_dealloc(FutureObject *self) {
 
 PyObject *pykvik_future_start(PyObject *owner, pykvik_buffer *buf, int stream_ordered, pykvik_start_fn start,
                               void *ctx) {
+  return pykvik_future_start_as(owner, buf, stream_ordered, start, ctx, NULL);
+}
+
+PyObject *pykvik_future_start_as(PyObject *owner, pykvik_buffer *buf, int stream_ordered,
+                                 pykvik_start_fn start, void *ctx, const char *words) {
   FutureObject *self = PyObject_New(FutureObject, stream_ordered ? &IOFutureStreamType : &IOFutureType);
   if (!self) {
     pykvik_buffer_release(buf);
@@ -66,7 +72,7 @@ PyObject *pykvik_future_start(PyObject *owner, pykvik_buffer *buf, int stream_or
   rc = start(ctx, &self->future);
   Py_END_ALLOW_THREADS
   if (rc < 0) {
-    pykvik_raise(rc);
+    pykvik_raise_as(rc, words);
     Py_DECREF(self);
     return NULL;
   }
@@ -131,7 +137,8 @@ static int cufile_init(CuFileObject *self, PyObject *args, PyObject *kwargs) {
   Py_END_ALLOW_THREADS
   if (rc < 0) {
     Py_DECREF(path_bytes);
-    return pykvik_raise_int(rc);
+    pykvik_raise_as(rc, PYKVIK_OPEN_WORDS(rc));
+    return -1;
   }
   kvik_file_free(self->file); /* __init__ called again on the same object */
   self->file = file;
@@ -223,11 +230,20 @@ typedef struct {
   int64_t file_offset;
   int64_t dev_offset; /* raw IO: where in the buffer */
   size_t task_size;
+  const char *words; /* kvikio's words for the failure the call will meet, or NULL */
 } io_args;
+
+/* IO that the handle's mode forbids fails in libkvik with -EBADF ("file not opened for writing");
+ * kvikio says "Operation not permitted", which its users match: put before libkvik's message. */
+static const char *mode_words(kvik_file *file, int reading) {
+  int access = kvik_file_open_flags(file) & O_ACCMODE;
+  return access == (reading ? O_WRONLY : O_RDONLY) ? "Operation not permitted" : NULL;
+}
 
 /* Acquire the buffer and check `size` (default: what the buffer holds past dev_offset) fits. */
 static int io_args_finish(CuFileObject *self, PyObject *buf_obj, PyObject *size_obj, int writable, io_args *a) {
   if (!(a->file = open_file(self))) return -1;
+  a->words = mode_words(a->file, writable);
   if (pykvik_buffer_get(buf_obj, writable, &a->buf) < 0) return -1;
   if ((size_t)a->dev_offset > a->buf.nbytes) {
     PyErr_Format(PyExc_ValueError, "dev_offset %lld is past the end of the buffer (%zu bytes)",
@@ -281,7 +297,7 @@ static PyObject *start_parallel(CuFileObject *self, PyObject *args, PyObject *kw
                                 int is_write) {
   io_start s = {.is_write = is_write};
   if (parse_parallel_args(self, args, kwargs, format, !is_write, &s.a) < 0) return NULL;
-  return pykvik_future_start((PyObject *)self, &s.a.buf, 0, start_parallel_io, &s);
+  return pykvik_future_start_as((PyObject *)self, &s.a.buf, 0, start_parallel_io, &s, s.a.words);
 }
 
 static PyObject *cufile_pread(CuFileObject *self, PyObject *args, PyObject *kwargs) {
@@ -324,7 +340,9 @@ static PyObject *raw_io(CuFileObject *self, PyObject *args, PyObject *kwargs, co
   n = is_write ? kvik_file_raw_write(a.file, a.buf.ptr, a.size, a.file_offset, a.dev_offset)
                : kvik_file_raw_read(a.file, a.buf.ptr, a.size, a.file_offset, a.dev_offset);
   Py_END_ALLOW_THREADS
-  PyObject *result = n < 0 ? pykvik_raise((int)n) : PyLong_FromSsize_t(n);
+  /* kvikio's words for host memory, which raw IO refuses */
+  if (!a.words && n == -EINVAL && !a.buf.device) a.words = "Non-CUDA buffers not supported";
+  PyObject *result = n < 0 ? pykvik_raise_as((int)n, a.words) : PyLong_FromSsize_t(n);
   pykvik_buffer_release(&a.buf);
   return result;
 }
@@ -389,7 +407,7 @@ static PyObject *raw_io_async(CuFileObject *self, PyObject *args, PyObject *kwar
       io_args_finish(self, buf_obj, size_obj, !is_write, &a) < 0)
     return NULL;
   io_start s = {.a = a, .is_write = is_write, .stream = stream};
-  return pykvik_future_start((PyObject *)self, &s.a.buf, 1, start_stream_io, &s);
+  return pykvik_future_start_as((PyObject *)self, &s.a.buf, 1, start_stream_io, &s, s.a.words);
 }
 
 static PyObject *cufile_raw_read_async(CuFileObject *self, PyObject *args, PyObject *kwargs) {

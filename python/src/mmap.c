@@ -69,7 +69,7 @@ static int mmap_init(MmapObject *self, PyObject *args, PyObject *kwargs) {
     rc = kvik_mmap_open(PyBytes_AS_STRING(path_bytes), flags, map_size, map_offset, &map);
     Py_END_ALLOW_THREADS
     if (rc < 0) {
-      pykvik_raise(rc);
+      pykvik_raise_as(rc, PYKVIK_OPEN_WORDS(rc));
     } else {
       kvik_mmap_free(self->map); /* __init__ called again on the same object */
       self->map = map;

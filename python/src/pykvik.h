@@ -9,6 +9,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 
 #include "kvik.h"
 
@@ -27,6 +28,15 @@ extern PyObject *pykvik_invalid_argument_type;
  * set, all other codes KvikError. Every one is a KvikError, so a RuntimeError, as kvikio raises
  * for failed IO; each has `code`, `name` and `http_status`. Returns NULL. */
 PyObject *pykvik_raise(int code);
+
+/* pykvik_raise(code) with kvikio's `words` for the failure (NULL: none) before kvik's message,
+ * for code that matches kvikio's messages ("Unable to open file: kvik_file_open(...): ..."). */
+PyObject *pykvik_raise_as(int code, const char *words);
+
+/* kvikio's words for a failure to open a file: those of the system's refusals (an errno), not of
+ * bad arguments (-EINVAL). */
+#define PYKVIK_OPEN_WORDS(code)                                                                    \
+  ((code) != -EINVAL && (code) > KVIK_ERRNO_BASE ? "Unable to open file" : NULL)
 
 /* Raise kvik's class for errno `err` > 0 (as pykvik_raise(-err) does) with `message`. Returns
  * NULL. */
@@ -80,6 +90,10 @@ typedef int (*pykvik_start_fn)(void *ctx, kvik_future **future);
  * `owner` (the file) alive until it is freed. `ctx` must not point into Python objects. */
 PyObject *pykvik_future_start(PyObject *owner, pykvik_buffer *buf, int stream_ordered, pykvik_start_fn start,
                               void *ctx);
+
+/* pykvik_future_start, raising a failure to start with kvikio's `words` (pykvik_raise_as). */
+PyObject *pykvik_future_start_as(PyObject *owner, pykvik_buffer *buf, int stream_ordered,
+                                 pykvik_start_fn start, void *ctx, const char *words);
 
 /* ---- the parts of the module ------------------------------------------------------------- */
 

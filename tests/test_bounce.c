@@ -1,0 +1,121 @@
+/* kvik_bounce_buffer_free against the fake CUDA driver: it frees the idle pinned bounce buffers
+ * that device IO left in the cache and returns their bytes, then 0; buffers follow the bounce
+ * buffer size setting (below a page too), and a change of the setting frees the idle ones of the
+ * old size; IO in other threads while the cache is emptied still moves the right bytes. The fake's
+ * live count of pinned allocations proves that the memory is freed, not only forgotten. Skips
+ * (77) where no libcuda.so.1 loads. */
+#include "test_cuda.h"
+
+#define THREADS 4
+#define ROUNDS 50
+
+static long (*live)(const char *what);
+
+static char *dir;
+
+/* Write `n` bytes from device memory to a new file, through the pinned bounce buffers. */
+static void device_write(const char *name, size_t n) {
+  char *path = test_path(dir, name);
+  unsigned char *host = malloc(n);
+  test_fill(host, n, n);
+  char *dev = device_alloc(n);
+  to_device(dev, host, n);
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path, "w", 0644, &f));
+  ASSERT_EQ(kvik_file_write(f, dev, n, 0), (ssize_t)n);
+  ASSERT_OK(kvik_file_close(f));
+  kvik_file_free(f);
+  size_t got_n;
+  unsigned char *got = test_read_file(path, &got_n);
+  ASSERT_EQ(got_n, n);
+  ASSERT_SAME_BYTES(got, host, n);
+  free(got);
+  device_free(dev);
+  free(host);
+  free(path);
+}
+
+static void test_frees_idle_buffers(void) {
+  kvik_bounce_buffer_free();
+  long before = live("pinned");
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 8192));
+  device_write("a", 100);
+  ASSERT_EQ(live("pinned"), before + 1);
+  ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)8192);
+  ASSERT_EQ(live("pinned"), before);
+  ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)0);
+  device_write("a", 100); /* IO allocates again what it needs */
+  ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)8192);
+}
+
+/* kvikio's own test sets 1024 and 2048 and counts exactly those bytes. */
+static void test_sizes_below_a_page(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 1024));
+  device_write("b", 80);
+  ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)1024);
+  ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)0);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 10)); /* in grains of 64 bytes */
+  device_write("b", 1000);
+  ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)128); /* two chunks of 64 bytes in flight */
+}
+
+static void test_setting_change_frees_old_size(void) {
+  long before = live("pinned");
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 1024));
+  device_write("c", 80);
+  ASSERT_EQ(live("pinned"), before + 1);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 2048));
+  device_write("c", 80);
+  ASSERT_EQ(live("pinned"), before + 1); /* the 1024-byte buffer went */
+  ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)2048);
+  ASSERT_EQ(live("pinned"), before);
+}
+
+static atomic_int writers_done;
+
+static void *writer(void *arg) {
+  char name[32];
+  snprintf(name, sizeof name, "t%d", (int)(intptr_t)arg);
+  CUdevice dev;
+  CUcontext ctx;
+  CU_OK(cu.cuDeviceGet(&dev, 0)); /* for the test's own allocations */
+  CU_OK(cu.cuDevicePrimaryCtxRetain(&ctx, dev));
+  CU_OK(cu.cuCtxSetCurrent(ctx));
+  for (int i = 0; i < ROUNDS; i++) device_write(name, 100000 + (size_t)i * 333);
+  atomic_fetch_add(&writers_done, 1);
+  return NULL;
+}
+
+static void test_free_beside_io(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 16384));
+  long before = live("pinned");
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++)
+    ASSERT_EQ(pthread_create(&t[i], NULL, writer, (void *)(intptr_t)i), 0);
+  while (atomic_load(&writers_done) < THREADS) kvik_bounce_buffer_free();
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  kvik_bounce_buffer_free();
+  ASSERT_EQ(live("pinned"), before);
+}
+
+int main(void) {
+  if (!load_cuda()) {
+    fprintf(stderr, "skip: no libcuda.so.1\n");
+    return TEST_SKIP;
+  }
+  void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (driver) *(void **)&live = dlsym(driver, "fake_cuda_live");
+  if (!live) {
+    fprintf(stderr, "skip: not the fake driver (its live counts prove the frees)\n");
+    return TEST_SKIP;
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_COMPAT_MODE, KVIK_COMPAT_ON));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
+  dir = test_mkdtemp();
+  test_frees_idle_buffers();
+  test_sizes_below_a_page();
+  test_setting_change_frees_old_size();
+  test_free_beside_io();
+  test_rmdir(dir);
+  return 0;
+}
