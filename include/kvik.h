@@ -715,8 +715,9 @@ KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t off
  *
  * Failures: a request answered with a status in KVIK_SETTING_HTTP_STATUS_CODES, a connection
  * refused, dropped or timed out, or a body cut short is tried again after a pause that doubles
- * each time (0.1 s, 0.2 s, 0.4 s ..., at most 10 s), up to KVIK_SETTING_HTTP_MAX_ATTEMPTS attempts
- * in all, each limited to KVIK_SETTING_HTTP_TIMEOUT seconds. Then, and for any other failure, the
+ * each time, as KvikIO's (0.5 s, 1 s, 2 s, then 4 s each), up to KVIK_SETTING_HTTP_MAX_ATTEMPTS
+ * attempts in all, each limited to KVIK_SETTING_HTTP_TIMEOUT seconds; the library prints nothing,
+ * a retry hook (kvik_remote_set_retry_hook) hears of each. Then, and for any other failure, the
  * read fails with a code that says what happened:
  *   KVIK_EHTTP_BASE - status   an HTTP error status (403, 404, ...; KVIK_IS_HTTP_ERROR)
  *   -ETIMEDOUT                 an attempt took longer than KVIK_SETTING_HTTP_TIMEOUT
@@ -737,6 +738,10 @@ KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t off
  * A read that fails returns its code, never a byte count, and leaves its buffer undefined.
  * Messages name the URL without its user name, password or query string, and never carry
  * credentials; KVIK_SETTING_REMOTE_VERBOSE traces every request on stderr, credentials removed.
+ * They carry KvikIO's words where code written for it looks for them: an HTTP error status adds
+ * "(the requested URL returned error: 404)", and a request that used up its attempts ends with
+ * "(KvikIO: HTTP request reached maximum number of attempts (3). Reason: Got HTTP code 503.)"
+ * ("Reason: Operation timed out." after timeouts, else the code's kvik_strerror()).
  *
  * TLS certificates are verified, against libcurl's CA store or the one named by CURL_CA_BUNDLE
  * or SSL_CERT_FILE (a file) and SSL_CERT_DIR (a directory), read when a remote file opens.
@@ -847,6 +852,28 @@ KVIK_API int kvik_remote_pread(kvik_remote *remote, void *buf, size_t size, int6
  * the NUL; may be NULL) libcurl's version ("libcurl/7.88.1 OpenSSL/3.0.17 ...") or why not.
  * Returns: 1 or 0. Errors: none. Threads: safe. */
 KVIK_API int kvik_remote_supported(char *detail, size_t len);
+
+/* What a retry hook is told: an attempt of a remote request failed, and the request is tried
+ * again after a pause. */
+typedef struct kvik_retry_info {
+  unsigned attempt;      /* the attempt that failed, from 1 */
+  unsigned max_attempts; /* KVIK_SETTING_HTTP_MAX_ATTEMPTS as the request began */
+  int cause;             /* the failure's code, from the list above (-ETIMEDOUT, ...) */
+  int status;            /* the HTTP status where cause is one (KVIK_IS_HTTP_ERROR), else 0 */
+  int64_t delay_ms;      /* the pause before the next attempt, in milliseconds */
+  const char *url;       /* the URL as messages name it; valid during the call only */
+} kvik_retry_info;
+
+typedef void kvik_retry_hook(const kvik_retry_info *info, void *arg);
+
+/* Have `hook` called with `arg` each time a remote request of this process is tried again, before
+ * the pause; NULL removes the hook. It runs on the thread that makes the request (a pool thread),
+ * possibly on several at once, and must not call kvik_remote_set_retry_hook(); a call under way
+ * may still finish after the hook is replaced. kvik itself prints nothing: the Python package's
+ * hook prints KvikIO's notice ("KvikIO: Got HTTP code 503. Retrying after 500ms (attempt 1 of
+ * 2).") on stderr. Built without libcurl, the hook is kept and never called.
+ * Returns: 0. Errors: none. Threads: safe. */
+KVIK_API int kvik_remote_set_retry_hook(kvik_retry_hook *hook, void *arg);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Batch IO                                                                                   */

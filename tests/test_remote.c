@@ -405,6 +405,84 @@ static void test_webhdfs(const char *base) {
 
 /* ---- faults -------------------------------------------------------------------------------- */
 
+/* What the retry hook was told; the requests below make one task, so calls do not overlap. */
+static kvik_retry_info retries[4];
+static char retry_urls[4][512];
+static int retry_count;
+
+static void record_retry(const kvik_retry_info *info, void *arg) {
+  ASSERT(arg == retries);
+  if (retry_count < 4) {
+    retries[retry_count] = *info;
+    snprintf(retry_urls[retry_count], sizeof retry_urls[0], "%s", info->url);
+  }
+  retry_count++;
+}
+
+/* Read the first MiB of fault/MODE/medium in one task: one request. */
+static ssize_t read_one_task(const char *fault, const char *mode) {
+  char url[512];
+  snprintf(url, sizeof url, "%s/%s/medium", fault, mode);
+  size_t size;
+  free(load_object("medium", &size));
+  kvik_remote_options o;
+  kvik_remote_options_init(&o);
+  o.size = (int64_t)size; /* given, so that only the read meets the fault */
+  kvik_remote *r = open_ok(url, &o);
+  char *buf = malloc(1 << 20);
+  kvik_future *f;
+  ASSERT_OK(kvik_remote_pread(r, buf, 1 << 20, 0, 1 << 20, &f));
+  ssize_t got = kvik_future_wait(f);
+  kvik_future_free(f);
+  free(buf);
+  kvik_remote_free(r);
+  return got;
+}
+
+/* The hook hears of each retry, before its pause (kvikio's: 0.5 s first), and of nothing else;
+ * the library itself prints nothing. A request that runs out of attempts says so in kvikio's
+ * words. */
+static void test_retry_hook(const char *fault) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_TIMEOUT, 1));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 3));
+  ASSERT_OK(kvik_remote_set_retry_hook(record_retry, retries));
+  fault_server_get("/_reset", (char[8]){0}, 8);
+  retry_count = 0;
+  ASSERT_EQ(read_one_task(fault, "flaky-1"), 1 << 20);
+  ASSERT_EQ(retry_count, 1);
+  ASSERT_EQ(retries[0].attempt, 1);
+  ASSERT_EQ(retries[0].max_attempts, 3);
+  ASSERT_EQ(retries[0].cause, KVIK_EHTTP_BASE - 503);
+  ASSERT_EQ(retries[0].status, 503);
+  ASSERT_EQ(retries[0].delay_ms, 500);
+  ASSERT(strstr(retry_urls[0], "/flaky-1/medium"));
+
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 2));
+  fault_server_get("/_reset", (char[8]){0}, 8);
+  retry_count = 0;
+  ASSERT_FAILS(read_one_task(fault, "flaky-2"), KVIK_EHTTP_BASE - 503,
+               "(KvikIO: HTTP request reached maximum number of attempts (2). Reason: Got HTTP "
+               "code 503.)");
+  ASSERT(strstr(kvik_last_error(), "(the requested URL returned error: 503)"));
+  ASSERT_EQ(retry_count, 1); /* none after the last attempt */
+  retry_count = 0;
+  ASSERT_FAILS(read_one_task(fault, "slow-3"), -ETIMEDOUT,
+               "(KvikIO: HTTP request reached maximum number of attempts (2). Reason: Operation "
+               "timed out.)");
+  ASSERT_EQ(retry_count, 1);
+  ASSERT_EQ(retries[0].cause, -ETIMEDOUT);
+  ASSERT_EQ(retries[0].status, 0);
+  ASSERT_EQ(retries[0].attempt, 1);
+  ASSERT_EQ(retries[0].max_attempts, 2);
+
+  ASSERT_OK(kvik_remote_set_retry_hook(NULL, NULL));
+  fault_server_get("/_reset", (char[8]){0}, 8);
+  retry_count = 0;
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 3));
+  ASSERT_EQ(read_one_task(fault, "flaky-1"), 1 << 20);
+  ASSERT_EQ(retry_count, 0);
+}
+
 /* Read 3 MiB of fault/MODE/medium in three 1 MiB tasks. The size is given, so that only the
  * reads meet the fault. */
 static ssize_t read_under_fault(const char *fault, const char *mode) {
@@ -769,6 +847,7 @@ int main(void) {
   test_http_concurrent(http, 1);
   test_known_size_asks_nothing(fault);
   test_faults(fault);
+  test_retry_hook(fault);
   test_failure_stops_read(fault);
   test_wrong_ranges(fault);
   test_whole_object_answers(fault);

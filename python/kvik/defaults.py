@@ -26,7 +26,7 @@ Each setting starts from its environment variable (KvikIO's names: ``KVIKIO_NTHR
   KVIK_SETTING_IO_URING).
 
 Remote files (kvik.RemoteFile) follow these; a failed request is tried again, after a pause that
-doubles each time from 0.1 s:
+doubles each time from 0.5 s (at most 4 s), as kvikio's:
 
 - ``"http_max_attempts"``: attempts per request in all, the first included (3).
 - ``"http_timeout"``: seconds each attempt may take (60).
