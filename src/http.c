@@ -167,8 +167,15 @@ static void release_handle(pooled_handle *h) {
   pthread_mutex_unlock(&pool_lock);
 }
 
+/* The most requests in flight: REMOTE_CONNECTIONS, or kvikio's cap where that is smaller. */
+static unsigned request_cap(void) {
+  int64_t cap = kvik__setting(KVIK_SETTING_REMOTE_CONNECTIONS);
+  int64_t most = kvik__setting(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS);
+  return (unsigned)(most > 0 && most < cap ? most : cap);
+}
+
 static pooled_handle *acquire_handle(void) {
-  unsigned cap = (unsigned)kvik__setting(KVIK_SETTING_REMOTE_CONNECTIONS);
+  unsigned cap = request_cap();
   pthread_mutex_lock(&pool_lock);
   while (in_use >= cap) pthread_cond_wait(&pool_cond, &pool_lock);
   in_use++;

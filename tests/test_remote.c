@@ -188,6 +188,44 @@ static void test_http_concurrent(const char *base, int64_t connections) {
   free(ref);
 }
 
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Seconds that four 1 MiB tasks, on four threads, take from a server that answers each GET after
+ * 0.3 s. */
+static double four_slow_tasks(const char *fault) {
+  char url[512];
+  snprintf(url, sizeof url, "%s/slow-0.3/medium", fault);
+  kvik_remote *r = open_ok(url, NULL);
+  char *buf = malloc(4 << 20);
+  double start = seconds_now();
+  kvik_future *f;
+  ASSERT_OK(kvik_remote_pread(r, buf, 4 << 20, 0, 1 << 20, &f));
+  ASSERT_EQ(kvik_future_wait(f), 4 << 20);
+  double took = seconds_now() - start;
+  kvik_future_free(f);
+  free(buf);
+  kvik_remote_free(r);
+  return took;
+}
+
+/* kvikio's remote_io_max_concurrent_requests caps the requests in flight too: at 1, the four
+ * tasks run one after another. */
+static void test_max_concurrent_requests(const char *fault) {
+  int64_t threads_before;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads_before));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, 1));
+  ASSERT(four_slow_tasks(fault) >= 4 * 0.3);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, 0)); /* no limit */
+  ASSERT(four_slow_tasks(fault) < 4 * 0.3);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, 256));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, threads_before));
+}
+
 /* ---- the handle ---------------------------------------------------------------------------- */
 
 static void test_known_size_asks_nothing(const char *fault) {
@@ -846,6 +884,7 @@ int main(void) {
   test_http_concurrent(http, 64);
   test_http_concurrent(http, 1);
   test_known_size_asks_nothing(fault);
+  test_max_concurrent_requests(fault);
   test_faults(fault);
   test_retry_hook(fault);
   test_failure_stops_read(fault);

@@ -57,7 +57,7 @@ from .cufile import (
     drop_system_page_cache,
     get_page_cache_info,
 )
-from .defaults import CompatMode
+from .defaults import CompatMode, RemoteIOBackend, RemoteReactorDispatch
 from .remote_file import (
     RemoteEndpointType,
     RemoteFile,
@@ -99,6 +99,8 @@ __all__ = [
     "RangeNotSupported",
     "RemoteEndpointType",
     "RemoteFile",
+    "RemoteIOBackend",
+    "RemoteReactorDispatch",
     "TimedOut",
     "WouldBlock",
     "__git_commit__",
