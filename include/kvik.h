@@ -216,8 +216,8 @@ KVIK_API const char *kvik_last_error(void);
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
  * on/off/true/false/yes/no/1/0, the compat mode accepts those and "auto", sizes and counts
  * accept decimal integers, REMOTE_IO_BACKEND "easy_threadpool" and "multi_poll",
- * REMOTE_IO_REACTOR_DISPATCH "per_chunk" and "per_pread" (KvikIO's names). KVIK_SETTING_HTTP_STATUS_CODES is a list: it is read and changed as
- * text only (kvik_setting_format, kvik_setting_parse: comma-separated statuses, "" for none);
+ * REMOTE_IO_REACTOR_DISPATCH "per_chunk" and "per_pread" (KvikIO's names).
+ * KVIK_SETTING_HTTP_STATUS_CODES is a list: it is read and changed as text only (kvik_setting_format, kvik_setting_parse: comma-separated statuses, "" for none);
  * kvik_setting_get and kvik_setting_set refuse it with -EINVAL.
  */
 typedef enum kvik_setting {

@@ -74,7 +74,7 @@ class CompatMode(enum.IntEnum):
 
 
 class RemoteIOBackend(enum.IntEnum):
-    """The values of the ``"remote_io_backend"`` setting, kvikio's numbers (kvik_remote_io_backend)."""
+    """The values of the ``"remote_io_backend"`` setting, kvikio's numbers."""
 
     EASY_THREADPOOL = 0
     MULTI_POLL = 1

@@ -83,7 +83,8 @@ def _serves(kind, url):
     """Whether an endpoint of `kind` can serve `url`: the test kvikio applies to each type of an
     allow_list in turn."""
     if kind in (RemoteEndpointType.S3, RemoteEndpointType.S3_PUBLIC):
-        return _is_s3_object_url(url) or (_is_http(url) and _is_s3_host(url) and not _is_presigned(url))
+        return _is_s3_object_url(url) or (_is_http(url) and _is_s3_host(url)
+                                          and not _is_presigned(url))
     if kind == RemoteEndpointType.S3_PRESIGNED_URL:
         return _is_presigned(url)
     if kind == RemoteEndpointType.WEBHDFS:
@@ -98,14 +99,15 @@ def infer_remote_endpoint_type(url: str) -> RemoteEndpointType:
     scheme") and for one that no type serves ("Unsupported endpoint URL"), s3://BUCKET without a
     key among them."""
     if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", url):
-        raise _lib.InvalidArgument(f"Bad scheme: {_without_secrets(url)!r} does not start with SCHEME://")
+        shown = _without_secrets(url)
+        raise _lib.InvalidArgument(f"Bad scheme: {shown!r} does not start with SCHEME://")
     kinds = (RemoteEndpointType.S3_PRESIGNED_URL, RemoteEndpointType.WEBHDFS,
              RemoteEndpointType.S3, RemoteEndpointType.HTTP)
     for kind in kinds:
         if _serves(kind, url):
             return kind
-    raise _lib.InvalidArgument(f"Unsupported endpoint URL {_without_secrets(url)!r}: the schemes are s3, "
-                       "http and https")
+    raise _lib.InvalidArgument(f"Unsupported endpoint URL {_without_secrets(url)!r}: the schemes "
+                               "are s3, http and https")
 
 
 def _kind_from_allow_list(url, remote_endpoint_type, allow_list):
@@ -119,8 +121,8 @@ def _kind_from_allow_list(url, remote_endpoint_type, allow_list):
     names = ", ".join(kind.name for kind in allowed) or "nothing"
     if remote_endpoint_type != RemoteEndpointType.AUTO:
         if remote_endpoint_type not in allowed:
-            raise _lib.InvalidArgument(f"remote_endpoint_type {remote_endpoint_type.name} is not in the "
-                                       f"allowlist (allow_list: {names})")
+            raise _lib.InvalidArgument(f"remote_endpoint_type {remote_endpoint_type.name} is not "
+                                       f"in the allowlist (allow_list: {names})")
         return remote_endpoint_type
     for kind in allowed:
         if _serves(kind, url):

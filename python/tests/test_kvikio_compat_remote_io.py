@@ -15,7 +15,8 @@ from conftest import serve
 import kvik
 from kvik import RemoteEndpointType, RemoteFile, defaults
 
-needs_curl = pytest.mark.skipif(not kvik.is_remote_file_available(), reason="kvik built without libcurl")
+needs_curl = pytest.mark.skipif(not kvik.is_remote_file_available(),
+                                reason="kvik built without libcurl")
 
 
 @pytest.fixture
@@ -56,8 +57,8 @@ def test_each_retry_prints_kvikios_notice_on_stderr(server, capfd):
     err = capfd.readouterr().err
     assert re.findall(r"KvikIO: Got HTTP code 503\. Retrying after (\d+)ms \(attempt (\d) of 3\)\.",
                       err) == [("500", "1"), ("1000", "2")], err
-    assert info.match(r"KvikIO: HTTP request reached maximum number of attempts \(3\)\. Reason: Got "
-                      r"HTTP code 503\.")
+    assert info.match(r"KvikIO: HTTP request reached maximum number of attempts \(3\)\. "
+                      r"Reason: Got HTTP code 503\.")
     assert info.match("URL returned error: 503")
 
 
@@ -161,8 +162,10 @@ def test_remote_io_environment_variables_are_kvikios():
             "print(json.dumps([int(kvik.defaults.get(n)) for n in "
             f"{list(REMOTE_IO)!r}]))")
     env = dict(os.environ, KVIKIO_REMOTE_IO_BACKEND="multi_poll", KVIKIO_REMOTE_IO_NUM_REACTORS="8",
-               KVIKIO_REMOTE_IO_REACTOR_DISPATCH="PER_PREAD", KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS="32")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+               KVIKIO_REMOTE_IO_REACTOR_DISPATCH="PER_PREAD",
+               KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS="32")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [1, 8, 1, 32]
 
