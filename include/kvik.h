@@ -163,6 +163,11 @@ KVIK_API const char *kvik_last_error(void);
  *   KVIK_SETTING_REMOTE_VERBOSE KVIKIO_REMOTE_VERBOSE         0 (off)
  *   KVIK_SETTING_REMOTE_CONNECTIONS KVIK_REMOTE_CONNECTIONS   64
  *   KVIK_SETTING_IO_URING      KVIK_IO_URING                  KVIK_AUTO
+ *   KVIK_SETTING_REMOTE_IO_BACKEND KVIKIO_REMOTE_IO_BACKEND   KVIK_REMOTE_IO_EASY_THREADPOOL
+ *   KVIK_SETTING_REMOTE_IO_NUM_REACTORS KVIKIO_REMOTE_IO_NUM_REACTORS  1
+ *   KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH KVIKIO_REMOTE_IO_REACTOR_DISPATCH
+ *                                                             KVIK_REACTOR_PER_CHUNK
+ *   KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS 256
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_. What each
  * does, KVIK_SETTING_ left out (how the O_DIRECT, zero-copy and io_uring paths work, and why:
@@ -200,12 +205,20 @@ KVIK_API const char *kvik_last_error(void);
  *    kvik_io_uring_supported). A batch that gives device memory to io_uring holds a pinned
  *    staging arena of 64 MiB, for operations of up to 16 MiB.
  *  - HTTP_* and REMOTE_*: see "Remote files".
+ *  - REMOTE_IO_*: KvikIO's choice of remote engine, read back as set. kvik has one engine,
+ *    requests on the thread pool (KvikIO's EASY_THREADPOOL); under either backend reads work
+ *    the same. NUM_REACTORS (at least 1) and REACTOR_DISPATCH configure KvikIO's MULTI_POLL
+ *    reactors, which kvik has not: they change nothing. MAX_CONCURRENT_REQUESTS, 0 for no
+ *    limit, caps the remote requests in flight at once, as REMOTE_CONNECTIONS does: the smaller
+ *    of the two applies. KvikIO fixes the last three once its reactors have started; kvik's
+ *    may change at any time, taking effect for requests that start after.
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
  * on/off/true/false/yes/no/1/0, the compat mode accepts those and "auto", sizes and counts
- * accept decimal integers. KVIK_SETTING_HTTP_STATUS_CODES is a list: it is read and changed as
- * text only (kvik_setting_format, kvik_setting_parse: comma-separated statuses, "" for none);
+ * accept decimal integers, REMOTE_IO_BACKEND "easy_threadpool" and "multi_poll",
+ * REMOTE_IO_REACTOR_DISPATCH "per_chunk" and "per_pread" (KvikIO's names).
+ * KVIK_SETTING_HTTP_STATUS_CODES is a list: it is read and changed as text only (kvik_setting_format, kvik_setting_parse: comma-separated statuses, "" for none);
  * kvik_setting_get and kvik_setting_set refuse it with -EINVAL.
  */
 typedef enum kvik_setting {
@@ -223,8 +236,25 @@ typedef enum kvik_setting {
   KVIK_SETTING_REMOTE_VERBOSE,
   KVIK_SETTING_REMOTE_CONNECTIONS,
   KVIK_SETTING_IO_URING,
+  KVIK_SETTING_REMOTE_IO_BACKEND,
+  KVIK_SETTING_REMOTE_IO_NUM_REACTORS,
+  KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH,
+  KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS,
   KVIK_SETTING_COUNT /* number of settings; not a setting */
 } kvik_setting;
+
+/* Values of KVIK_SETTING_REMOTE_IO_BACKEND; the numbers are KvikIO's RemoteIOBackend. */
+typedef enum kvik_remote_io_backend {
+  KVIK_REMOTE_IO_EASY_THREADPOOL = 0,
+  KVIK_REMOTE_IO_MULTI_POLL = 1
+} kvik_remote_io_backend;
+
+/* Values of KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH; the numbers are KvikIO's
+ * RemoteReactorDispatch. */
+typedef enum kvik_reactor_dispatch {
+  KVIK_REACTOR_PER_CHUNK = 0,
+  KVIK_REACTOR_PER_PREAD = 1
+} kvik_reactor_dispatch;
 
 /* Values of KVIK_SETTING_COMPAT_MODE. ON: never use cuFile (POSIX IO only). OFF: require
  * cuFile. AUTO: use cuFile where it can work, POSIX elsewhere. */
@@ -722,12 +752,14 @@ KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t off
  * (signed, public or presigned) or WebHDFS: KvikIO's RemoteHandle. Reads work as file reads do:
  * into host or device memory, split into tasks of the task size that run in parallel on the
  * thread pool, each one range request. At most KVIK_SETTING_REMOTE_CONNECTIONS requests are in
- * flight at once, and each takes a pool thread: a high-latency store needs both settings raised.
+ * flight at once (and at most KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, where that is not
+ * 0), and each takes a pool thread: a high-latency store needs both settings raised.
  *
  * Failures: a request answered with a status in KVIK_SETTING_HTTP_STATUS_CODES, a connection
  * refused, dropped or timed out, or a body cut short is tried again after a pause that doubles
- * each time (0.1 s, 0.2 s, 0.4 s ..., at most 10 s), up to KVIK_SETTING_HTTP_MAX_ATTEMPTS attempts
- * in all, each limited to KVIK_SETTING_HTTP_TIMEOUT seconds. Then, and for any other failure, the
+ * each time, as KvikIO's (0.5 s, 1 s, 2 s, then 4 s each), up to KVIK_SETTING_HTTP_MAX_ATTEMPTS
+ * attempts in all, each limited to KVIK_SETTING_HTTP_TIMEOUT seconds; the library prints nothing,
+ * a retry hook (kvik_remote_set_retry_hook) hears of each. Then, and for any other failure, the
  * read fails with a code that says what happened:
  *   KVIK_EHTTP_BASE - status   an HTTP error status (403, 404, ...; KVIK_IS_HTTP_ERROR)
  *   -ETIMEDOUT                 an attempt took longer than KVIK_SETTING_HTTP_TIMEOUT
@@ -748,6 +780,10 @@ KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t off
  * A read that fails returns its code, never a byte count, and leaves its buffer undefined.
  * Messages name the URL without its user name, password or query string, and never carry
  * credentials; KVIK_SETTING_REMOTE_VERBOSE traces every request on stderr, credentials removed.
+ * They carry KvikIO's words where code written for it looks for them: an HTTP error status adds
+ * "(the requested URL returned error: 404)", and a request that used up its attempts ends with
+ * "(KvikIO: HTTP request reached maximum number of attempts (3). Reason: Got HTTP code 503.)"
+ * ("Reason: Operation timed out." after timeouts, else the code's kvik_strerror()).
  *
  * TLS certificates are verified, against libcurl's CA store or the one named by CURL_CA_BUNDLE
  * or SSL_CERT_FILE (a file) and SSL_CERT_DIR (a directory), read when a remote file opens.
@@ -858,6 +894,28 @@ KVIK_API int kvik_remote_pread(kvik_remote *remote, void *buf, size_t size, int6
  * the NUL; may be NULL) libcurl's version ("libcurl/7.88.1 OpenSSL/3.0.17 ...") or why not.
  * Returns: 1 or 0. Errors: none. Threads: safe. */
 KVIK_API int kvik_remote_supported(char *detail, size_t len);
+
+/* What a retry hook is told: an attempt of a remote request failed, and the request is tried
+ * again after a pause. */
+typedef struct kvik_retry_info {
+  unsigned attempt;      /* the attempt that failed, from 1 */
+  unsigned max_attempts; /* KVIK_SETTING_HTTP_MAX_ATTEMPTS as the request began */
+  int cause;             /* the failure's code, from the list above (-ETIMEDOUT, ...) */
+  int status;            /* the HTTP status where cause is one (KVIK_IS_HTTP_ERROR), else 0 */
+  int64_t delay_ms;      /* the pause before the next attempt, in milliseconds */
+  const char *url;       /* the URL as messages name it; valid during the call only */
+} kvik_retry_info;
+
+typedef void kvik_retry_hook(const kvik_retry_info *info, void *arg);
+
+/* Have `hook` called with `arg` each time a remote request of this process is tried again, before
+ * the pause; NULL removes the hook. It runs on the thread that makes the request (a pool thread),
+ * possibly on several at once, and must not call kvik_remote_set_retry_hook(); a call under way
+ * may still finish after the hook is replaced. kvik itself prints nothing: the Python package's
+ * hook prints KvikIO's notice ("KvikIO: Got HTTP code 503. Retrying after 500ms (attempt 1 of
+ * 2).") on stderr. Built without libcurl, the hook is kept and never called.
+ * Returns: 0. Errors: none. Threads: safe. */
+KVIK_API int kvik_remote_set_retry_hook(kvik_retry_hook *hook, void *arg);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Batch IO                                                                                   */

@@ -5,11 +5,28 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <strings.h>
 
 #include "error.h"
 #include "kvik.h"
+
+/* ---- the retry hook ----------------------------------------------------------------------- */
+
+/* The hook and its argument change together under hook_lock; a retry copies both, then calls the
+ * hook without the lock, so that a slow hook holds up no other request. */
+static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
+static kvik_retry_hook *retry_hook;
+static void *retry_hook_arg;
+
+int kvik_remote_set_retry_hook(kvik_retry_hook *hook, void *arg) {
+  pthread_mutex_lock(&hook_lock);
+  retry_hook = hook;
+  retry_hook_arg = hook ? arg : NULL;
+  pthread_mutex_unlock(&hook_lock);
+  return 0;
+}
 
 /* ---- header values ------------------------------------------------------------------------ */
 
@@ -150,8 +167,15 @@ static void release_handle(pooled_handle *h) {
   pthread_mutex_unlock(&pool_lock);
 }
 
+/* The most requests in flight: REMOTE_CONNECTIONS, or kvikio's cap where that is smaller. */
+static unsigned request_cap(void) {
+  int64_t cap = kvik__setting(KVIK_SETTING_REMOTE_CONNECTIONS);
+  int64_t most = kvik__setting(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS);
+  return (unsigned)(most > 0 && most < cap ? most : cap);
+}
+
 static pooled_handle *acquire_handle(void) {
-  unsigned cap = (unsigned)kvik__setting(KVIK_SETTING_REMOTE_CONNECTIONS);
+  unsigned cap = request_cap();
   pthread_mutex_lock(&pool_lock);
   while (in_use >= cap) pthread_cond_wait(&pool_cond, &pool_lock);
   in_use++;
@@ -162,14 +186,21 @@ static pooled_handle *acquire_handle(void) {
   return h;
 }
 
-static void fork_prepare(void) { pthread_mutex_lock(&pool_lock); }
+static void fork_prepare(void) {
+  pthread_mutex_lock(&pool_lock);
+  pthread_mutex_lock(&hook_lock);
+}
 
-static void fork_parent(void) { pthread_mutex_unlock(&pool_lock); }
+static void fork_parent(void) {
+  pthread_mutex_unlock(&hook_lock);
+  pthread_mutex_unlock(&pool_lock);
+}
 
 /* The idle handles' connections are the parent's too: a TLS stream used from two processes is
  * corrupted, and cleaning a handle up may send on it. The child leaves them alone (a small
  * leak) and connects afresh. */
 static void fork_child(void) {
+  pthread_mutex_init(&hook_lock, NULL);
   pthread_mutex_init(&pool_lock, NULL);
   pthread_cond_init(&pool_cond, NULL);
   idle_list = NULL;
@@ -461,7 +492,9 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
     s3_error_code(t->error_body, s3_code, sizeof s3_code);
     int code = status >= 100 && status <= 999 ? KVIK_FOREIGN_CODE_(KVIK_EHTTP_BASE, (int)status)
                                               : KVIK_EREMOTE;
-    snprintf(why, len, "HTTP %ld %s%s", status, kvik_strerror(code), s3_code);
+    /* "URL returned error: N": libcurl's words, which kvikio's messages carry. */
+    snprintf(why, len, "HTTP %ld %s (the requested URL returned error: %ld)%s", status,
+             kvik_strerror(code), status, s3_code);
     return code;
   }
   int rc = req->range_header && status == 206 ? check_content_range(t, why, len) : 0;
@@ -519,9 +552,29 @@ static int attempt(CURL *curl, const kvik__http_request *req, kvik__http_respons
 /* How often a wait between attempts asks whether it was cancelled. */
 #define BACK_OFF_POLL_MS 10
 
-/* 0.1 s before the second attempt, doubling up to 10 s; cut short once cancelled (cancel.h). */
-static void back_off(unsigned failed_attempts) {
-  int64_t ms = failed_attempts > 7 ? 10000 : (int64_t)100 << (failed_attempts - 1);
+/* The pause after `failed_attempts` attempts: kvikio's, 0.5 s before the second attempt, doubling
+ * up to 4 s. */
+static int64_t back_off_ms(unsigned failed_attempts) {
+  return (int64_t)500 << (failed_attempts > 4 ? 3 : failed_attempts - 1);
+}
+
+/* Tell the retry hook, if any, that attempt n of the request failed with rc and is tried again
+ * after delay_ms. */
+static void tell_retry(const kvik__http_request *req, unsigned n, unsigned max_attempts, int rc,
+                       int64_t delay_ms) {
+  pthread_mutex_lock(&hook_lock);
+  kvik_retry_hook *hook = retry_hook;
+  void *arg = retry_hook_arg;
+  pthread_mutex_unlock(&hook_lock);
+  if (!hook) return;
+  kvik_retry_info info = {.attempt = n, .max_attempts = max_attempts, .cause = rc,
+                          .status = KVIK_IS_HTTP_ERROR(rc) ? KVIK_HTTP_STATUS(rc) : 0,
+                          .delay_ms = delay_ms, .url = req->display};
+  hook(&info, arg);
+}
+
+/* Pause for ms, cut short once cancelled (cancel.h). */
+static void back_off(int64_t ms) {
   for (; ms > 0 && !kvik__cancelled(); ms -= BACK_OFF_POLL_MS) {
     struct timespec ts = {0, (long)(ms < BACK_OFF_POLL_MS ? ms : BACK_OFF_POLL_MS) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -558,7 +611,9 @@ int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp)
     rc = attempt(h->curl, req, resp, why, sizeof why); /* -ECANCELED where on_progress stopped it */
     n++;
     if (rc == 0 || !retryable(rc) || n >= max_attempts) break;
-    back_off(n);
+    int64_t delay_ms = back_off_ms(n);
+    tell_retry(req, n, max_attempts, rc, delay_ms);
+    back_off(delay_ms);
   }
   release_handle(h);
   if (rc == 0) return 0;
@@ -566,12 +621,18 @@ int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp)
   if (rc == -ECANCELED)
     return kvik__fail(rc, "%s: %s of \"%s\": cancelled, as another task of the request failed",
                       req->fn, what, req->display);
-  /* "maximum number of attempts": kvikio's phrase, which code written for it looks for. */
-  if (n >= max_attempts && retryable(rc))
+  /* The sentence in parentheses is kvikio's, word for word: code written for it looks for it. */
+  if (n >= max_attempts && retryable(rc)) {
+    char reason[48];
+    if (rc == -ETIMEDOUT) snprintf(reason, sizeof reason, "Operation timed out.");
+    else if (KVIK_IS_HTTP_ERROR(rc))
+      snprintf(reason, sizeof reason, "Got HTTP code %d.", KVIK_HTTP_STATUS(rc));
+    else snprintf(reason, sizeof reason, "%s.", kvik_strerror(rc));
     return kvik__fail(rc,
-                      "%s: %s of \"%s\": %s (gave up: reached the maximum number of attempts "
-                      "(%u))",
-                      req->fn, what, req->display, why, n);
+                      "%s: %s of \"%s\": %s (KvikIO: HTTP request reached maximum number of "
+                      "attempts (%u). Reason: %s)",
+                      req->fn, what, req->display, why, n, reason);
+  }
   if (n > 1)
     return kvik__fail(rc, "%s: %s of \"%s\": %s (gave up after %u attempts)", req->fn, what,
                       req->display, why, n);

@@ -330,8 +330,9 @@ static int webhdfs_size(kvik_remote *r, int64_t *size) {
   long long n = colon ? strtoll(colon + 1, &end, 10) : -1;
   if (!colon || end == colon + 1 || n < 0)
     return kvik__fail(KVIK_EREMOTE,
-                      "%s(\"%s\"): GETFILESTATUS answered without a file length: Cannot "
-                      "extract file length from the JSON response.",
+                      "%s(\"%s\"): GETFILESTATUS answered without a file length: Regular "
+                      "expression search failed. Cannot extract file length from the JSON "
+                      "response.",
                       fn, r->display);
   *size = n;
   return 0;

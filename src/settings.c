@@ -19,7 +19,14 @@
 #include "error.h"
 #include "init.h"
 
-typedef enum { KIND_TRISTATE, KIND_BOOL, KIND_COUNT, KIND_BYTES, KIND_STATUS_LIST } value_kind;
+typedef enum {
+  KIND_TRISTATE,
+  KIND_BOOL,
+  KIND_COUNT,
+  KIND_BYTES,
+  KIND_STATUS_LIST,
+  KIND_CHOICE /* one of `choices`, its value the index */
+} value_kind;
 
 typedef struct {
   const char *name;      /* KvikIO's Python defaults name */
@@ -27,7 +34,11 @@ typedef struct {
   const char *env_alias; /* a second accepted variable, or NULL */
   value_kind kind;
   int64_t min, max;
+  const char *const *choices; /* KIND_CHOICE: the names of values min to max, KvikIO's */
 } setting_desc;
+
+static const char *const backend_names[] = {"EASY_THREADPOOL", "MULTI_POLL"};
+static const char *const dispatch_names[] = {"PER_CHUNK", "PER_PREAD"};
 
 #define MiB (INT64_C(1) << 20)
 /* kvikio bounds its counts and sizes only by their C types. kvik's bounds, and why:
@@ -70,6 +81,18 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
     [KVIK_SETTING_REMOTE_CONNECTIONS] = {"remote_connections", "KVIK_REMOTE_CONNECTIONS", NULL,
                                          KIND_COUNT, 1, MAX_COUNT},
     [KVIK_SETTING_IO_URING] = {"io_uring", "KVIK_IO_URING", NULL, KIND_TRISTATE, 0, 2},
+    [KVIK_SETTING_REMOTE_IO_BACKEND] = {"remote_io_backend", "KVIKIO_REMOTE_IO_BACKEND", NULL,
+                                        KIND_CHOICE, 0, 1, backend_names},
+    [KVIK_SETTING_REMOTE_IO_NUM_REACTORS] = {"remote_io_num_reactors",
+                                             "KVIKIO_REMOTE_IO_NUM_REACTORS", NULL, KIND_COUNT, 1,
+                                             MAX_COUNT},
+    [KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH] = {"remote_io_reactor_dispatch",
+                                                 "KVIKIO_REMOTE_IO_REACTOR_DISPATCH", NULL,
+                                                 KIND_CHOICE, 0, 1, dispatch_names},
+    /* A count of requests, 0 for no limit: kvikio's size_t, as big as a size here. */
+    [KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS] = {"remote_io_max_concurrent_requests",
+                                                        "KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS",
+                                                        NULL, KIND_COUNT, 0, MAX_BYTES},
 };
 
 static _Atomic int64_t values[KVIK_SETTING_COUNT];
@@ -109,6 +132,8 @@ static int64_t default_value(kvik_setting s) {
   /* Requests run on pool threads, which bound them anyway: this only caps a big pool. */
   case KVIK_SETTING_REMOTE_CONNECTIONS: return 64;
   case KVIK_SETTING_IO_URING: return KVIK_AUTO;
+  case KVIK_SETTING_REMOTE_IO_NUM_REACTORS: return 1;
+  case KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS: return 256;
   default: return 0;
   }
 }
@@ -144,6 +169,12 @@ static int parse_tristate(const char *t, int64_t *out) {
   if (!parse_bool(t, &on)) return 0;
   *out = on ? KVIK_COMPAT_ON : KVIK_COMPAT_OFF;
   return 1;
+}
+
+static int parse_choice(const setting_desc *d, const char *t, int64_t *out) {
+  for (int64_t v = d->min; v <= d->max; v++)
+    if (strcasecmp(t, d->choices[v]) == 0) return *out = v, 1;
+  return 0;
 }
 
 static int parse_digits(const char *t, int64_t *out) {
@@ -222,11 +253,13 @@ static int format_statuses(char *buf, size_t len) {
   return n;
 }
 
-static const char *expected_text(value_kind kind) {
-  switch (kind) {
-  case KIND_TRISTATE: return "ON, OFF or AUTO (or true/false/yes/no/1/0)";
-  case KIND_BOOL: return "on/off, true/false, yes/no or 1/0";
-  default: return "a decimal integer";
+/* What text `d` takes, into buf. */
+static void expected_text(const setting_desc *d, char *buf, size_t len) {
+  switch (d->kind) {
+  case KIND_TRISTATE: snprintf(buf, len, "ON, OFF or AUTO (or true/false/yes/no/1/0)"); break;
+  case KIND_BOOL: snprintf(buf, len, "on/off, true/false, yes/no or 1/0"); break;
+  case KIND_CHOICE: snprintf(buf, len, "%s or %s", d->choices[0], d->choices[1]); break;
+  default: snprintf(buf, len, "a decimal integer"); break;
   }
 }
 
@@ -248,9 +281,14 @@ static int parse_value(kvik_setting s, const char *text, const char *what, int64
   switch (d->kind) {
   case KIND_TRISTATE: ok = ok && parse_tristate(t, out); break;
   case KIND_BOOL: ok = ok && parse_bool(t, out); break;
+  case KIND_CHOICE: ok = ok && parse_choice(d, t, out); break;
   default: ok = ok && parse_decimal(t, out); break;
   }
-  if (!ok) return kvik__fail(-EINVAL, "%s='%s': expected %s", what, text, expected_text(d->kind));
+  if (!ok) {
+    char expected[64];
+    expected_text(d, expected, sizeof expected);
+    return kvik__fail(-EINVAL, "%s='%s': expected %s", what, text, expected);
+  }
   if (*out < d->min || *out > d->max) {
     char why[64];
     range_text(d, *out, why, sizeof why);
@@ -428,6 +466,7 @@ static int format_value(kvik_setting setting, int64_t v, char *buf, size_t len) 
   switch (descs[setting].kind) {
   case KIND_TRISTATE: return snprintf(buf, len, "%s", tristate_names[v]);
   case KIND_BOOL: return snprintf(buf, len, "%s", v ? "on" : "off");
+  case KIND_CHOICE: return snprintf(buf, len, "%s", descs[setting].choices[v]);
   default: return snprintf(buf, len, "%" PRId64, v);
   }
 }

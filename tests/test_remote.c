@@ -188,6 +188,44 @@ static void test_http_concurrent(const char *base, int64_t connections) {
   free(ref);
 }
 
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Seconds that four 1 MiB tasks, on four threads, take from a server that answers each GET after
+ * 0.3 s. */
+static double four_slow_tasks(const char *fault) {
+  char url[512];
+  snprintf(url, sizeof url, "%s/slow-0.3/medium", fault);
+  kvik_remote *r = open_ok(url, NULL);
+  char *buf = malloc(4 << 20);
+  double start = seconds_now();
+  kvik_future *f;
+  ASSERT_OK(kvik_remote_pread(r, buf, 4 << 20, 0, 1 << 20, &f));
+  ASSERT_EQ(kvik_future_wait(f), 4 << 20);
+  double took = seconds_now() - start;
+  kvik_future_free(f);
+  free(buf);
+  kvik_remote_free(r);
+  return took;
+}
+
+/* kvikio's remote_io_max_concurrent_requests caps the requests in flight too: at 1, the four
+ * tasks run one after another. */
+static void test_max_concurrent_requests(const char *fault) {
+  int64_t threads_before;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads_before));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, 1));
+  ASSERT(four_slow_tasks(fault) >= 4 * 0.3);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, 0)); /* no limit */
+  ASSERT(four_slow_tasks(fault) < 4 * 0.3);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, 256));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, threads_before));
+}
+
 /* ---- the handle ---------------------------------------------------------------------------- */
 
 static void test_known_size_asks_nothing(const char *fault) {
@@ -404,6 +442,84 @@ static void test_webhdfs(const char *base) {
 }
 
 /* ---- faults -------------------------------------------------------------------------------- */
+
+/* What the retry hook was told; the requests below make one task, so calls do not overlap. */
+static kvik_retry_info retries[4];
+static char retry_urls[4][512];
+static int retry_count;
+
+static void record_retry(const kvik_retry_info *info, void *arg) {
+  ASSERT(arg == retries);
+  if (retry_count < 4) {
+    retries[retry_count] = *info;
+    snprintf(retry_urls[retry_count], sizeof retry_urls[0], "%s", info->url);
+  }
+  retry_count++;
+}
+
+/* Read the first MiB of fault/MODE/medium in one task: one request. */
+static ssize_t read_one_task(const char *fault, const char *mode) {
+  char url[512];
+  snprintf(url, sizeof url, "%s/%s/medium", fault, mode);
+  size_t size;
+  free(load_object("medium", &size));
+  kvik_remote_options o;
+  kvik_remote_options_init(&o);
+  o.size = (int64_t)size; /* given, so that only the read meets the fault */
+  kvik_remote *r = open_ok(url, &o);
+  char *buf = malloc(1 << 20);
+  kvik_future *f;
+  ASSERT_OK(kvik_remote_pread(r, buf, 1 << 20, 0, 1 << 20, &f));
+  ssize_t got = kvik_future_wait(f);
+  kvik_future_free(f);
+  free(buf);
+  kvik_remote_free(r);
+  return got;
+}
+
+/* The hook hears of each retry, before its pause (kvikio's: 0.5 s first), and of nothing else;
+ * the library itself prints nothing. A request that runs out of attempts says so in kvikio's
+ * words. */
+static void test_retry_hook(const char *fault) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_TIMEOUT, 1));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 3));
+  ASSERT_OK(kvik_remote_set_retry_hook(record_retry, retries));
+  fault_server_get("/_reset", (char[8]){0}, 8);
+  retry_count = 0;
+  ASSERT_EQ(read_one_task(fault, "flaky-1"), 1 << 20);
+  ASSERT_EQ(retry_count, 1);
+  ASSERT_EQ(retries[0].attempt, 1);
+  ASSERT_EQ(retries[0].max_attempts, 3);
+  ASSERT_EQ(retries[0].cause, KVIK_EHTTP_BASE - 503);
+  ASSERT_EQ(retries[0].status, 503);
+  ASSERT_EQ(retries[0].delay_ms, 500);
+  ASSERT(strstr(retry_urls[0], "/flaky-1/medium"));
+
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 2));
+  fault_server_get("/_reset", (char[8]){0}, 8);
+  retry_count = 0;
+  ASSERT_FAILS(read_one_task(fault, "flaky-2"), KVIK_EHTTP_BASE - 503,
+               "(KvikIO: HTTP request reached maximum number of attempts (2). Reason: Got HTTP "
+               "code 503.)");
+  ASSERT(strstr(kvik_last_error(), "(the requested URL returned error: 503)"));
+  ASSERT_EQ(retry_count, 1); /* none after the last attempt */
+  retry_count = 0;
+  ASSERT_FAILS(read_one_task(fault, "slow-3"), -ETIMEDOUT,
+               "(KvikIO: HTTP request reached maximum number of attempts (2). Reason: Operation "
+               "timed out.)");
+  ASSERT_EQ(retry_count, 1);
+  ASSERT_EQ(retries[0].cause, -ETIMEDOUT);
+  ASSERT_EQ(retries[0].status, 0);
+  ASSERT_EQ(retries[0].attempt, 1);
+  ASSERT_EQ(retries[0].max_attempts, 2);
+
+  ASSERT_OK(kvik_remote_set_retry_hook(NULL, NULL));
+  fault_server_get("/_reset", (char[8]){0}, 8);
+  retry_count = 0;
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_HTTP_MAX_ATTEMPTS, 3));
+  ASSERT_EQ(read_one_task(fault, "flaky-1"), 1 << 20);
+  ASSERT_EQ(retry_count, 0);
+}
 
 /* Read 3 MiB of fault/MODE/medium in three 1 MiB tasks. The size is given, so that only the
  * reads meet the fault. */
@@ -768,7 +884,9 @@ int main(void) {
   test_http_concurrent(http, 64);
   test_http_concurrent(http, 1);
   test_known_size_asks_nothing(fault);
+  test_max_concurrent_requests(fault);
   test_faults(fault);
+  test_retry_hook(fault);
   test_failure_stops_read(fault);
   test_wrong_ranges(fault);
   test_whole_object_answers(fault);

@@ -34,6 +34,15 @@ static void test_defaults(void) {
   ASSERT_EQ(v, 64);
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_IO_URING, &v));
   ASSERT_EQ(v, KVIK_AUTO);
+  /* KvikIO's remote engine settings, with its defaults. */
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_REMOTE_IO_BACKEND, &v));
+  ASSERT_EQ(v, KVIK_REMOTE_IO_EASY_THREADPOOL);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_REMOTE_IO_NUM_REACTORS, &v));
+  ASSERT_EQ(v, 1);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH, &v));
+  ASSERT_EQ(v, KVIK_REACTOR_PER_CHUNK);
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, &v));
+  ASSERT_EQ(v, 256);
   char text[64];
   ASSERT_EQ(kvik_setting_format(KVIK_SETTING_HTTP_STATUS_CODES, text, sizeof text), 19);
   ASSERT(strcmp(text, "429,500,502,503,504") == 0);
@@ -44,7 +53,9 @@ static void test_names(void) {
   static const char *const names[] = {"compat_mode", "num_threads", "task_size", "gds_threshold",
                                       "bounce_buffer_size", "auto_direct_io_read", "auto_direct_io_write",
                                       "zero_copy_read", "http_max_attempts", "http_timeout",
-                                      "http_status_codes", "remote_verbose", "remote_connections", "io_uring"};
+                                      "http_status_codes", "remote_verbose", "remote_connections", "io_uring",
+                                      "remote_io_backend", "remote_io_num_reactors",
+                                      "remote_io_reactor_dispatch", "remote_io_max_concurrent_requests"};
   ASSERT_EQ(sizeof names / sizeof names[0], KVIK_SETTING_COUNT);
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
     ASSERT(strcmp(kvik_setting_name((kvik_setting)s), names[s]) == 0);
@@ -80,6 +91,38 @@ static void test_set_get_format(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 3));
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &v));
   ASSERT_EQ(v, 3);
+}
+
+/* KvikIO's remote engine choices: its names as text, its numbers as values; 0 requests is no
+ * limit, 0 reactors is refused. */
+static void test_remote_io_settings(void) {
+  char text[32];
+  int64_t v;
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_REMOTE_IO_BACKEND, " multi_POLL "));
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_REMOTE_IO_BACKEND, &v));
+  ASSERT_EQ(v, KVIK_REMOTE_IO_MULTI_POLL);
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_REMOTE_IO_BACKEND, text, sizeof text), 10);
+  ASSERT(strcmp(text, "MULTI_POLL") == 0);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_BACKEND, KVIK_REMOTE_IO_EASY_THREADPOOL));
+  kvik_setting_format(KVIK_SETTING_REMOTE_IO_BACKEND, text, sizeof text);
+  ASSERT(strcmp(text, "EASY_THREADPOOL") == 0);
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_REMOTE_IO_BACKEND, "fast"), -EINVAL,
+               "expected EASY_THREADPOOL or MULTI_POLL");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_REMOTE_IO_BACKEND, 2), -EINVAL, "remote_io_backend");
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH, "per_pread"));
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH, &v));
+  ASSERT_EQ(v, KVIK_REACTOR_PER_PREAD);
+  kvik_setting_format(KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH, text, sizeof text);
+  ASSERT(strcmp(text, "PER_PREAD") == 0);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH, KVIK_REACTOR_PER_CHUNK));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_NUM_REACTORS, 4));
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_REMOTE_IO_NUM_REACTORS, 0), -EINVAL,
+               "positive integer");
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_NUM_REACTORS, 1));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, 0));
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, -1), -EINVAL,
+               "must not be negative");
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, 256));
 }
 
 /* The one list: text in and out, no int64_t value. */
@@ -186,6 +229,24 @@ static const env_case env_cases[] = {
     {{"KVIK_IO_URING=off"}, KVIK_SETTING_IO_URING, KVIK_OFF, 1, NULL},
     {{"KVIK_IO_URING=ON"}, KVIK_SETTING_IO_URING, KVIK_ON, 1, NULL},
     {{"KVIK_IO_URING=always"}, KVIK_SETTING_IO_URING, 0, 0, "KVIK_IO_URING='always'"},
+    {{"KVIKIO_REMOTE_IO_BACKEND=multi_poll"}, KVIK_SETTING_REMOTE_IO_BACKEND,
+     KVIK_REMOTE_IO_MULTI_POLL, 1, NULL},
+    {{"KVIKIO_REMOTE_IO_BACKEND= Easy_ThreadPool"}, KVIK_SETTING_REMOTE_IO_BACKEND,
+     KVIK_REMOTE_IO_EASY_THREADPOOL, 1, NULL},
+    {{"KVIKIO_REMOTE_IO_BACKEND=curl"}, KVIK_SETTING_REMOTE_IO_BACKEND, 0, 0,
+     "KVIKIO_REMOTE_IO_BACKEND='curl'"},
+    {{"KVIKIO_REMOTE_IO_NUM_REACTORS=16"}, KVIK_SETTING_REMOTE_IO_NUM_REACTORS, 16, 1, NULL},
+    {{"KVIKIO_REMOTE_IO_NUM_REACTORS=0"}, KVIK_SETTING_REMOTE_IO_NUM_REACTORS, 0, 0,
+     "KVIKIO_REMOTE_IO_NUM_REACTORS='0': must be a positive integer"},
+    {{"KVIKIO_REMOTE_IO_REACTOR_DISPATCH=PER_PREAD"}, KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH,
+     KVIK_REACTOR_PER_PREAD, 1, NULL},
+    {{"KVIKIO_REMOTE_IO_REACTOR_DISPATCH=per_byte"}, KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH, 0, 0,
+     "KVIKIO_REMOTE_IO_REACTOR_DISPATCH='per_byte'"},
+    {{"KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS=0"},
+     KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, 0, 1, NULL},
+    {{"KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS=-1"},
+     KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS, 0, 0,
+     "KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS='-1': must not be negative"},
 };
 
 static void check_env_case_in_child(const env_case *c) {
@@ -360,6 +421,7 @@ int main(void) {
   test_names();
   test_set_get_format();
   test_status_codes();
+  test_remote_io_settings();
   test_invalid_values_change_nothing();
   test_large_values();
   test_small_bounce_buffers();

@@ -57,7 +57,7 @@ from .cufile import (
     drop_system_page_cache,
     get_page_cache_info,
 )
-from .defaults import CompatMode
+from .defaults import CompatMode, RemoteIOBackend, RemoteReactorDispatch
 from .nsys import nsys_plugin_search_dir
 from .remote_file import (
     RemoteEndpointType,
@@ -97,6 +97,8 @@ __all__ = [
     "RangeNotSupported",
     "RemoteEndpointType",
     "RemoteFile",
+    "RemoteIOBackend",
+    "RemoteReactorDispatch",
     "Summary",
     "SummaryMonitor",
     "TimedOut",

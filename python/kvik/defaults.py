@@ -26,7 +26,7 @@ Each setting starts from its environment variable (KvikIO's names: ``KVIKIO_NTHR
   KVIK_SETTING_IO_URING).
 
 Remote files (kvik.RemoteFile) follow these; a failed request is tried again, after a pause that
-doubles each time from 0.1 s:
+doubles each time from 0.5 s (at most 4 s), as kvikio's:
 
 - ``"http_max_attempts"``: attempts per request in all, the first included (3).
 - ``"http_timeout"``: seconds each attempt may take (60).
@@ -34,6 +34,20 @@ doubles each time from 0.1 s:
   504]); set it with any iterable of ints, or text such as ``"500,503"``.
 - ``"remote_verbose"``: a bool, trace every request on stderr, credentials removed.
 - ``"remote_connections"``: kvik's own, the most requests in flight at once (64).
+- ``"remote_io_backend"``: a :class:`RemoteIOBackend`, kvikio's choice of remote engine, read
+  back as set. kvik has one engine, requests on the thread pool (kvikio's EASY_THREADPOOL):
+  reads work the same under either.
+- ``"remote_io_num_reactors"`` (1) and ``"remote_io_reactor_dispatch"`` (a
+  :class:`RemoteReactorDispatch`, PER_CHUNK): settings of kvikio's MULTI_POLL reactors, which kvik
+  has not; accepted with kvikio's checks (0 reactors raises ValueError) and read back, they change
+  nothing.
+- ``"remote_io_max_concurrent_requests"``: the most remote requests in flight at once, 0 for no
+  limit (256); kvik applies the smaller of it and ``"remote_connections"``.
+
+The last three are kvikio's process-lifetime settings: as there, they are set with
+``set(name, value)``, which returns None (no ``with`` block can put them back), and a dict
+naming them raises ValueError. kvikio refuses changes once its reactors have started; kvik, which
+has none, takes them at any time, for the requests that start after.
 
 Counts and sizes take what kvikio's C types take: 0 where a count or size must be at least 1
 (all but ``gds_threshold``) raises ValueError ("must be a positive integer"), a negative value
@@ -59,6 +73,36 @@ class CompatMode(enum.IntEnum):
     AUTO = 2
 
 
+class RemoteIOBackend(enum.IntEnum):
+    """The values of the ``"remote_io_backend"`` setting, kvikio's numbers."""
+
+    EASY_THREADPOOL = 0
+    MULTI_POLL = 1
+
+
+class RemoteReactorDispatch(enum.IntEnum):
+    """The values of the ``"remote_io_reactor_dispatch"`` setting, kvikio's numbers."""
+
+    PER_CHUNK = 0
+    PER_PREAD = 1
+
+
+# Settings whose values are enums, and those enums.
+_ENUMS = {
+    "compat_mode": CompatMode,
+    "remote_io_backend": RemoteIOBackend,
+    "remote_io_reactor_dispatch": RemoteReactorDispatch,
+}
+
+# kvikio's process-lifetime settings: set(name, value) sets them and returns None; a dict of
+# settings may not name them, as no context manager could put them back.
+_PROCESS_LIFETIME = frozenset({
+    "remote_io_num_reactors",
+    "remote_io_reactor_dispatch",
+    "remote_io_max_concurrent_requests",
+})
+
+
 # The Python type of each setting's value; the others are ints.
 _BOOLS = ("auto_direct_io_read", "auto_direct_io_write", "remote_verbose")
 # Lists of ints, which libkvik reads and writes as text only ("429,500,503").
@@ -81,8 +125,8 @@ def get(config_name):
         text = _lib.setting_format(config_name)
         return [int(item) for item in text.split(",")] if text else []
     value = _lib.setting_get(config_name)
-    if config_name == "compat_mode":
-        return CompatMode(value)
+    if config_name in _ENUMS:
+        return _ENUMS[config_name](value)
     return bool(value) if config_name in _BOOLS else value
 
 
@@ -110,6 +154,8 @@ _UNSIGNED = {
     "bounce_buffer_size": ("size_t", 2**64 - 1),
     "http_max_attempts": ("size_t", 2**64 - 1),
     "remote_connections": ("unsigned int", 2**32 - 1),
+    "remote_io_num_reactors": ("unsigned int", 2**32 - 1),
+    "remote_io_max_concurrent_requests": ("size_t", 2**64 - 1),
 }
 
 
@@ -190,9 +236,18 @@ def set(*config):
     TypeError, with the accepted range), none of them applies. Text values are read as the
     environment variables are ("on", "auto", "false", "4194304").
 
-    Returns a :class:`ConfigContextManager`.
+    Returns a :class:`ConfigContextManager`; None for ``set(name, value)`` of one of kvikio's
+    process-lifetime settings (see the module's documentation), which a dict may not name.
     """
-    return ConfigContextManager(_config_dict(config, "kvik.defaults.set"))
+    settings = _config_dict(config, "kvik.defaults.set")
+    if len(config) == 2 and config[0] in _PROCESS_LIFETIME:
+        _set_one(config[0], config[1])
+        return None
+    lifetime = sorted(_PROCESS_LIFETIME.intersection(settings))
+    if lifetime:
+        raise ValueError(f"{lifetime} are kvikio's process-lifetime settings, which cannot be put "
+                         "back: set each with kvik.defaults.set(key, value), not as part of a dict")
+    return ConfigContextManager(settings)
 
 
 # ---- where cuFile can work ------------------------------------------------------------------

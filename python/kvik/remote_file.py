@@ -60,6 +60,11 @@ def _is_http(url):
     return url.lower().startswith(("http://", "https://"))
 
 
+def _is_s3_object_url(url):
+    """s3://BUCKET/KEY, both named: an s3:// URL without a key names no object."""
+    return re.match(r"(?i)s3://[^/]+/.", url) is not None
+
+
 def _is_presigned(url):
     query = urllib.parse.urlsplit(url).query
     return _is_http(url) and any(name.lower() == "x-amz-signature" for name, _ in urllib.parse.parse_qsl(query))
@@ -78,7 +83,8 @@ def _serves(kind, url):
     """Whether an endpoint of `kind` can serve `url`: the test kvikio applies to each type of an
     allow_list in turn."""
     if kind in (RemoteEndpointType.S3, RemoteEndpointType.S3_PUBLIC):
-        return url.lower().startswith("s3://") or (_is_http(url) and _is_s3_host(url) and not _is_presigned(url))
+        return _is_s3_object_url(url) or (_is_http(url) and _is_s3_host(url)
+                                          and not _is_presigned(url))
     if kind == RemoteEndpointType.S3_PRESIGNED_URL:
         return _is_presigned(url)
     if kind == RemoteEndpointType.WEBHDFS:
@@ -88,18 +94,20 @@ def _serves(kind, url):
 
 def infer_remote_endpoint_type(url: str) -> RemoteEndpointType:
     """The type that RemoteFile.open(url) with AUTO opens `url` as (see its list), as kvikio's
-    infer_remote_endpoint_type: S3, S3_PRESIGNED_URL, WEBHDFS or HTTP. Raises RuntimeError for a
-    URL without a scheme ("Bad scheme") and for a scheme that no type serves ("Unsupported
-    endpoint URL")."""
+    infer_remote_endpoint_type: S3, S3_PRESIGNED_URL, WEBHDFS or HTTP. Raises kvik.InvalidArgument
+    (a RuntimeError, as kvikio's error, and a ValueError) for a URL without a scheme ("Bad
+    scheme") and for one that no type serves ("Unsupported endpoint URL"), s3://BUCKET without a
+    key among them."""
     if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", url):
-        raise RuntimeError(f"Bad scheme: {_without_secrets(url)!r} does not start with SCHEME://")
+        shown = _without_secrets(url)
+        raise _lib.InvalidArgument(f"Bad scheme: {shown!r} does not start with SCHEME://")
     kinds = (RemoteEndpointType.S3_PRESIGNED_URL, RemoteEndpointType.WEBHDFS,
              RemoteEndpointType.S3, RemoteEndpointType.HTTP)
     for kind in kinds:
         if _serves(kind, url):
             return kind
-    raise RuntimeError(f"Unsupported endpoint URL {_without_secrets(url)!r}: the schemes are s3, "
-                       "http and https")
+    raise _lib.InvalidArgument(f"Unsupported endpoint URL {_without_secrets(url)!r}: the schemes "
+                               "are s3, http and https")
 
 
 def _kind_from_allow_list(url, remote_endpoint_type, allow_list):
@@ -113,7 +121,8 @@ def _kind_from_allow_list(url, remote_endpoint_type, allow_list):
     names = ", ".join(kind.name for kind in allowed) or "nothing"
     if remote_endpoint_type != RemoteEndpointType.AUTO:
         if remote_endpoint_type not in allowed:
-            raise _lib.InvalidArgument(f"remote_endpoint_type {remote_endpoint_type.name} is not in the allow_list ({names})")
+            raise _lib.InvalidArgument(f"remote_endpoint_type {remote_endpoint_type.name} is not "
+                                       f"in the allowlist (allow_list: {names})")
         return remote_endpoint_type
     for kind in allowed:
         if _serves(kind, url):
@@ -211,8 +220,18 @@ class RemoteFile(_lib.RemoteHandle):
         `allow_list`, as in kvikio: the types that may be used. An explicit type must be in it
         (else kvik.InvalidArgument, a ValueError and a RuntimeError); with AUTO, the first type of
         the list, in its order, whose URLs look like `url` is used (InvalidArgument if none does).
+        AUTO without a list raises infer_remote_endpoint_type's errors ("Bad scheme",
+        "Unsupported endpoint URL").
+        An s3:// URL without a key opened as S3 raises InvalidArgument "Invalid URL".
         """
-        kind = _kind_from_allow_list(url, RemoteEndpointType(remote_endpoint_type), allow_list)
+        kind = RemoteEndpointType(remote_endpoint_type)
+        if kind == RemoteEndpointType.AUTO and allow_list is None:
+            kind = infer_remote_endpoint_type(url)  # kvikio's "Bad scheme" and "Unsupported" errors
+        kind = _kind_from_allow_list(url, kind, allow_list)
+        s3_kinds = (RemoteEndpointType.S3, RemoteEndpointType.S3_PUBLIC)
+        if kind in s3_kinds and url.lower().startswith("s3://") and not _is_s3_object_url(url):
+            shown = _without_secrets(url)
+            raise _lib.InvalidArgument(f"Invalid URL {shown!r}: expected s3://BUCKET/KEY")
         return cls(url, kind, nbytes, aws_access_key_id=aws_access_key_id,
                    aws_secret_access_key=aws_secret_access_key, aws_session_token=aws_session_token,
                    aws_region=aws_region, aws_endpoint_url=aws_endpoint_url, webhdfs_user=user)

@@ -343,7 +343,27 @@ PyMethodDef pykvik_remote_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* ---- retries ------------------------------------------------------------------------------ */
+
+/* kvikio prints a notice on stderr before each retry of a remote request, and code written for
+ * it may look for it there: libkvik prints nothing, so the package prints it through libkvik's
+ * retry hook, in kvikio's words. It writes to the process's stderr (fd 2), as kvikio's C++ does,
+ * from the pool thread that retries, which holds no GIL. */
+static void print_retry_notice(const kvik_retry_info *info, void *arg) {
+  (void)arg;
+  char cause[96];
+  if (info->cause == -ETIMEDOUT) snprintf(cause, sizeof cause, "Timeout error");
+  else if (info->status) snprintf(cause, sizeof cause, "Got HTTP code %d", info->status);
+  else if (info->cause == -ECONNREFUSED || info->cause == -ECONNRESET)
+    snprintf(cause, sizeof cause, "Transport failed before an HTTP response");
+  else snprintf(cause, sizeof cause, "%s", kvik_strerror(info->cause));
+  fprintf(stderr, "KvikIO: %s. Retrying after %lldms (attempt %u of %u).\n", cause,
+          (long long)info->delay_ms, info->attempt, info->max_attempts);
+  fflush(stderr);
+}
+
 int pykvik_remote_type_init(PyObject *module) {
+  kvik_remote_set_retry_hook(print_retry_notice, NULL);
   if (PyType_Ready(&RemoteHandleType) < 0) return -1;
   Py_INCREF(&RemoteHandleType);
   if (PyModule_AddObject(module, "RemoteHandle", (PyObject *)&RemoteHandleType) < 0) {

@@ -207,7 +207,7 @@ def test_allow_list_choice(url, kind, allow_list, expected):
     ("http://h/x", RemoteEndpointType.AUTO, [RemoteEndpointType.S3, RemoteEndpointType.WEBHDFS],
      "not a URL for any type in the allow_list"),
     ("s3://b/k", RemoteEndpointType.AUTO, [RemoteEndpointType.HTTP], "not a URL for any type"),
-    ("http://h/x", RemoteEndpointType.HTTP, [RemoteEndpointType.S3], "HTTP is not in the allow_list"),
+    ("http://h/x", RemoteEndpointType.HTTP, [RemoteEndpointType.S3], "HTTP is not in the allowlist"),
     ("http://h/x", RemoteEndpointType.AUTO, [], "allow_list \\(nothing\\)"),
     ("http://h/x", RemoteEndpointType.AUTO, [RemoteEndpointType.AUTO], "AUTO is none"),
     ("http://h/x", RemoteEndpointType.AUTO, [9], "is not a valid RemoteEndpointType"),
