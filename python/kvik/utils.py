@@ -64,7 +64,13 @@ class LocalHttpServer:
         self.process = multiprocessing.Process(
             target=_http_server.serve, args=(queue, handler, options, self.max_lifetime),
             daemon=True)
-        self.process.start()
+        with warnings.catch_warnings():
+            # Python 3.12 warns of fork() in a process with threads (kvik's pool is one). The
+            # child only serves HTTP and makes no kvik call, so the fork is safe; the warning
+            # would fail a test suite that turns warnings into errors, as kvikio's does.
+            warnings.filterwarnings("ignore", "This process .* is multi-threaded, use of fork",
+                                    DeprecationWarning)
+            self.process.start()
         self.ip, self.port = queue.get()
         self.url = f"http://{self.ip}:{self.port}"
         return self

@@ -183,6 +183,27 @@ def test_local_http_server_custom_handler(served):
         assert get(f"{server.url}/a.bin")[0] == 418
 
 
+def test_local_http_server_starts_under_warnings_as_errors(served):
+    """A suite that turns warnings into errors (kvikio's does) can start the server in a process
+    that has threads: the warning of Python 3.12 and later about fork() in such a process is not
+    raised."""
+    root, data = served
+    import threading
+
+    ready, done = threading.Event(), threading.Event()
+    thread = threading.Thread(target=lambda: (ready.set(), done.wait()))
+    thread.start()
+    ready.wait()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with LocalHttpServer(root, max_lifetime=30) as server:
+                assert get(f"{server.url}/a.bin", "bytes=0-9")[:2] == (206, data[:10])
+    finally:
+        done.set()
+        thread.join()
+
+
 @needs_curl
 def test_local_http_server_reads_with_remote_file(served):
     """RemoteFile.open_http reads a file of the LocalHttpServer byte for byte, at an offset."""
