@@ -218,7 +218,8 @@ KVIK_API const char *kvik_last_error(void);
  * on/off/true/false/yes/no/1/0, the compat mode accepts those and "auto", sizes and counts
  * accept decimal integers, REMOTE_IO_BACKEND "easy_threadpool" and "multi_poll",
  * REMOTE_IO_REACTOR_DISPATCH "per_chunk" and "per_pread" (KvikIO's names).
- * KVIK_SETTING_HTTP_STATUS_CODES is a list: it is read and changed as text only (kvik_setting_format, kvik_setting_parse: comma-separated statuses, "" for none);
+ * KVIK_SETTING_HTTP_STATUS_CODES is a list: it is read and changed as text only
+ * (kvik_setting_format, kvik_setting_parse: comma-separated statuses, "" for none);
  * kvik_setting_get and kvik_setting_set refuse it with -EINVAL.
  */
 typedef enum kvik_setting {
@@ -1231,11 +1232,11 @@ typedef struct kvik_backend_totals {
 /* A reading of a monitor: a parameter struct like kvik_cufile_properties (set struct_size). */
 typedef struct kvik_summary {
   size_t struct_size;
-  uint64_t span;  /* the span read: new at each kvik_monitor_create and kvik_monitor_reset, never
+  uint64_t span;    /* the span read: new at each kvik_monitor_create and kvik_monitor_reset, never
                    * the same for two spans of the process; never 0 */
   int64_t start_ns; /* CLOCK_MONOTONIC: when the span started */
   int64_t end_ns;   /* when it was read, or when the monitor was stopped */
-  int64_t anchor_unix_ns, anchor_mono_ns; /* the monitor's anchor (above) */
+  int64_t anchor_unix_ns, anchor_mono_ns;  /* the monitor's anchor (above) */
   uint64_t num_ops, num_reads, num_writes; /* num_reads + num_writes == num_ops */
   uint64_t bytes_requested;
   uint64_t bytes_transferred, bytes_read, bytes_written; /* read + written == transferred */

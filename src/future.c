@@ -138,8 +138,8 @@ void kvik__future_await_release(kvik_future *future) {
 /* Called with the lock held. */
 static void complete_locked(kvik_future *future, ssize_t result) {
   /* Counted before anyone can see the future done, so that a reading after a wait includes it. */
-  kvik__stats_end(&future->stats,
-                  result >= 0 ? (size_t)result : atomic_load(&future->bytes_done), result < 0);
+  kvik__stats_end(&future->stats, result >= 0 ? (size_t)result : atomic_load(&future->bytes_done),
+                  result < 0);
   future->result = result;
   future->done = 1;
   if (future->prev) future->prev->next = future->next;

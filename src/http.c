@@ -567,9 +567,12 @@ static void tell_retry(const kvik__http_request *req, unsigned n, unsigned max_a
   void *arg = retry_hook_arg;
   pthread_mutex_unlock(&hook_lock);
   if (!hook) return;
-  kvik_retry_info info = {.attempt = n, .max_attempts = max_attempts, .cause = rc,
+  kvik_retry_info info = {.attempt = n,
+                          .max_attempts = max_attempts,
+                          .cause = rc,
                           .status = KVIK_IS_HTTP_ERROR(rc) ? KVIK_HTTP_STATUS(rc) : 0,
-                          .delay_ms = delay_ms, .url = req->display};
+                          .delay_ms = delay_ms,
+                          .url = req->display};
   hook(&info, arg);
 }
 

@@ -79,7 +79,7 @@ static int count_pages(const char *fn, const char *path, int64_t offset, int64_t
   if ((size_t)offset < size) {
     start = (size_t)offset & ~(page - 1);
     end = length == 0 || (size_t)length > size - (size_t)offset ? size
-                                                                 : (size_t)offset + (size_t)length;
+                                                                : (size_t)offset + (size_t)length;
   }
   size_t resident = 0;
   for (size_t off = start; !err && off < end; off += WINDOW_BYTES) {

@@ -24,9 +24,9 @@ typedef struct kvik__source {
   /* For append handles, the file their writes go to; else NULL. The source's transfer has the
    * kernel place each write at the end; a request runs as one task under kvik__append_enter(). */
   const kvik__append_file *append;
-  kvik__zc_file *zc;   /* for zero-copy reads into device memory, or NULL */
-  kvik__gds_file *gds; /* how cuFile serves the source, or NULL where it cannot */
-  const char *name;    /* the path, for messages */
+  kvik__zc_file *zc;       /* for zero-copy reads into device memory, or NULL */
+  kvik__gds_file *gds;     /* how cuFile serves the source, or NULL where it cannot */
+  const char *name;        /* the path, for messages */
   kvik_io_backend backend; /* what carries its requests for the monitors, unless cuFile does */
 } kvik__source;
 
