@@ -509,8 +509,9 @@ static void mem_write(const job *j, const char *what, void *dst, const void *hos
     fake_die("%s: copying %s to the device failed", g_names[j->fn], what);
 }
 
+/* Zeroed, so that an array the call does not have (capacities of compression) reads as 0. */
 static void *must_alloc(const job *j, size_t size) {
-  void *p = malloc(size ? size : 1);
+  void *p = calloc(1, size ? size : 1);
   if (!p) fake_die("%s: out of memory for %zu bytes", g_names[j->fn], size);
   return p;
 }
@@ -532,7 +533,7 @@ static status_t chunk_run(const job *j, const void *in, size_t n, size_t capacit
   if (j->kind == K_decompress_size_async) {
     *size = decompressed_size(j->f, host_in, n);
   } else {
-    mem_where(j, "a chunk's output buffer", out, capacity);
+    if (capacity) mem_where(j, "a chunk's output buffer", out, capacity);
     unsigned char *host_out = must_alloc(j, capacity);
     st = j->kind == K_compress_async
              ? compress_chunk(j->f, &j->opts, host_in, n, host_out, capacity, size)

@@ -143,6 +143,7 @@ typedef struct batch {
   size_t capacity[MAX_CHUNKS];     /* decompression: output buffer sizes */
   size_t misalign[MAX_CHUNKS];     /* bytes added to the input pointer */
   status_t status[MAX_CHUNKS];
+  size_t header_size[MAX_CHUNKS]; /* decompression: what GetDecompressSizeAsync said */
 } batch;
 
 static void batch_free(batch *b) {
@@ -242,14 +243,13 @@ static void fake_decompress(int f, batch *b, CUstream s, const opts_t *opts) {
                                p_(a.statuses), s));
   CU_OK(cu.cuStreamSynchronize(s));
   results(b, &a);
-  size_t from_header[MAX_CHUNKS];
-  from_dev(from_header, header_sizes, b->n * sizeof(size_t));
+  from_dev(b->header_size, header_sizes, b->n * sizeof(size_t));
   CU_OK(cu.cuMemFree(header_sizes));
   for (size_t i = 0; i < b->n; i++) {
     free(b->data[i]);
     b->data[i] = malloc(b->capacity[i] + 1);
     from_dev(b->data[i], a.out[i], b->size[i]);
-    if (b->status[i] == S(nvcompSuccess)) ASSERT_EQ(from_header[i], b->size[i]);
+    if (b->status[i] == S(nvcompSuccess)) ASSERT_EQ(b->header_size[i], b->size[i]);
   }
   arrays_free(&a, b->n);
 }
@@ -423,6 +423,8 @@ static void test_bad_chunks(int f, CUstream s) {
     ASSERT_EQ(b.size[i], want[i] == S(nvcompSuccess) ? n : 0);
   }
   ASSERT(memcmp(b.data[GOOD], orig, n) == 0 && memcmp(b.data[GOOD2], orig, n) == 0);
+  ASSERT_EQ(b.header_size[CORRUPT], 0);
+  ASSERT_EQ(b.header_size[EMPTY], 0);
   batch_free(&b);
   free(orig);
 }
@@ -566,6 +568,45 @@ static void test_stream_order(CUstream s) {
   batch_free(&b);
 }
 
+/* The arrays and the chunks may be pinned host memory, which the GPU reaches too. */
+static void test_pinned(int f, CUstream s) {
+  size_t n = 20000, csize;
+  unsigned char *orig = malloc(n);
+  fill(orig, n, 21);
+  unsigned char *comp = cpu_compress(f, orig, n, &csize);
+  void *in, *out, **in_ptrs, **out_ptrs, *temp;
+  size_t *in_sizes, *capacities, *sizes, temp_bytes;
+  status_t *statuses;
+  opts_t d = default_opts(f, 0);
+  NV_OK(nv[f].decompress_temp_size(1, n, d, &temp_bytes, n, s));
+  CU_OK(cu.cuMemHostAlloc(&in, csize, 0));
+  CU_OK(cu.cuMemHostAlloc(&out, n, 0));
+  CU_OK(cu.cuMemHostAlloc((void **)&in_ptrs, sizeof(void *), 0));
+  CU_OK(cu.cuMemHostAlloc((void **)&out_ptrs, sizeof(void *), 0));
+  CU_OK(cu.cuMemHostAlloc((void **)&in_sizes, 3 * sizeof(size_t), 0));
+  CU_OK(cu.cuMemHostAlloc((void **)&statuses, sizeof(status_t), 0));
+  CU_OK(cu.cuMemHostAlloc(&temp, temp_bytes + 1, 0));
+  capacities = in_sizes + 1;
+  sizes = in_sizes + 2;
+  memcpy(in, comp, csize);
+  in_ptrs[0] = in;
+  out_ptrs[0] = out;
+  in_sizes[0] = csize;
+  capacities[0] = n;
+  *sizes = 0;
+  *statuses = (status_t)-1;
+  NV_OK(nv[f].decompress_async((const void *const *)in_ptrs, in_sizes, capacities, sizes, 1,
+                               temp, temp_bytes, out_ptrs, d, statuses, s));
+  CU_OK(cu.cuStreamSynchronize(s));
+  ASSERT_EQ(*statuses, S(nvcompSuccess));
+  ASSERT_EQ(*sizes, n);
+  ASSERT(memcmp(out, orig, n) == 0);
+  void *all[] = {in, out, in_ptrs, out_ptrs, in_sizes, statuses, temp};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CU_OK(cu.cuMemFreeHost(all[i]));
+  free(comp);
+  free(orig);
+}
+
 /* fake_nvcomp_fail, fake_nvcomp_fail_chunk and the counters. */
 static void test_injection(CUstream s) {
   int f = have[ZSTD] ? ZSTD : DEFLATE;
@@ -684,6 +725,7 @@ int main(void) {
     test_bad_chunks(f, s);
     test_arguments(f, s);
     test_misaligned_chunk(f, s);
+    test_pinned(f, s);
     printf("%s: ok\n", infixes[f]);
   }
   if (standard && (have[ZSTD] || have[DEFLATE])) {
