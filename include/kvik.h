@@ -80,7 +80,9 @@ KVIK_API const char *kvik_version_string(void);
   X(KVIK_EREMOTE_LONG, KVIK_ERRNO_BASE - 9, "remote response longer than the requested range")     \
   X(KVIK_ERANGE_IGNORED, KVIK_ERRNO_BASE - 10, "server ignored the range request")                 \
   X(KVIK_ETLS, KVIK_ERRNO_BASE - 11, "TLS connection or certificate verification failed")          \
-  X(KVIK_ERANGE_MISMATCH, KVIK_ERRNO_BASE - 12, "Content-Range does not match the requested range")
+  X(KVIK_ERANGE_MISMATCH, KVIK_ERRNO_BASE - 12,                                                   \
+    "Content-Range does not match the requested range")                                            \
+  X(KVIK_ENVCOMP_UNAVAILABLE, KVIK_ERRNO_BASE - 13, "nvCOMP library or codec not available")
 
 enum kvik_error {
 #define KVIK_ERROR_ENUM_(name, value, text) name = (value),
@@ -115,6 +117,16 @@ enum kvik_error {
 #define KVIK_IS_HTTP_ERROR(code)                                                                   \
   (KVIK_IS_FOREIGN_CODE_(KVIK_EHTTP_BASE, code) && (code) <= KVIK_EHTTP_BASE - 100)
 #define KVIK_HTTP_STATUS(code) KVIK_FOREIGN_CODE_(KVIK_EHTTP_BASE, code)
+
+/* nvCOMP: n is the nvcompStatus_t of a chunk or a call (nvcompErrorCannotDecompress = 12), but
+ * for nvcompErrorCudaError (1000), which is n = 998, and nvcompErrorInternal (10000), n = 999;
+ * KVIK_NVCOMP_STATUS() gives back the status, kvik_err_name() its name
+ * ("nvcompErrorCannotDecompress"). */
+#define KVIK_ENVCOMP_BASE (-8000)
+#define KVIK_IS_NVCOMP_ERROR(code) KVIK_IS_FOREIGN_CODE_(KVIK_ENVCOMP_BASE, code)
+#define KVIK_NVCOMP_N_(code) KVIK_FOREIGN_CODE_(KVIK_ENVCOMP_BASE, code)
+#define KVIK_NVCOMP_STATUS(code)                                                                   \
+  (KVIK_NVCOMP_N_(code) == 998 ? 1000 : KVIK_NVCOMP_N_(code) == 999 ? 10000 : KVIK_NVCOMP_N_(code))
 
 /* A description of `code` ("No such file or directory", "invalid setting ...", "out of
  * memory"). Any int is accepted: 0 and above give "success", unknown codes "unknown error". CUDA
@@ -168,6 +180,7 @@ KVIK_API const char *kvik_last_error(void);
  *   KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH KVIKIO_REMOTE_IO_REACTOR_DISPATCH
  *                                                             KVIK_REACTOR_PER_CHUNK
  *   KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS 256
+ *   KVIK_SETTING_NVCOMP_LIBRARY KVIK_NVCOMP_LIBRARY           "" (the soname)
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_. What each
  * does, KVIK_SETTING_ left out (how the O_DIRECT, zero-copy and io_uring paths work, and why:
@@ -212,6 +225,8 @@ KVIK_API const char *kvik_last_error(void);
  *    limit, caps the remote requests in flight at once, as REMOTE_CONNECTIONS does: the smaller
  *    of the two applies. KvikIO fixes the last three once its reactors have started; kvik's
  *    may change at any time, taking effect for requests that start after.
+ *  - NVCOMP_LIBRARY: the file that nvCOMP is loaded from, "" for the soname (see "Compression").
+ *    Read when nvCOMP is first needed; a change after that has no effect in this process.
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
@@ -220,7 +235,8 @@ KVIK_API const char *kvik_last_error(void);
  * REMOTE_IO_REACTOR_DISPATCH "per_chunk" and "per_pread" (KvikIO's names).
  * KVIK_SETTING_HTTP_STATUS_CODES is a list: it is read and changed as text only
  * (kvik_setting_format, kvik_setting_parse: comma-separated statuses, "" for none);
- * kvik_setting_get and kvik_setting_set refuse it with -EINVAL.
+ * kvik_setting_get and kvik_setting_set refuse it with -EINVAL. So is KVIK_SETTING_NVCOMP_LIBRARY,
+ * a path taken as it is (not trimmed), of at most 4095 bytes.
  */
 typedef enum kvik_setting {
   KVIK_SETTING_COMPAT_MODE = 0,
@@ -241,6 +257,7 @@ typedef enum kvik_setting {
   KVIK_SETTING_REMOTE_IO_NUM_REACTORS,
   KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH,
   KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS,
+  KVIK_SETTING_NVCOMP_LIBRARY,
   KVIK_SETTING_COUNT /* number of settings; not a setting */
 } kvik_setting;
 
@@ -277,23 +294,25 @@ typedef enum kvik_setting_source {
 } kvik_setting_source;
 
 /* Read a setting into *value.
- * Returns: 0. Errors: -EINVAL (unknown setting, NULL value, KVIK_SETTING_HTTP_STATUS_CODES);
- * KVIK_ECONFIG. Threads: safe. */
+ * Returns: 0. Errors: -EINVAL (unknown setting, NULL value, KVIK_SETTING_HTTP_STATUS_CODES or
+ * KVIK_SETTING_NVCOMP_LIBRARY); KVIK_ECONFIG. Threads: safe. */
 KVIK_API int kvik_setting_get(kvik_setting setting, int64_t *value);
 
 /* Change a setting for the whole process. IO already submitted keeps the task size it was split
  * with. Setting KVIK_SETTING_NUM_THREADS resizes the thread pool: it waits for running tasks to
  * finish; queued tasks run on the new threads.
- * Returns: 0. Errors: -EINVAL (unknown setting, KVIK_SETTING_HTTP_STATUS_CODES, a value out of
- * range: the message says the range), with nothing changed; KVIK_ECONFIG. For
- * KVIK_SETTING_NUM_THREADS: -EDEADLK (called from a kvik pool thread; nothing changed); -ENOMEM or
- * an errno of pthread_create(3) (no new thread could start: the count applies all the same, queued
- * tasks run on the calling thread, and the pool tries again on its next use). Threads: safe. */
+ * Returns: 0. Errors: -EINVAL (unknown setting, KVIK_SETTING_HTTP_STATUS_CODES or
+ * KVIK_SETTING_NVCOMP_LIBRARY, a value out of range: the message says the range), with nothing
+ * changed; KVIK_ECONFIG. For KVIK_SETTING_NUM_THREADS: -EDEADLK (called from a kvik pool thread;
+ * nothing changed); -ENOMEM or an errno of pthread_create(3) (no new thread could start: the
+ * count applies all the same, queued tasks run on the calling thread, and the pool tries again on
+ * its next use). Threads: safe. */
 KVIK_API int kvik_setting_set(kvik_setting setting, int64_t value);
 
 /* Like kvik_setting_set(), with the value given as text and parsed as its environment variable
- * would be; KVIK_SETTING_HTTP_STATUS_CODES included.
- * Returns: 0. Errors: those of kvik_setting_set(); -EINVAL also for NULL or unparsable text.
+ * would be; KVIK_SETTING_HTTP_STATUS_CODES and KVIK_SETTING_NVCOMP_LIBRARY included.
+ * Returns: 0. Errors: those of kvik_setting_set(); -EINVAL also for NULL or unparsable text, and
+ * a path longer than 4095 bytes.
  * Threads: safe. */
 KVIK_API int kvik_setting_parse(kvik_setting setting, const char *text);
 
@@ -1278,6 +1297,159 @@ KVIK_API int kvik_monitor_reset(kvik_monitor *monitor);
  * and end. Stopping again does nothing.
  * Returns: 0. Errors: -EINVAL (NULL). Threads: safe. */
 KVIK_API int kvik_monitor_stop(kvik_monitor *monitor);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Compression (nvCOMP)                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Batched compression and decompression of chunks in device memory, by NVIDIA's nvCOMP 6, which
+ * kvik loads at run time on first need and never links: kvik runs without it, and these calls
+ * then fail with KVIK_ENVCOMP_UNAVAILABLE. kvik loads it, once per process, from:
+ *  1. the path in KVIK_SETTING_NVCOMP_LIBRARY (environment KVIK_NVCOMP_LIBRARY), where set: only
+ *     that file, and its failure is final;
+ *  2. else the soname libnvcomp.so.6, which finds a system install, or the library of the
+ *     nvidia-libnvcomp wheel that the Python package loaded into the process beforehand (the
+ *     package may instead set the setting to the wheel's lib64/libnvcomp.so.6).
+ * nvCOMP 5 and earlier are never loaded: their C API differs. A library that lacks the functions
+ * of a format disables that format only (kvik_codec_supported); one without nvcompGetProperties
+ * is refused whole. A failed dlopen() is tried again at the next need (a file may appear); a
+ * library that loaded stays for the life of the process.
+ *
+ * A batch is `num_chunks` independent chunks, each its own compressed stream in the codec's raw
+ * format (no container: LZ4 raw blocks, Snappy raw, raw Deflate, gzip members, zstd frames ...).
+ * The arrays `src`, `src_sizes`, `dst`, `dst_capacities`, `sizes` and `statuses` are host memory,
+ * num_chunks long; the pointers in `src` and `dst` point to device memory of the stream's context
+ * (the calling thread's current context, or device 0's primary one, for the default streams),
+ * and chunks must not overlap each other's output. kvik copies the host arrays before the call
+ * returns, and allocates the device memory nvCOMP needs (pointer and size arrays, temporary
+ * space; stream-ordered, cuMemAllocAsync, where the driver has it, and freed the same way).
+ *
+ * Results: `sizes[i]` gets chunk i's decompressed (compressed) size and `statuses[i]` 0 or the
+ * chunk's error: an nvCOMP code (KVIK_IS_NVCOMP_ERROR: nvcompErrorCannotDecompress for corrupt
+ * or truncated input, nvcompErrorOutputBufferTooSmall where the output does not fit its
+ * capacity, ...). A chunk whose status is not 0 has no valid size or output: decompression never
+ * reports success for input it could not decode in full. -EINVAL names the first chunk that
+ * breaks an argument rule, with nothing started.
+ *
+ * Alignment: nvCOMP requires each input and output pointer of a format to be aligned to a few
+ * bytes (kvik_codec_alignment; at most 16 in nvCOMP 6, so the start of any CUDA allocation is).
+ *
+ * `stream` is a CUstream or cudaStream_t, or NULL, 1 or 2 cast to pointers for CUDA's default,
+ * legacy default and per-thread default streams. Threads: every call is safe, from any number
+ * of threads at once, on the same stream too (work on one stream runs in the order enqueued).
+ */
+
+/* The formats nvCOMP offers. GPU-only formats have no standard CPU implementation: data in them
+ * can only be read back with nvCOMP. */
+typedef enum kvik_codec {
+  KVIK_CODEC_ZSTD = 0, /* zstd frames */
+  KVIK_CODEC_LZ4,      /* LZ4 raw blocks (no frame) */
+  KVIK_CODEC_SNAPPY,   /* raw Snappy (no framing format) */
+  KVIK_CODEC_DEFLATE,  /* raw Deflate (RFC 1951) */
+  KVIK_CODEC_GZIP,     /* gzip (RFC 1952); nvCOMP decompresses it, compressing it needs a GPU of
+                        * compute capability 9.0 or later and may be refused (not supported) */
+  KVIK_CODEC_GDEFLATE, /* GPU-only */
+  KVIK_CODEC_CASCADED, /* GPU-only */
+  KVIK_CODEC_BITCOMP,  /* GPU-only */
+  KVIK_CODEC_ANS,      /* GPU-only */
+  KVIK_CODEC_COUNT     /* number of codecs; not a codec */
+} kvik_codec;
+
+/* The codec's lower-case name: "zstd", "lz4", "snappy", "deflate", "gzip", "gdeflate",
+ * "cascaded", "bitcomp", "ans".
+ * Returns: the name, or NULL for an unknown codec. Errors: none. Threads: safe. Lifetime: static
+ * storage. */
+KVIK_API const char *kvik_codec_name(kvik_codec codec);
+
+/* The codec with this name (see kvik_codec_name), case-insensitive.
+ * Returns: a kvik_codec. Errors: -EINVAL (NULL or unknown name). Threads: safe. */
+KVIK_API int kvik_codec_lookup(const char *name);
+
+/* Whether only nvCOMP reads and writes the codec (GDeflate, Cascaded, Bitcomp, ANS).
+ * Returns: 1 or 0. Errors: -EINVAL (unknown codec). Threads: safe. */
+KVIK_API int kvik_codec_gpu_only(kvik_codec codec);
+
+/* Whether the calls below can run the codec: nvCOMP loaded (loading it if not tried yet), and it
+ * has all of the codec's functions. Needs no GPU.
+ * Returns: 1 or 0. Errors: -EINVAL (unknown codec); KVIK_ECONFIG. Threads: safe. */
+KVIK_API int kvik_codec_supported(kvik_codec codec);
+
+/* nvCOMP's version, loading it if not tried yet.
+ * Returns: the version as nvCOMP numbers it, major * 1000 + minor * 100 + patch (6000 for 6.0.0).
+ * Errors: KVIK_ENVCOMP_UNAVAILABLE, with a message saying where kvik looked and why each failed;
+ * an nvCOMP code (nvcompGetProperties failed); KVIK_ECONFIG. Threads: safe. */
+KVIK_API int kvik_nvcomp_version(void);
+
+/* The file nvCOMP was loaded from, written into `buf` as snprintf() would, cut to `len` bytes.
+ * Returns: the path's full length. Errors: those of kvik_nvcomp_version(); -EINVAL (NULL `buf`
+ * with `len` > 0). Threads: safe. */
+KVIK_API int kvik_nvcomp_path(char *buf, size_t len);
+
+/* The alignment nvCOMP requires of every input and every output pointer of the codec, for
+ * compression (`compress` 1) or decompression (0).
+ * Returns: 0, with the alignments in bytes in *input and *output. Errors: -EINVAL (unknown codec,
+ * NULL pointer); KVIK_ENVCOMP_UNAVAILABLE (no nvCOMP, or it lacks the codec); an nvCOMP code;
+ * KVIK_ECONFIG. Threads: safe. */
+KVIK_API int kvik_codec_alignment(kvik_codec codec, int compress, size_t *input, size_t *output);
+
+/* The most bytes that compressing a chunk of up to `max_chunk_size` bytes can give: every `dst`
+ * buffer of a compression must have at least this capacity for the batch's largest chunk.
+ * Returns: 0, with the size in *size. Errors: -EINVAL (unknown codec, NULL `size`);
+ * KVIK_ENVCOMP_UNAVAILABLE; an nvCOMP code (nvcompErrorChunkSizeTooLarge: larger than the format
+ * allows); KVIK_ECONFIG. Threads: safe. */
+KVIK_API int kvik_codec_max_compressed_size(kvik_codec codec, size_t max_chunk_size,
+                                            size_t *size);
+
+/* Decompress chunk i, `src_sizes[i]` bytes at `src[i]`, into `dst[i]`, which holds
+ * `dst_capacities[i]` bytes, for i below `num_chunks`, on `stream`, after the work queued on it
+ * before, without waiting. `sizes` (may be NULL) and `statuses` (required) are written once
+ * the stream reaches the end of this work (by a host function of the stream, see Results
+ * above): they are valid after a cuStreamSynchronize() (kvik_cuda_stream_synchronize), or after
+ * an event recorded on the stream after this call completed, or in a host function enqueued
+ * later; until then the caller must keep them allocated and not read them. A return below 0
+ * enqueued nothing, and wrote neither.
+ * Returns: 0 when enqueued. Errors: -EINVAL (unknown codec; NULL `statuses`, `src`, `src_sizes`,
+ * `dst` or `dst_capacities` with `num_chunks` > 0; a NULL `src[i]` with a size above 0 or a NULL
+ * `dst[i]`; a pointer that breaks the codec's alignment: the message names the chunk);
+ * KVIK_ENVCOMP_UNAVAILABLE; KVIK_ECUDA_UNAVAILABLE; -ENOMEM; a CUDA code (allocating, copying,
+ * enqueuing); an nvCOMP code (nvCOMP refused the batch: too many chunks, a chunk too large);
+ * KVIK_ECONFIG. Where the driver has no stream-ordered allocator (CUDA before 11.2), the call
+ * waits for the stream before it returns, so that it can free the device memory it used.
+ * Threads: safe. Lifetime: the device buffers must stay allocated, and the inputs unchanged,
+ * until the stream passes this work. */
+KVIK_API int kvik_decompress_async(kvik_codec codec, size_t num_chunks, const void *const *src,
+                                   const size_t *src_sizes, void *const *dst,
+                                   const size_t *dst_capacities, size_t *sizes, int *statuses,
+                                   void *stream);
+
+/* Decompress like kvik_decompress_async() on a stream of kvik's own in the calling thread's
+ * current context (device 0's primary one where none is current), and wait. `sizes` and
+ * `statuses` may be NULL.
+ * Returns: 0 when every chunk decompressed. Errors: those of kvik_decompress_async(); the code of
+ * the first chunk that failed (statuses says all), with a message naming it. Device memory
+ * written on other streams must be ready when the call starts. Threads: safe. */
+KVIK_API int kvik_decompress(kvik_codec codec, size_t num_chunks, const void *const *src,
+                             const size_t *src_sizes, void *const *dst,
+                             const size_t *dst_capacities, size_t *sizes, int *statuses);
+
+/* Compress chunk i, `src_sizes[i]` bytes at `src[i]`, into `dst[i]`, which holds
+ * `dst_capacities[i]` bytes, on `stream`, without waiting; results and their validity as for
+ * kvik_decompress_async(), `sizes[i]` being the compressed size. Every capacity must be at least
+ * kvik_codec_max_compressed_size() of the batch's largest chunk (-EINVAL naming the chunk
+ * otherwise): nvCOMP does not check it.
+ * Returns: 0 when enqueued. Errors: those of kvik_decompress_async(). Threads: safe. Lifetime: as
+ * for kvik_decompress_async(). */
+KVIK_API int kvik_compress_async(kvik_codec codec, size_t num_chunks, const void *const *src,
+                                 const size_t *src_sizes, void *const *dst,
+                                 const size_t *dst_capacities, size_t *sizes, int *statuses,
+                                 void *stream);
+
+/* Compress like kvik_compress_async() and wait; see kvik_decompress().
+ * Returns: 0 when every chunk compressed. Errors: those of kvik_decompress(). Threads: safe. */
+KVIK_API int kvik_compress(kvik_codec codec, size_t num_chunks, const void *const *src,
+                           const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
+                           size_t *sizes, int *statuses);
 
 /* ------------------------------------------------------------------------------------------ */
 /* What the library found                                                                     */

@@ -25,12 +25,12 @@ import sys
 # its own layer or lower ones; docs/architecture.md says what each layer is for.
 LAYERS = [
     ("base", ["error", "sys", "fault", "op", "init", "settings", "cancel", "version", "stats"]),
-    ("loaders", ["dl", "cuda", "cufile", "http", "uring"]),
+    ("loaders", ["dl", "cuda", "cufile", "http", "uring", "nvcomp", "nvcomp_abi"]),
     ("resources", ["pool", "bounce", "registry", "staging", "memory"]),
     ("io paths", ["posix_io", "device_io", "zero_copy", "zero_copy_read", "page_cache", "gds", "append"]),
     ("requests", ["future", "request", "stream_io"]),
     ("handles", ["file", "mmap", "remote", "batch", "batch_pool", "batch_uring", "batch_cufile", "batch_state"]),
-    ("entry points", ["cufile_driver"]),
+    ("entry points", ["cufile_driver", "codec"]),
 ]
 
 LAYER_OF = {name: (rank, layer) for rank, (layer, names) in enumerate(LAYERS) for name in names}

@@ -164,6 +164,8 @@ static void load_locked(void) {
   *(void **)&api.cuCtxGetId = dlsym(handle, "cuCtxGetId");
   *(void **)&api.cuStreamWaitValue32 = dlsym(handle, "cuStreamWaitValue32_v2");
   *(void **)&api.cuStreamWriteValue32 = dlsym(handle, "cuStreamWriteValue32_v2");
+  *(void **)&api.cuMemAllocAsync = dlsym(handle, "cuMemAllocAsync");
+  *(void **)&api.cuMemFreeAsync = dlsym(handle, "cuMemFreeAsync");
   CUresult result = api.cuInit(0);
   if (result != CUDA_SUCCESS) {
     const char *name = NULL;

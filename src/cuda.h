@@ -93,6 +93,9 @@ typedef struct kvik__cuda_api {
                                   unsigned flags);
   CUresult (*cuStreamWriteValue32)(CUstream stream, CUdeviceptr addr, unsigned value,
                                    unsigned flags);
+  /* Optional (CUDA 11.2 and later; NULL before): the stream-ordered allocator. */
+  CUresult (*cuMemAllocAsync)(CUdeviceptr *ptr, size_t size, CUstream stream);
+  CUresult (*cuMemFreeAsync)(CUdeviceptr ptr, CUstream stream);
 } kvik__cuda_api;
 
 /* The driver API, loading libcuda.so.1 and calling cuInit(0) on the first call. Returns NULL

@@ -32,6 +32,7 @@ typedef enum kvik__fork_slot {
   KVIK__FORK_REGISTRY, /* registered buffers, which open cuFile under their lock */
   KVIK__FORK_HTTP,     /* remote connections (held with no other lock) */
   KVIK__FORK_APPEND,   /* appends in progress (held with no other lock) */
+  KVIK__FORK_NVCOMP,   /* the nvCOMP loader (held with no other lock) */
   KVIK__FORK_SLOTS
 } kvik__fork_slot;
 

@@ -25,6 +25,7 @@ typedef enum {
   KIND_COUNT,
   KIND_BYTES,
   KIND_STATUS_LIST,
+  KIND_TEXT, /* free text, read and changed as text only (a path) */
   KIND_CHOICE /* one of `choices`, its value the index */
 } value_kind;
 
@@ -93,6 +94,8 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
     [KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS] = {"remote_io_max_concurrent_requests",
                                                         "KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS",
                                                         NULL, KIND_COUNT, 0, MAX_BYTES},
+    [KVIK_SETTING_NVCOMP_LIBRARY] = {"nvcomp_library", "KVIK_NVCOMP_LIBRARY", NULL, KIND_TEXT, 0,
+                                     0},
 };
 
 static _Atomic int64_t values[KVIK_SETTING_COUNT];
@@ -108,6 +111,11 @@ typedef struct status_set {
 } status_set;
 static _Atomic uint64_t retry_statuses[STATUS_WORDS];
 static const int default_retry_statuses[] = {429, 500, 502, 503, 504};
+
+/* The text settings' values (KIND_TEXT), "" by default; their values[] entries are unused. */
+#define TEXT_MAX 4096
+static pthread_mutex_t text_lock = PTHREAD_MUTEX_INITIALIZER;
+static char texts[KVIK_SETTING_COUNT][TEXT_MAX];
 
 /* Page-cache reads are bound by memory copies, which scale with cores: one thread per CPU this
  * process may run on serves well out of the box (docs/benchmarks.md, host memory). The cap keeps a
@@ -139,6 +147,11 @@ static int64_t default_value(kvik_setting s) {
 }
 
 static int valid_setting(kvik_setting s) { return (unsigned)s < KVIK_SETTING_COUNT; }
+
+/* Lists and text have no int64_t value. */
+static int text_only(kvik_setting s) {
+  return descs[s].kind == KIND_STATUS_LIST || descs[s].kind == KIND_TEXT;
+}
 
 /* ---- parsing ---------------------------------------------------------------------------- */
 
@@ -321,9 +334,34 @@ static int load_statuses(void) {
   return 0;
 }
 
+/* Store a text setting's value. Returns 0, or -EINVAL with a message naming `what` when the
+ * text does not fit. */
+static int store_text(kvik_setting s, const char *text, const char *what, int source) {
+  size_t n = strlen(text);
+  if (n >= TEXT_MAX)
+    return kvik__fail(-EINVAL, "%s: %zu bytes, longer than the %d that fit", what, n, TEXT_MAX - 1);
+  pthread_mutex_lock(&text_lock);
+  memcpy(texts[s], text, n + 1);
+  atomic_store(&sources[s], source);
+  pthread_mutex_unlock(&text_lock);
+  return 0;
+}
+
+int kvik__setting_text(kvik_setting setting, char *buf, size_t len) {
+  pthread_mutex_lock(&text_lock);
+  int n = snprintf(buf, len, "%s", texts[setting]);
+  pthread_mutex_unlock(&text_lock);
+  return n;
+}
+
 static int load_one(kvik_setting s) {
   const setting_desc *d = &descs[s];
   if (d->kind == KIND_STATUS_LIST) return load_statuses();
+  if (d->kind == KIND_TEXT) {
+    const char *text = getenv(d->env);
+    int rc = store_text(s, text ? text : "", d->env, text ? KVIK_SOURCE_ENV : KVIK_SOURCE_DEFAULT);
+    return rc < 0 ? KVIK_ECONFIG : 0;
+  }
   int64_t value = default_value(s), alias_value;
   int rc = read_env(s, d->env, &value);
   if (rc < 0) return rc;
@@ -342,7 +380,7 @@ static int load_one(kvik_setting s) {
 }
 
 void kvik__setting_watch(kvik_setting setting, kvik__setting_watcher *watcher) {
-  assert(valid_setting(setting) && descs[setting].kind != KIND_STATUS_LIST && !watchers[setting]);
+  assert(valid_setting(setting) && !text_only(setting) && !watchers[setting]);
   watchers[setting] = watcher;
 }
 
@@ -366,19 +404,18 @@ int64_t kvik__setting(kvik_setting setting) { return atomic_load(&values[setting
 
 /* ---- public API ------------------------------------------------------------------------- */
 
-/* Lists have no int64_t value. */
 static int refuse_list(const char *fn, kvik_setting s) {
-  return kvik__fail(
-      -EINVAL,
-      "%s(%s): a list, read and changed as text: use kvik_setting_format/kvik_setting_parse", fn,
-      descs[s].name);
+  return kvik__fail(-EINVAL,
+                    "%s(%s): a %s, read and changed as text: use "
+                    "kvik_setting_format/kvik_setting_parse",
+                    fn, descs[s].name, descs[s].kind == KIND_TEXT ? "text" : "list");
 }
 
 int kvik_setting_get(kvik_setting setting, int64_t *value) {
   if (!valid_setting(setting))
     return kvik__fail(-EINVAL, "kvik_setting_get: unknown setting %d", (int)setting);
   if (!value) return kvik__fail(-EINVAL, "kvik_setting_get(%s): NULL value", descs[setting].name);
-  if (descs[setting].kind == KIND_STATUS_LIST) return refuse_list("kvik_setting_get", setting);
+  if (text_only(setting)) return refuse_list("kvik_setting_get", setting);
   int rc = kvik__init();
   if (rc < 0) return rc;
   *value = kvik__setting(setting);
@@ -392,7 +429,7 @@ static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 /* A thread count applies even when its threads cannot start now: the pool tries again on its
  * next use, so the setting and the pool agree either way. */
 static int set_checked(kvik_setting s, int64_t value) {
-  assert(valid_setting(s) && descs[s].kind != KIND_STATUS_LIST);
+  assert(valid_setting(s) && !text_only(s));
   assert(value >= descs[s].min && value <= descs[s].max);
   pthread_mutex_lock(&set_lock);
   int rc = notify(s, value);
@@ -407,7 +444,7 @@ static int set_checked(kvik_setting s, int64_t value) {
 int kvik_setting_set(kvik_setting setting, int64_t value) {
   if (!valid_setting(setting))
     return kvik__fail(-EINVAL, "kvik_setting_set: unknown setting %d", (int)setting);
-  if (descs[setting].kind == KIND_STATUS_LIST) return refuse_list("kvik_setting_set", setting);
+  if (text_only(setting)) return refuse_list("kvik_setting_set", setting);
   int rc = kvik__init();
   if (rc < 0) return rc;
   const setting_desc *d = &descs[setting];
@@ -449,6 +486,7 @@ int kvik_setting_parse(kvik_setting setting, const char *text) {
   int64_t value;
   char what[PARSE_WHAT_LEN];
   parse_what(setting, what);
+  if (descs[setting].kind == KIND_TEXT) return store_text(setting, text, what, KVIK_SOURCE_API);
   rc = parse_value(setting, text, what, &value);
   return rc < 0 ? rc : set_checked(setting, value);
 }
@@ -481,6 +519,7 @@ int kvik_setting_format(kvik_setting setting, char *buf, size_t len) {
   int rc = kvik__init();
   if (rc < 0) return rc;
   if (descs[setting].kind == KIND_STATUS_LIST) return format_statuses(buf, len);
+  if (descs[setting].kind == KIND_TEXT) return kvik__setting_text(setting, buf, len);
   return format_value(setting, kvik__setting(setting), buf, len);
 }
 

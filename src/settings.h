@@ -2,6 +2,7 @@
 #ifndef KVIK_SRC_SETTINGS_H
 #define KVIK_SRC_SETTINGS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kvik.h"
@@ -10,6 +11,10 @@
  * reads every setting's environment variable (an invalid value makes it fail with KVIK_ECONFIG,
  * the detail message naming the first bad variable and its value). */
 int64_t kvik__setting(kvik_setting setting);
+
+/* A text setting's current value (KVIK_SETTING_NVCOMP_LIBRARY), as snprintf() writes it into buf:
+ * returns its full length. Only meaningful after kvik__init() succeeded. Thread-safe. */
+int kvik__setting_text(kvik_setting setting, char *buf, size_t len);
 
 /* Whether a response with this HTTP status is tried again (KVIK_SETTING_HTTP_STATUS_CODES). */
 int kvik__http_status_retryable(long status);

@@ -130,8 +130,23 @@ static void test_http_codes(void) {
   ASSERT(!KVIK_IS_HTTP_ERROR(KVIK_EHTTP_BASE - 99) && !KVIK_IS_CUDA_ERROR(KVIK_EHTTP_BASE - 404));
 }
 
+static void test_nvcomp_codes(void) {
+  int corrupt = KVIK_ENVCOMP_BASE - 12;
+  ASSERT(KVIK_IS_NVCOMP_ERROR(corrupt) && KVIK_NVCOMP_STATUS(corrupt) == 12);
+  ASSERT(strcmp(kvik_err_name(corrupt), "nvcompErrorCannotDecompress") == 0);
+  ASSERT(strstr(kvik_strerror(corrupt), "corrupt") != NULL);
+  /* nvCOMP's two statuses beyond 999 */
+  ASSERT(KVIK_NVCOMP_STATUS(KVIK_ENVCOMP_BASE - 998) == 1000);
+  ASSERT(strcmp(kvik_err_name(KVIK_ENVCOMP_BASE - 998), "nvcompErrorCudaError") == 0);
+  ASSERT(KVIK_NVCOMP_STATUS(KVIK_ENVCOMP_BASE - 999) == 10000);
+  ASSERT(strcmp(kvik_err_name(KVIK_ENVCOMP_BASE - 999), "nvcompErrorInternal") == 0);
+  ASSERT(strcmp(kvik_err_name(KVIK_ENVCOMP_BASE - 500), "UNKNOWN") == 0);
+  ASSERT(!KVIK_IS_NVCOMP_ERROR(KVIK_EHTTP_BASE - 404) && !KVIK_IS_HTTP_ERROR(corrupt));
+  ASSERT(strcmp(kvik_err_name(KVIK_ENVCOMP_UNAVAILABLE), "KVIK_ENVCOMP_UNAVAILABLE") == 0);
+}
+
 static void test_codes_beyond_every_range(void) {
-  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 13, -4999, KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE,
+  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 14, -4999, KVIK_ENVCOMP_BASE, KVIK_ENVCOMP_BASE - 1000, KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE,
                        KVIK_ECUDA_BASE - 1000, KVIK_EHTTP_BASE, KVIK_EHTTP_BASE - 99, KVIK_EHTTP_BASE - 1000,
                        -999999, -2147483647 - 1};
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
@@ -194,6 +209,7 @@ int main(void) {
   test_cufile_codes();
   test_cuda_codes();
   test_http_codes();
+  test_nvcomp_codes();
   test_codes_beyond_every_range();
   test_message_is_thread_local();
   test_detail_message_names_call_and_path();

@@ -55,7 +55,8 @@ static void test_names(void) {
                                       "zero_copy_read", "http_max_attempts", "http_timeout",
                                       "http_status_codes", "remote_verbose", "remote_connections", "io_uring",
                                       "remote_io_backend", "remote_io_num_reactors",
-                                      "remote_io_reactor_dispatch", "remote_io_max_concurrent_requests"};
+                                      "remote_io_reactor_dispatch", "remote_io_max_concurrent_requests",
+                                      "nvcomp_library"};
   ASSERT_EQ(sizeof names / sizeof names[0], KVIK_SETTING_COUNT);
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
     ASSERT(strcmp(kvik_setting_name((kvik_setting)s), names[s]) == 0);
@@ -412,6 +413,27 @@ static void test_small_bounce_buffers(void) {
   test_rmdir(dir);
 }
 
+/* A text setting: a path, kept as given (spaces too), read and changed as text only. */
+static void test_nvcomp_library(void) {
+  char text[64];
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_NVCOMP_LIBRARY, text, sizeof text), 0);
+  ASSERT(strcmp(text, "") == 0);
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_NVCOMP_LIBRARY, " /opt/nv comp/libnvcomp.so.6"));
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_NVCOMP_LIBRARY, text, sizeof text), 28);
+  ASSERT(strcmp(text, " /opt/nv comp/libnvcomp.so.6") == 0);
+  ASSERT_EQ(kvik_setting_source_of(KVIK_SETTING_NVCOMP_LIBRARY), KVIK_SOURCE_API);
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_NVCOMP_LIBRARY, NULL, 0), 28);
+  int64_t v;
+  ASSERT_FAILS(kvik_setting_get(KVIK_SETTING_NVCOMP_LIBRARY, &v), -EINVAL, "text");
+  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_NVCOMP_LIBRARY, 1), -EINVAL, "text");
+  static char huge[5000];
+  memset(huge, 'x', sizeof huge - 1);
+  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_NVCOMP_LIBRARY, huge), -EINVAL, "4095");
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_NVCOMP_LIBRARY, text, sizeof text), 28);
+  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_NVCOMP_LIBRARY, ""));
+  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_NVCOMP_LIBRARY, text, sizeof text), 0);
+}
+
 int main(void) {
   /* Before any kvik call: this process's settings must come from an empty environment. */
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) unsetenv(kvik_setting_env_name((kvik_setting)s));
@@ -425,5 +447,6 @@ int main(void) {
   test_invalid_values_change_nothing();
   test_large_values();
   test_small_bounce_buffers();
+  test_nvcomp_library();
   return 0;
 }

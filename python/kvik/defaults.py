@@ -107,6 +107,8 @@ _PROCESS_LIFETIME = frozenset({
 _BOOLS = ("auto_direct_io_read", "auto_direct_io_write", "remote_verbose")
 # Lists of ints, which libkvik reads and writes as text only ("429,500,503").
 _LISTS = ("http_status_codes",)
+# Text, read and written as it is (a path).
+_TEXTS = ("nvcomp_library",)
 
 
 def _check_name(name):
@@ -124,6 +126,8 @@ def get(config_name):
     if config_name in _LISTS:
         text = _lib.setting_format(config_name)
         return [int(item) for item in text.split(",")] if text else []
+    if config_name in _TEXTS:
+        return _lib.setting_format(config_name)
     value = _lib.setting_get(config_name)
     if config_name in _ENUMS:
         return _ENUMS[config_name](value)
