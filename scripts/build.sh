@@ -23,5 +23,17 @@ if ! echo '#include <curl/curl.h>' | cc -E -x c - >/dev/null 2>&1; then
     echo "could not install libcurl: building without remote files" >&2
 fi
 
+# The compression libraries of the fake nvCOMP that the tests use (tests/fake_nvcomp.h). Optional:
+# without one, the fake lacks that library's formats.
+for header in zstd.h lz4.h snappy-c.h zlib.h; do
+  if ! echo "#include <$header>" | cc -E -x c - >/dev/null 2>&1; then
+    echo "installing the compression libraries (tests' fake nvCOMP; missing: $header)" >&2
+    { $sudo apt-get update -qq &&
+      $sudo apt-get install -y -qq libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev >/dev/null; } ||
+      echo "could not install them: the fake nvCOMP lacks some formats" >&2
+    break
+  fi
+done
+
 cmake -S "$root" -B "$build" "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"
