@@ -227,6 +227,11 @@ static void test_stream_ordered(kvik_codec codec) {
   ASSERT_OK(kvik_compress_async(codec, CHUNKS, (const void *const *)r.dev_in, r.in_sizes,
                                 (void *const *)r.dev_comp, r.comp_caps, r.comp_sizes, r.statuses,
                                 stream));
+  /* The sizes are host memory that the next call reads when it is made: wait for them. */
+  CU_OK(cu.cuStreamSynchronize(stream));
+  for (int i = 0; i < CHUNKS; i++) ASSERT_EQ(r.statuses[i], 0);
+  ASSERT(r.comp_sizes[2] > 0 && r.comp_sizes[2] < r.in_sizes[2]);
+  for (int i = 0; i < CHUNKS; i++) r.statuses[i] = 12345;
   ASSERT_OK(kvik_decompress_async(codec, CHUNKS, (const void *const *)r.dev_comp, r.comp_sizes,
                                   (void *const *)r.dev_out, r.out_caps, r.out_sizes, r.statuses,
                                   stream));
