@@ -7,6 +7,7 @@
 #include "test.h"
 #include "test_cuda.h"
 
+#include <pthread.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -263,6 +264,54 @@ static void test_alignment_and_capacity(kvik_codec codec) {
   round_trip_free(&r);
 }
 
+/* Several threads at once, each round-tripping its own batch on its own stream (stream-ordered)
+ * and on kvik's (blocking): the pinned result blocks go back and forth between them. */
+typedef struct worker {
+  kvik_codec codec;
+  CUcontext ctx;
+  int ok;
+} worker;
+
+static void *work(void *arg) {
+  worker *w = arg;
+  CU_OK(cu.cuCtxSetCurrent(w->ctx));
+  round_trip r;
+  round_trip_setup(&r, w->codec);
+  CUstream stream;
+  CU_OK(cu.cuStreamCreate(&stream, 0));
+  for (int round = 0; round < 4; round++) {
+    ASSERT_OK(kvik_compress_async(w->codec, CHUNKS, (const void *const *)r.dev_in, r.in_sizes,
+                                  (void *const *)r.dev_comp, r.comp_caps, r.comp_sizes,
+                                  r.statuses, stream));
+    CU_OK(cu.cuStreamSynchronize(stream));
+    ASSERT_OK(kvik_decompress(w->codec, CHUNKS, (const void *const *)r.dev_comp, r.comp_sizes,
+                              (void *const *)r.dev_out, r.out_caps, r.out_sizes, r.statuses));
+    check_output(&r);
+  }
+  CU_OK(cu.cuStreamDestroy_v2(stream));
+  round_trip_free(&r);
+  w->ok = 1;
+  return NULL;
+}
+
+static void test_threads(kvik_codec codec) {
+  enum { THREADS = 4 };
+  pthread_t threads[THREADS];
+  worker workers[THREADS];
+  CUdevice device;
+  CUcontext ctx; /* device 0's primary context, as load_cuda() made current here */
+  CU_OK(cu.cuDeviceGet(&device, 0));
+  CU_OK(cu.cuDevicePrimaryCtxRetain(&ctx, device));
+  for (int i = 0; i < THREADS; i++) {
+    workers[i] = (worker){codec, ctx, 0};
+    ASSERT(pthread_create(&threads[i], NULL, work, &workers[i]) == 0);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    ASSERT(pthread_join(threads[i], NULL) == 0);
+    ASSERT(workers[i].ok);
+  }
+}
+
 int main(void) {
   test_codec_table();
   test_argument_checks();
@@ -295,5 +344,6 @@ int main(void) {
     tested++;
   }
   ASSERT(tested > 0);
+  test_threads(KVIK_CODEC_LZ4);
   return 0;
 }
