@@ -146,7 +146,8 @@ static void test_nvcomp_codes(void) {
 }
 
 static void test_codes_beyond_every_range(void) {
-  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 14, -4999, KVIK_ENVCOMP_BASE, KVIK_ENVCOMP_BASE - 1000, KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE,
+  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 14, -4999, KVIK_ENVCOMP_BASE,
+                       KVIK_ENVCOMP_BASE - 1000, KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE,
                        KVIK_ECUDA_BASE - 1000, KVIK_EHTTP_BASE, KVIK_EHTTP_BASE - 99, KVIK_EHTTP_BASE - 1000,
                        -999999, -2147483647 - 1};
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
