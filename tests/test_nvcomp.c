@@ -101,6 +101,32 @@ static void test_not_nvcomp(void) {
   ASSERT_EQ(WEXITSTATUS(status), 0);
 }
 
+/* A library with zstd's functions only (tests/nvcomp_stub.c, argv[1]): zstd is offered, the
+ * other codecs not, and their calls fail with KVIK_ENVCOMP_UNAVAILABLE naming the codec; the stub
+ * refuses zstd's calls, which kvik reports as nvCOMP's code. In a child: loading is once. */
+static void test_one_format(const char *stub) {
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    ASSERT_OK(kvik_setting_parse(KVIK_SETTING_NVCOMP_LIBRARY, stub));
+    ASSERT_EQ(kvik_nvcomp_version(), 6000);
+    for (int c = 0; c < KVIK_CODEC_COUNT; c++)
+      ASSERT_EQ(kvik_codec_supported((kvik_codec)c), c == KVIK_CODEC_ZSTD);
+    size_t size;
+    ASSERT_FAILS(kvik_codec_max_compressed_size(KVIK_CODEC_LZ4, 100, &size),
+                 KVIK_ENVCOMP_UNAVAILABLE, "kvik_codec_max_compressed_size(lz4): ");
+    ASSERT(strstr(kvik_last_error(), "lacks the codec's functions") != NULL);
+    ASSERT_FAILS(kvik_codec_max_compressed_size(KVIK_CODEC_ZSTD, 100, &size),
+                 KVIK_ENVCOMP_BASE - 11, "CompressGetMaxOutputChunkSize");
+    ASSERT_EQ(kvik_err_name(KVIK_ENVCOMP_BASE - 11)[0], 'n'); /* "nvcompErrorNotSupported" */
+    _exit(0);
+  }
+  int status;
+  ASSERT(waitpid(pid, &status, 0) == pid);
+  ASSERT(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+}
+
 /* ---- with nvCOMP and CUDA ---------------------------------------------------------------- */
 
 #define CHUNKS 5
@@ -312,11 +338,13 @@ static void test_threads(kvik_codec codec) {
   }
 }
 
-int main(void) {
+/* argv[1], optional: the path of tests/nvcomp_stub.c's library. */
+int main(int argc, char **argv) {
   test_codec_table();
   test_argument_checks();
   test_missing_library();
   test_not_nvcomp();
+  if (argc > 1) test_one_format(argv[1]);
   int version = kvik_nvcomp_version();
   if (version < 0) {
     printf("no nvCOMP (%s): data tests skipped\n", kvik_last_error());
