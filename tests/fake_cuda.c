@@ -322,6 +322,9 @@ typedef struct record {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static record **g_records; /* live allocations and registrations, guarded by g_lock */
 static size_t g_nrecords, g_records_cap;
+/* Allocations freed by cuMemFreeAsync whose stream has not reached the release yet: work queued
+ * before the free may still use them (fake_cuda_host_view). Guarded by g_lock. */
+static fake_list g_releasing;
 
 /* The record whose range holds addr and whose kind is in `kinds`; g_lock held. */
 static record *record_find(uintptr_t addr, int kinds) {
@@ -721,6 +724,9 @@ static void op_run(op *o) {
     event_put(o->event);
     break;
   case OP_RELEASE:
+    pthread_mutex_lock(&g_lock);
+    fake_list_remove(&g_releasing, o->holds[0]);
+    pthread_mutex_unlock(&g_lock);
     break;
   }
   record_put(o->holds[0]);
@@ -1191,6 +1197,10 @@ CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
   }
   atomic_fetch_sub(&g_live[LIVE_DEVICE], 1);
   *o = (op){.kind = OP_RELEASE, .holds = {r, NULL}};
+  pthread_mutex_lock(&g_lock);
+  if (fake_list_add(&g_releasing, r) != 0) /* only fake_cuda_host_view misses it */
+    fprintf(stderr, "fake_cuda: out of memory tracking a stream-ordered free\n");
+  pthread_mutex_unlock(&g_lock);
   if (stream_enqueue(s, o) != CUDA_SUCCESS) op_run(o);
   stream_put(s);
   return CUDA_SUCCESS;
@@ -1419,6 +1429,22 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t size) {
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t size) {
   ENTER(cuMemsetD8);
   return copy_now(1, dst, NULL, size, value);
+}
+
+/* ---- Another fake library's view of memory ------------------------------------------------ */
+
+void *fake_cuda_host_view(CUdeviceptr ptr, size_t size) {
+  uintptr_t at = (uintptr_t)ptr;
+  unsigned char *cpu = NULL;
+  pthread_mutex_lock(&g_lock);
+  record *r = record_find(at, ~0);
+  for (size_t i = 0; !r && i < g_releasing.n; i++) {
+    record *pending = g_releasing.items[i];
+    if (at >= pending->start && at - pending->start < pending->size) r = pending;
+  }
+  if (r && size <= r->size - (at - r->start)) cpu = r->cpu + (at - r->start);
+  pthread_mutex_unlock(&g_lock);
+  return cpu;
 }
 
 /* ---- Host functions ----------------------------------------------------------------------- */

@@ -607,6 +607,50 @@ static void test_pinned(int f, CUstream s) {
   free(orig);
 }
 
+/* Stream-ordered memory freed right after the call, on the same stream, is still there when the
+ * batch runs, as on a real GPU: kvik frees its pooled arrays so. */
+static void test_freed_after_call(int f, CUstream s) {
+  CUresult (*alloc_async)(CUdeviceptr *, size_t, CUstream);
+  CUresult (*free_async)(CUdeviceptr, CUstream);
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  *(void **)&alloc_async = must_find(cuda, "cuMemAllocAsync");
+  *(void **)&free_async = must_find(cuda, "cuMemFreeAsync");
+  dlclose(cuda);
+  size_t n = 5000, csize;
+  unsigned char orig[5000], back[5000];
+  fill(orig, n, 8);
+  unsigned char *comp = cpu_compress(f, orig, n, &csize);
+  CUdeviceptr out = dev_alloc(n), block;
+  opts_t d = default_opts(f, 0);
+  size_t temp;
+  NV_OK(nv[f].decompress_temp_size(1, n, d, &temp, n, s));
+  size_t arrays = 256, total = arrays + temp + csize;
+  CU_OK(alloc_async(&block, total, s));
+  struct {
+    void *in_ptr, *out_ptr;
+    size_t in_size, capacity, size;
+    status_t status;
+  } host = {p_(block + arrays + temp), p_(out), csize, n, 0, (status_t)-1}, result;
+  CU_OK(cu.cuMemcpyHtoDAsync(block, &host, sizeof host, s));
+  CU_OK(cu.cuMemcpyHtoDAsync(block + arrays + temp, comp, csize, s));
+  CU_OK(cu.cuStreamSynchronize(s));
+  setenv("FAKE_NVCOMP_DELAY_US", "50000", 1);
+  unsigned char *base = p_(block);
+  NV_OK(nv[f].decompress_async(p_(block), (size_t *)(base + 16), (size_t *)(base + 24),
+                               (size_t *)(base + 32), 1, temp ? base + arrays : NULL, temp,
+                               (void *const *)(base + 8), d, (status_t *)(base + 40), s));
+  CU_OK(cu.cuMemcpyDtoHAsync(&result, block, sizeof result, s));
+  CU_OK(free_async(block, s));
+  CU_OK(cu.cuStreamSynchronize(s));
+  unsetenv("FAKE_NVCOMP_DELAY_US");
+  ASSERT_EQ(result.status, S(nvcompSuccess));
+  ASSERT_EQ(result.size, n);
+  from_dev(back, out, n);
+  ASSERT(memcmp(back, orig, n) == 0);
+  CU_OK(cu.cuMemFree(out));
+  free(comp);
+}
+
 /* fake_nvcomp_fail, fake_nvcomp_fail_chunk and the counters. */
 static void test_injection(CUstream s) {
   int f = have[ZSTD] ? ZSTD : DEFLATE;
@@ -731,6 +775,7 @@ int main(void) {
   if (standard && (have[ZSTD] || have[DEFLATE])) {
     test_stream_order(s);
     test_injection(s);
+    test_freed_after_call(have[ZSTD] ? ZSTD : DEFLATE, s);
   }
   test_threads();
   CU_OK(cu.cuStreamDestroy(s));
