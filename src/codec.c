@@ -223,17 +223,28 @@ static int misaligned(const batch *b, size_t i, const char *which, const void *p
                     names[b->codec], i, b->n, which, p, align);
 }
 
-/* The argument rules of kvik.h, checked before anything starts. */
-static int check_batch(batch *b, const kvik__nvcomp_format_api *f) {
-  if (b->n > 0 && (!b->statuses || !b->src || !b->src_sizes || !b->dst || !b->dst_capacities))
+/* The argument rules that need no nvCOMP: checked first, so that they hold without it. The
+ * blocking forms make their own statuses where the caller gives none. */
+static int check_arguments(const batch *b, int need_statuses) {
+  if (!valid_codec(b->codec)) return unknown_codec(b->fn, b->codec);
+  int missing = (need_statuses && !b->statuses) || !b->src || !b->src_sizes || !b->dst ||
+                !b->dst_capacities;
+  if (b->n > 0 && missing)
     return kvik__fail(-EINVAL, "%s(%s): NULL array for %zu chunks", b->fn, names[b->codec], b->n);
+  for (size_t i = 0; i < b->n; i++) {
+    if (!b->src[i] && b->src_sizes[i] > 0) return chunk_fail(b, i, "NULL input");
+    if (!b->dst[i]) return chunk_fail(b, i, "NULL output");
+  }
+  return 0;
+}
+
+/* The rules of the codec: alignment, and for compression the output capacities. */
+static int check_batch(batch *b, const kvik__nvcomp_format_api *f) {
   kvik__nvcomp_alignments a;
   int rc = alignments(b->fn, b->codec, f, b->compress, &a);
   if (rc < 0) return rc;
   b->max_in = b->total_in = 0;
   for (size_t i = 0; i < b->n; i++) {
-    if (!b->src[i] && b->src_sizes[i] > 0) return chunk_fail(b, i, "NULL input");
-    if (!b->dst[i]) return chunk_fail(b, i, "NULL output");
     if ((rc = misaligned(b, i, "input", b->src[i], a.input)) < 0) return rc;
     if ((rc = misaligned(b, i, "output", b->dst[i], a.output)) < 0) return rc;
     size_t in = b->compress ? b->src_sizes[i] : b->dst_capacities[i];
@@ -390,7 +401,8 @@ static int push_stream_context(const char *fn, const kvik__cuda_api *cu, void *s
 
 static int run_async(batch *b, void *stream) {
   const kvik__nvcomp_format_api *f;
-  int rc = format_api(b->fn, b->codec, &f);
+  int rc = check_arguments(b, 1);
+  if (rc == 0) rc = format_api(b->fn, b->codec, &f);
   if (rc < 0 || (rc = check_batch(b, f)) < 0 || b->n == 0) return rc;
   const kvik__cuda_api *cu = kvik__cuda(b->fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
@@ -403,8 +415,9 @@ static int run_async(batch *b, void *stream) {
 /* The blocking form: a stream of kvik's own, waited for; the first failed chunk's code. */
 static int run_blocking(batch *b) {
   const kvik__nvcomp_format_api *f;
-  int rc = format_api(b->fn, b->codec, &f);
   int *own = NULL;
+  int rc = check_arguments(b, 0);
+  if (rc == 0) rc = format_api(b->fn, b->codec, &f);
   if (rc == 0 && !b->statuses && b->n > 0) {
     if (!(own = kvik__calloc(b->n, sizeof *own)))
       return kvik__fail(-ENOMEM, "%s(%s): no memory for %zu statuses", b->fn, names[b->codec],

@@ -165,33 +165,6 @@ int kvik__nvcomp_check(kvik__nvcomp_status status, const char *fn, const char *c
                     (int)status);
 }
 
-/* ---- options ---------------------------------------------------------------------------- */
-
-kvik__nvcomp_opts kvik__nvcomp_default_opts(kvik_codec codec, int compress) {
-  kvik__nvcomp_opts o;
-  memset(&o, 0, sizeof o);
-  if (compress) {
-    switch (codec) {
-    case KVIK_CODEC_DEFLATE:
-    case KVIK_CODEC_GZIP:
-    case KVIK_CODEC_GDEFLATE: o.deflate.algorithm = 1; break;
-    case KVIK_CODEC_CASCADED:
-      o.cascaded_compress.data_type = KVIK__NVCOMP_TYPE_UINT;
-      o.cascaded_compress.mode = 1;                        /* NVCOMP_CASCADED_MODE_ASYMMETRIC */
-      o.cascaded_compress.terminal_codec_flags = 1;        /* ..._CASCADED_BITPACK */
-      o.cascaded_compress.fine_grained_encoding_flags = 7; /* delta, RLE and FOR */
-      o.cascaded_compress.compression_level = 3;
-      break;
-    case KVIK_CODEC_BITCOMP: o.bitcomp_compress.data_type = KVIK__NVCOMP_TYPE_UCHAR; break;
-    default: break;
-    }
-    return o;
-  }
-  if (codec == KVIK_CODEC_CASCADED) o.cascaded_decompress.data_type = KVIK__NVCOMP_TYPE_BITS;
-  if (codec == KVIK_CODEC_ANS) o.ans_decompress.data_type = KVIK__NVCOMP_TYPE_BITS;
-  return o;
-}
-
 /* ---- fork and error names --------------------------------------------------------------- */
 
 static void fork_prepare(void) { pthread_mutex_lock(&lock); }

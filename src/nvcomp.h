@@ -34,8 +34,4 @@ int kvik__nvcomp_code(int status);
  * for nvcompSuccess. */
 int kvik__nvcomp_check(kvik__nvcomp_status status, const char *fn, const char *call);
 
-/* The default options of a codec for compression (`compress` 1) or decompression: nvCOMP's
- * nvcompBatched<Format>{Compress,Decompress}DefaultOpts. */
-kvik__nvcomp_opts kvik__nvcomp_default_opts(kvik_codec codec, int compress);
-
 #endif

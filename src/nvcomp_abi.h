@@ -16,6 +16,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "../include/kvik.h"
 
 /* nvCOMP's cudaStream_t, the driver's CUstream: the same type as src/cuda.h's CUstream, spelled
  * without including it, so that the ABI test can include this header beside nvcomp.h. */
@@ -94,13 +97,15 @@ typedef union kvik__nvcomp_opts {
     uint8_t compression_level;
     char reserved[31];
   } cascaded_compress;
-  /* Cascaded decompression: the backend, then the common options. */
+  /* Cascaded decompression: the backend, then the common options (8-aligned: at offset 8). */
   struct {
     int backend;
-    int data_type;
-    int mode;
-    uint64_t terminal_codec_flags;
-    uint64_t coarse_grained_encoding_flags;
+    struct {
+      int data_type;
+      int mode;
+      uint64_t terminal_codec_flags;
+      uint64_t coarse_grained_encoding_flags;
+    } common;
     char reserved[32];
   } cascaded_decompress;
   struct {
@@ -207,5 +212,32 @@ typedef struct kvik__nvcomp_format_api {
   X(get_status_string, "nvcompGetStatusString", const char *, (kvik__nvcomp_status status))
 
 #define KVIK__NVCOMP_SONAME "libnvcomp.so.6"
+
+/* The default options of a codec for compression (`compress` 1) or decompression: the bytes of
+ * nvCOMP's nvcompBatched<Format>{Compress,Decompress}DefaultOpts (the ABI test compares them). */
+static inline kvik__nvcomp_opts kvik__nvcomp_default_opts(kvik_codec codec, int compress) {
+  kvik__nvcomp_opts o;
+  memset(&o, 0, sizeof o);
+  if (compress) {
+    switch (codec) {
+    case KVIK_CODEC_DEFLATE:
+    case KVIK_CODEC_GZIP:
+    case KVIK_CODEC_GDEFLATE: o.deflate.algorithm = 1; break;
+    case KVIK_CODEC_CASCADED:
+      o.cascaded_compress.data_type = KVIK__NVCOMP_TYPE_UINT;
+      o.cascaded_compress.mode = 1;                        /* NVCOMP_CASCADED_MODE_ASYMMETRIC */
+      o.cascaded_compress.terminal_codec_flags = 1;        /* ..._CASCADED_BITPACK */
+      o.cascaded_compress.fine_grained_encoding_flags = 7; /* delta, RLE and FOR */
+      o.cascaded_compress.compression_level = 3;
+      break;
+    case KVIK_CODEC_BITCOMP: o.bitcomp_compress.data_type = KVIK__NVCOMP_TYPE_UCHAR; break;
+    default: break;
+    }
+    return o;
+  }
+  if (codec == KVIK_CODEC_CASCADED) o.cascaded_decompress.common.data_type = KVIK__NVCOMP_TYPE_BITS;
+  if (codec == KVIK_CODEC_ANS) o.ans_decompress.data_type = KVIK__NVCOMP_TYPE_BITS;
+  return o;
+}
 
 #endif

@@ -317,14 +317,13 @@ typedef struct record {
   CUdevice device;
   unsigned char *cpu; /* where the fake itself reads and writes byte 0 */
   atomic_int refs;    /* one for the registry, one per queued operation that uses it */
+  int freeing;        /* cuMemFreeAsync called; g_lock. Still found (by work queued before the
+                       * free, as the real driver allows) until the stream reaches the free. */
 } record;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static record **g_records; /* live allocations and registrations, guarded by g_lock */
 static size_t g_nrecords, g_records_cap;
-/* Allocations freed by cuMemFreeAsync whose stream has not reached the release yet: work queued
- * before the free may still use them (fake_cuda_host_view). Guarded by g_lock. */
-static fake_list g_releasing;
 
 /* The record whose range holds addr and whose kind is in `kinds`; g_lock held. */
 static record *record_find(uintptr_t addr, int kinds) {
@@ -340,7 +339,7 @@ static record *record_take(uintptr_t addr, int kinds) {
   record *found = NULL;
   pthread_mutex_lock(&g_lock);
   for (size_t i = 0; i < g_nrecords; i++) {
-    if (g_records[i]->start == addr && (g_records[i]->kind & kinds)) {
+    if (g_records[i]->start == addr && (g_records[i]->kind & kinds) && !g_records[i]->freeing) {
       found = g_records[i];
       g_records[i] = g_records[--g_nrecords];
       break;
@@ -348,6 +347,29 @@ static record *record_take(uintptr_t addr, int kinds) {
   }
   pthread_mutex_unlock(&g_lock);
   return found;
+}
+
+/* Mark the record of kind in `kinds` that starts exactly at addr as freeing (record_take's
+ * search, for cuMemFreeAsync); NULL if there is none, or it is being freed already. */
+static record *record_mark_freeing(uintptr_t addr, int kinds) {
+  record *found = NULL;
+  pthread_mutex_lock(&g_lock);
+  for (size_t i = 0; i < g_nrecords && !found; i++)
+    if (g_records[i]->start == addr && (g_records[i]->kind & kinds) && !g_records[i]->freeing)
+      found = g_records[i], found->freeing = 1;
+  pthread_mutex_unlock(&g_lock);
+  return found;
+}
+
+/* Remove record r from the registry, once a stream reached its cuMemFreeAsync. */
+static void record_remove(record *r) {
+  pthread_mutex_lock(&g_lock);
+  for (size_t i = 0; i < g_nrecords; i++)
+    if (g_records[i] == r) {
+      g_records[i] = g_records[--g_nrecords];
+      break;
+    }
+  pthread_mutex_unlock(&g_lock);
 }
 
 /* g_lock held. */
@@ -389,6 +411,7 @@ static record *record_make(uintptr_t start, size_t size, size_t reserved, mem_ki
   r->ctx = ctx;
   r->device = device;
   r->cpu = cpu;
+  r->freeing = 0;
   atomic_init(&r->refs, 1);
   return r;
 }
@@ -637,7 +660,7 @@ typedef enum op_kind {
   OP_HOST_FN,     /* cuLaunchHostFunc */
   OP_DRIVER_WORK, /* fake_cuda_launch_driver_work: a host function that may call the driver */
   OP_EVENT,       /* cuEventRecord: marks the event reached */
-  OP_RELEASE,     /* cuMemFreeAsync: only drops the reference it holds, once earlier work ran */
+  OP_RELEASE,     /* cuMemFreeAsync: unregisters the memory, once earlier work ran */
   OP_WAIT_VALUE,  /* cuStreamWaitValue32: polls *word until it is at least `value` */
   OP_WRITE_VALUE  /* cuStreamWriteValue32 */
 } op_kind;
@@ -724,9 +747,7 @@ static void op_run(op *o) {
     event_put(o->event);
     break;
   case OP_RELEASE:
-    pthread_mutex_lock(&g_lock);
-    fake_list_remove(&g_releasing, o->holds[0]);
-    pthread_mutex_unlock(&g_lock);
+    record_remove(o->holds[0]);
     break;
   }
   record_put(o->holds[0]);
@@ -1182,14 +1203,15 @@ CUresult cuMemFree(CUdeviceptr ptr) {
   return result != CUDA_SUCCESS ? result : record_free((uintptr_t)ptr, KINDS_ON_DEVICE, CUDA_ERROR_INVALID_VALUE);
 }
 
-/* The pointer is invalid at once; the memory goes back once the stream's earlier work ran. */
+/* The memory goes back once the stream's earlier work ran, which may use it until then (a
+ * second free of it fails at once). */
 CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
   ENTER(cuMemFreeAsync);
   CUstream s;
   CUresult result = stream_get(stream, &s);
   if (result != CUDA_SUCCESS) return result;
   op *o = calloc(1, sizeof *o);
-  record *r = o ? record_take((uintptr_t)ptr, KIND_DEVICE | KIND_POOL) : NULL;
+  record *r = o ? record_mark_freeing((uintptr_t)ptr, KIND_DEVICE | KIND_POOL) : NULL;
   if (!o || !r) {
     free(o);
     stream_put(s);
@@ -1197,10 +1219,6 @@ CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
   }
   atomic_fetch_sub(&g_live[LIVE_DEVICE], 1);
   *o = (op){.kind = OP_RELEASE, .holds = {r, NULL}};
-  pthread_mutex_lock(&g_lock);
-  if (fake_list_add(&g_releasing, r) != 0) /* only fake_cuda_host_view misses it */
-    fprintf(stderr, "fake_cuda: out of memory tracking a stream-ordered free\n");
-  pthread_mutex_unlock(&g_lock);
   if (stream_enqueue(s, o) != CUDA_SUCCESS) op_run(o);
   stream_put(s);
   return CUDA_SUCCESS;
@@ -1437,11 +1455,7 @@ void *fake_cuda_host_view(CUdeviceptr ptr, size_t size) {
   uintptr_t at = (uintptr_t)ptr;
   unsigned char *cpu = NULL;
   pthread_mutex_lock(&g_lock);
-  record *r = record_find(at, ~0);
-  for (size_t i = 0; !r && i < g_releasing.n; i++) {
-    record *pending = g_releasing.items[i];
-    if (at >= pending->start && at - pending->start < pending->size) r = pending;
-  }
+  record *r = record_find(at, ~0); /* memory being freed by cuMemFreeAsync included */
   if (r && size <= r->size - (at - r->start)) cpu = r->cpu + (at - r->start);
   pthread_mutex_unlock(&g_lock);
   return cpu;

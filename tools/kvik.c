@@ -317,6 +317,30 @@ static void print_gds(void) {
   print_parameters();
 }
 
+/* ---- compression --------------------------------------------------------------------------- */
+
+/* Whether nvCOMP loads, from where, its version, and the codecs it offers. */
+static void print_nvcomp(void) {
+  int version = kvik_nvcomp_version();
+  if (version < 0) {
+    const char *why = kvik_last_error(), *after = strstr(why, "nvCOMP unavailable: ");
+    printf("\ncompression (nvCOMP): not found: %s\n", after ? after + 20 : why);
+    return;
+  }
+  char path[4096] = "?";
+  kvik_nvcomp_path(path, sizeof path);
+  printf("\ncompression (nvCOMP): nvCOMP %d.%d.%d from %s\n  codecs:", version / 1000,
+         version % 1000 / 100, version % 100, path);
+  for (int c = 0; c < KVIK_CODEC_COUNT; c++)
+    if (kvik_codec_supported((kvik_codec)c) == 1)
+      printf(" %s%s", kvik_codec_name((kvik_codec)c),
+             kvik_codec_gpu_only((kvik_codec)c) ? " (GPU-only)" : "");
+  printf("\n");
+  for (int c = 0; c < KVIK_CODEC_COUNT; c++)
+    if (kvik_codec_supported((kvik_codec)c) != 1)
+      printf("  %s: not offered by this nvCOMP\n", kvik_codec_name((kvik_codec)c));
+}
+
 /* ---- info ------------------------------------------------------------------------------------ */
 
 static const char *backend_name(int backend) {
@@ -404,6 +428,7 @@ static int cmd_info(int argc, char **argv) {
   print_lib("cuFile", KVIK_LIB_CUFILE);
   print_cuda();
   print_gds();
+  print_nvcomp();
   print_remote();
   int direct = kvik_direct_io_supported(dir);
   if (direct < 0) printf("\nO_DIRECT in %s: not checked: %s\n", dir, direct_io_reason());
