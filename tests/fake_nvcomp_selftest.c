@@ -446,6 +446,20 @@ static void test_arguments(int f, CUstream s) {
   ASSERT_EQ(nv[f].compress_max_output((size_t)1 << 50, c, &v), S(nvcompErrorChunkSizeTooLarge));
   NV_OK(nv[f].compress_max_output(1 << 16, c, &v));
   ASSERT(v > 1 << 16);
+  /* Fields out of range; LZ4's bitshuffle, which is not plain LZ4. */
+  opts_t field = d;
+  field.bytes[0] = 3; /* the decompression backend */
+  ASSERT_EQ(nv[f].decompress_alignments(field, &al), S(nvcompErrorInvalidValue));
+  if (f == DEFLATE || f == GZIP) {
+    field = c;
+    field.deflate.algorithm = 6;
+    ASSERT_EQ(nv[f].compress_max_output(16, field, &v), S(nvcompErrorInvalidValue));
+  }
+  if (f == LZ4) {
+    field = c;
+    field.bytes[4] = 1; /* bitshuffle_mode */
+    ASSERT_EQ(nv[f].compress_max_output(16, field, &v), S(nvcompErrorNotSupported));
+  }
   ASSERT_EQ(nv[f].compress_temp_size(4, 1 << 16, c, NULL, 1 << 18, s), S(nvcompErrorInvalidValue));
   NV_OK(nv[f].compress_temp_size(4, 1 << 16, c, &temp, 1 << 18, s));
   NV_OK(nv[f].decompress_temp_size(4, 1 << 16, d, &temp, 1 << 18, s));
