@@ -1307,14 +1307,15 @@ KVIK_API int kvik_monitor_stop(kvik_monitor *monitor);
  * kvik loads at run time on first need and never links: kvik runs without it, and these calls
  * then fail with KVIK_ENVCOMP_UNAVAILABLE. kvik loads it, once per process, from:
  *  1. the path in KVIK_SETTING_NVCOMP_LIBRARY (environment KVIK_NVCOMP_LIBRARY), where set: only
- *     that file, and its failure is final;
+ *     that file, the soname is not tried then;
  *  2. else the soname libnvcomp.so.6, which finds a system install, or the library of the
  *     nvidia-libnvcomp wheel that the Python package loaded into the process beforehand (the
  *     package may instead set the setting to the wheel's lib64/libnvcomp.so.6).
  * nvCOMP 5 and earlier are never loaded: their C API differs. A library that lacks the functions
- * of a format disables that format only (kvik_codec_supported); one without nvcompGetProperties
- * is refused whole. A failed dlopen() is tried again at the next need (a file may appear); a
- * library that loaded stays for the life of the process.
+ * of a format disables that format only (kvik_codec_supported); one without nvcompGetProperties,
+ * or whose version it gives is not 6.x, is refused whole, for good. A failed dlopen() is tried
+ * again at the next need (a file may appear); a library that loaded stays for the life of the
+ * process.
  *
  * A batch is `num_chunks` independent chunks, each its own compressed stream in the codec's raw
  * format (no container: LZ4 raw blocks, Snappy raw, raw Deflate, gzip members, zstd frames ...).
@@ -1328,9 +1329,11 @@ KVIK_API int kvik_monitor_stop(kvik_monitor *monitor);
  * Results: `sizes[i]` gets chunk i's decompressed (compressed) size and `statuses[i]` 0 or the
  * chunk's error: an nvCOMP code (KVIK_IS_NVCOMP_ERROR: nvcompErrorCannotDecompress for corrupt
  * or truncated input, nvcompErrorOutputBufferTooSmall where the output does not fit its
- * capacity, ...). A chunk whose status is not 0 has no valid size or output: decompression never
- * reports success for input it could not decode in full. -EINVAL names the first chunk that
- * breaks an argument rule, with nothing started.
+ * capacity, ...). A chunk whose status is not 0 gets size 0 and undefined output. kvik always has
+ * nvCOMP check and report every chunk, so input that it cannot decode in full never gets status
+ * 0; input corrupted into another valid stream of the format decodes to that stream's bytes, as
+ * with any decoder. -EINVAL names the first chunk that breaks an argument rule, with nothing
+ * started.
  *
  * Alignment: nvCOMP requires each input and output pointer of a format to be aligned to a few
  * bytes (kvik_codec_alignment; at most 16 in nvCOMP 6, so the start of any CUDA allocation is).
@@ -1407,8 +1410,10 @@ KVIK_API int kvik_codec_max_compressed_size(kvik_codec codec, size_t max_chunk_s
  * the stream reaches the end of this work (by a host function of the stream, see Results
  * above): they are valid after a cuStreamSynchronize() (kvik_cuda_stream_synchronize), or after
  * an event recorded on the stream after this call completed, or in a host function enqueued
- * later; until then the caller must keep them allocated and not read them. A return below 0
- * enqueued nothing, and wrote neither.
+ * later; until then the caller must keep them allocated and not read them. After a return below
+ * 0 neither is written, and what the call had enqueued before it failed only frees kvik's own
+ * memory. The host arrays are read during the call: `src_sizes` that an earlier call on the
+ * stream writes (the sizes of a compression) must be waited for first.
  * Returns: 0 when enqueued. Errors: -EINVAL (unknown codec; NULL `statuses`, `src`, `src_sizes`,
  * `dst` or `dst_capacities` with `num_chunks` > 0; a NULL `src[i]` with a size above 0 or a NULL
  * `dst[i]`; a pointer that breaks the codec's alignment: the message names the chunk);
