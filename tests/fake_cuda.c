@@ -1449,6 +1449,18 @@ CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t size) {
   return copy_now(1, dst, NULL, size, value);
 }
 
+/* ---- Another fake library's view of memory ------------------------------------------------ */
+
+void *fake_cuda_host_view(CUdeviceptr ptr, size_t size) {
+  uintptr_t at = (uintptr_t)ptr;
+  unsigned char *cpu = NULL;
+  pthread_mutex_lock(&g_lock);
+  record *r = record_find(at, ~0); /* memory being freed by cuMemFreeAsync included */
+  if (r && size <= r->size - (at - r->start)) cpu = r->cpu + (at - r->start);
+  pthread_mutex_unlock(&g_lock);
+  return cpu;
+}
+
 /* ---- Host functions ----------------------------------------------------------------------- */
 
 /* Queue a stream operation that holds no memory. */

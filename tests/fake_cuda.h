@@ -71,12 +71,22 @@ long fake_cuda_copies_beside_registration(void);
  * waits for the device (which waits for it). */
 CUresult fake_cuda_launch_driver_work(CUstream stream, CUhostFn fn, void *user_data);
 
+/* For another fake library's work on a stream (such as fake_nvcomp's batches, queued with
+ * fake_cuda_launch_driver_work): the address at which the CPU may read and write
+ * [ptr, ptr + size), if that range lies inside one device, pool or managed allocation or one
+ * pinned or registered host range; NULL otherwise (pageable host memory, a range past the end
+ * of its allocation). An allocation freed by cuMemFreeAsync still has its view until its stream
+ * reaches the free, so that work queued before the free may use it, as on a real GPU. The view
+ * stays valid while the memory does: a driver work function may use it until it returns. */
+void *fake_cuda_host_view(CUdeviceptr ptr, size_t size);
+
 typedef void (*fake_cuda_fail_fn)(const char *symbol, int nth, int error);
 typedef long (*fake_cuda_calls_fn)(const char *symbol);
 typedef long (*fake_cuda_live_fn)(const char *what);
 typedef void (*fake_cuda_reset_fn)(void);
 typedef void (*fake_cuda_slow_registration_fn)(long us);
 typedef long (*fake_cuda_copies_beside_registration_fn)(void);
+typedef void *(*fake_cuda_host_view_fn)(CUdeviceptr ptr, size_t size);
 
 /* Driver API constants beyond those kvik itself uses (src/cuda.h), with the values of the real
  * cuda.h. Guarded so that src/cuda.h may define any of them later. */

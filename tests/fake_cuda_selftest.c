@@ -628,6 +628,45 @@ static void test_free_async(CUcontext p0) {
   CU_OK(cu.cuCtxPopCurrent(NULL));
 }
 
+/* fake_cuda_host_view: another fake library's CPU view of device and pinned memory, which lasts
+ * for memory freed by cuMemFreeAsync until its stream reaches the free. */
+static void test_host_view(CUcontext p0, fake_cuda_host_view_fn view) {
+  CU_OK(cu.cuCtxPushCurrent(p0));
+  CUdeviceptr d;
+  CU_OK(cu.cuMemAlloc(&d, 4096));
+  unsigned char *cpu = view(d + 100, 3996);
+  ASSERT(cpu != NULL);
+  ASSERT(view(d + 100, 3997) == NULL); /* past the end of the allocation */
+  memset(cpu, 0x5a, 16);
+  unsigned char back[16], want[16];
+  memset(want, 0x5a, sizeof want);
+  CU_OK(cx.cuMemcpyDtoH(back, d + 100, sizeof back));
+  ASSERT_SAME_BYTES(back, want, sizeof back);
+  ASSERT(view((CUdeviceptr)(uintptr_t)back, sizeof back) == NULL); /* pageable host memory */
+  void *pinned;
+  CU_OK(cu.cuMemHostAlloc(&pinned, 64, 0));
+  ASSERT(view((CUdeviceptr)(uintptr_t)pinned + 8, 56) == (unsigned char *)pinned + 8);
+  CU_OK(cu.cuMemFreeHost(pinned));
+  ASSERT(view((CUdeviceptr)(uintptr_t)pinned, 1) == NULL);
+  CU_OK(cu.cuMemFree(d));
+  ASSERT(view(d, 1) == NULL);
+  CUstream s;
+  CU_OK(cu.cuStreamCreate(&s, 0));
+  CUdeviceptr pool;
+  CU_OK(cx.cuMemAllocAsync(&pool, 1 << 16, s));
+  gate g;
+  gate_init(&g);
+  CU_OK(cu.cuLaunchHostFunc(s, gate_wait, &g));
+  CU_OK(cx.cuMemFreeAsync(pool, s));
+  ASSERT(view(pool, 1 << 16) != NULL); /* the stream has not reached the free */
+  gate_open(&g);
+  CU_OK(cu.cuStreamSynchronize(s));
+  ASSERT(view(pool, 1) == NULL);
+  gate_destroy(&g);
+  CU_OK(cu.cuStreamDestroy(s));
+  CU_OK(cu.cuCtxPopCurrent(NULL));
+}
+
 static void test_fault_injection(CUcontext p0) {
   CU_OK(cu.cuCtxPushCurrent(p0));
   fake_reset();
@@ -761,6 +800,7 @@ int main(void) {
   test_host_func_order(p0);
   test_events(p0);
   test_free_async(p0);
+  test_host_view(p0, (fake_cuda_host_view_fn)must_find(lib, "fake_cuda_host_view"));
   test_fault_injection(p0);
   test_threads(p0);
 

@@ -2,11 +2,11 @@
  * a GPU. fake_nvcomp.h says what it models; this file says how.
  *
  * Each batched call checks its host arguments, then queues a job on the caller's stream as the
- * fake CUDA driver's own work (fake_cuda_launch_driver_work, which may call the driver). When
- * the stream reaches it, the job pushes the stream's context, copies the pointer and size
- * arrays and each chunk to the host with cuMemcpyDtoH (pinned memory it reads in place), runs
- * the CPU library, and copies the results back. Jobs of different streams run concurrently on
- * their streams' workers; every CPU library call uses state of its own.
+ * fake CUDA driver's own work (fake_cuda_launch_driver_work). When the stream reaches it, the job
+ * copies the pointer and size arrays and each chunk to the host through the driver's CPU view of
+ * device and pinned memory (fake_cuda_host_view), runs the CPU library, and copies the results
+ * back the same way. Jobs of different streams run concurrently on their streams' workers; every
+ * CPU library call uses state of its own.
  *
  * Locks: g_api.lock (fake_common.h) guards armed call failures, g_chunk_lock armed chunk
  * failures; neither is held during a job or a call into CUDA. */
@@ -186,34 +186,20 @@ void fake_nvcomp_reset(void) {
 /* ---- The CUDA driver ---------------------------------------------------------------------- */
 
 typedef struct cuda_fns {
-  CUresult (*pointer_attributes)(unsigned count, int *attributes, void **data, CUdeviceptr ptr);
-  CUresult (*htod)(CUdeviceptr dst, const void *src, size_t size);
-  CUresult (*dtoh)(void *dst, CUdeviceptr src, size_t size);
-  CUresult (*ctx_push)(CUcontext ctx);
-  CUresult (*ctx_pop)(CUcontext *ctx);
-  CUresult (*stream_get_ctx)(CUstream stream, CUcontext *ctx);
   CUresult (*launch)(CUstream stream, CUhostFn fn, void *user_data);
+  void *(*host_view)(CUdeviceptr ptr, size_t size);
 } cuda_fns;
 
 static cuda_fns g_cuda;
 static atomic_int g_cuda_ready;
 static pthread_mutex_t g_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Only the fake CUDA driver's control API (fake_cuda.h): its stream work, and its view of device
+ * memory, which also covers memory freed by cuMemFreeAsync after the batch was queued. */
 static int cuda_resolve(void *lib) {
-  static const char *const names[] = {"cuPointerGetAttributes", "cuMemcpyHtoD_v2",
-                                      "cuMemcpyDtoH_v2",        "cuCtxPushCurrent_v2",
-                                      "cuCtxPopCurrent_v2",     "cuStreamGetCtx",
-                                      "fake_cuda_launch_driver_work"};
-  void **slots[] = {(void **)&g_cuda.pointer_attributes,
-                    (void **)&g_cuda.htod,
-                    (void **)&g_cuda.dtoh,
-                    (void **)&g_cuda.ctx_push,
-                    (void **)&g_cuda.ctx_pop,
-                    (void **)&g_cuda.stream_get_ctx,
-                    (void **)&g_cuda.launch};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (!(*slots[i] = dlsym(lib, names[i]))) return 0;
-  return 1;
+  *(void **)&g_cuda.launch = dlsym(lib, "fake_cuda_launch_driver_work");
+  *(void **)&g_cuda.host_view = dlsym(lib, "fake_cuda_host_view");
+  return g_cuda.launch && g_cuda.host_view;
 }
 
 /* The fake CUDA driver once the process has loaded it, else NULL: as the real nvCOMP, the fake
@@ -234,6 +220,7 @@ static const cuda_fns *cuda(void) {
 
 /* What a chunk of n bytes compresses to at most. */
 static size_t max_output(int f, size_t n) {
+  (void)n;
   switch (f) {
 #if FAKE_NVCOMP_HAVE_ZSTD
   case ZSTD: return ZSTD_compressBound(n);
@@ -461,7 +448,6 @@ static size_t decompressed_size(int f, const void *in, size_t n) {
 
 typedef struct job {
   int f, kind, fn;
-  CUcontext ctx;
   size_t n;
   const void *const *in_ptrs;
   const size_t *in_sizes;
@@ -477,36 +463,23 @@ typedef struct job {
   chunk_armed fails[FAKE_MAX_ARMED];
 } job;
 
-/* 1 if [p, p + size) lies in one device or managed allocation, 2 if in pinned or registered
- * host memory; anything else the real GPU would fault on, so the fake dies naming `what`. */
-static int mem_where(const job *j, const char *what, const void *p, size_t size) {
-  unsigned type = 0;
-  CUdeviceptr start = 0;
-  size_t range = 0;
-  int which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-  void *data[] = {&type, &start, &range};
-  uintptr_t at = (uintptr_t)p;
-  if (g_cuda.pointer_attributes(3, which, data, (CUdeviceptr)at) != CUDA_SUCCESS || type == 0)
-    fake_die("%s: %s at %p is not device-accessible memory", g_names[j->fn], what, p);
-  if (size > start + range - at)
-    fake_die("%s: %s at %p: %zu bytes run past the end of its allocation (%zu bytes at %p)",
-             g_names[j->fn], what, p, size, range, (void *)(uintptr_t)start);
-  return type == CU_MEMORYTYPE_DEVICE ? 1 : 2;
+/* The CPU's view of [p, p + size): device, managed, pinned or registered memory. Anything else
+ * (pageable host memory, a range past the end of its allocation) the real GPU would fault on,
+ * so the fake dies naming `what`. */
+static unsigned char *mem_view(const job *j, const char *what, const void *p, size_t size) {
+  unsigned char *cpu = g_cuda.host_view((CUdeviceptr)(uintptr_t)p, size ? size : 1);
+  if (!cpu)
+    fake_die("%s: %s: %zu bytes at %p are not in one device-accessible allocation",
+             g_names[j->fn], what, size, p);
+  return cpu;
 }
 
 static void mem_read(const job *j, const char *what, const void *src, void *host, size_t size) {
-  if (size == 0) return;
-  if (mem_where(j, what, src, size) == 2) memcpy(host, src, size);
-  else if (g_cuda.dtoh(host, (CUdeviceptr)(uintptr_t)src, size) != CUDA_SUCCESS)
-    fake_die("%s: copying %s from the device failed", g_names[j->fn], what);
+  if (size) memcpy(host, mem_view(j, what, src, size), size);
 }
 
 static void mem_write(const job *j, const char *what, void *dst, const void *host, size_t size) {
-  if (size == 0) return;
-  if (mem_where(j, what, dst, size) == 2) memcpy(dst, host, size);
-  else if (g_cuda.htod((CUdeviceptr)(uintptr_t)dst, host, size) != CUDA_SUCCESS)
-    fake_die("%s: copying %s to the device failed", g_names[j->fn], what);
+  if (size) memcpy(mem_view(j, what, dst, size), host, size);
 }
 
 /* Zeroed, so that an array the call does not have (capacities of compression) reads as 0. */
@@ -533,7 +506,7 @@ static status_t chunk_run(const job *j, const void *in, size_t n, size_t capacit
   if (j->kind == K_decompress_size_async) {
     *size = decompressed_size(j->f, host_in, n);
   } else {
-    if (capacity) mem_where(j, "a chunk's output buffer", out, capacity);
+    if (capacity) mem_view(j, "a chunk's output buffer", out, capacity);
     unsigned char *host_out = must_alloc(j, capacity);
     st = j->kind == K_compress_async
              ? compress_chunk(j->f, &j->opts, host_in, n, host_out, capacity, size)
@@ -556,8 +529,6 @@ static int chunk_failure(const job *j, size_t i) {
 static void job_run(void *arg) {
   job *j = arg;
   fake_sleep_us(fake_env_long("FAKE_NVCOMP_DELAY_US", 200, 60L * 1000 * 1000));
-  if (g_cuda.ctx_push(j->ctx) != CUDA_SUCCESS)
-    fake_die("%s: cannot make the stream's context current", g_names[j->fn]);
   size_t n = j->n;
   const void **in = must_alloc(j, n * sizeof *in);
   void **out = must_alloc(j, n * sizeof *out);
@@ -570,7 +541,7 @@ static void job_run(void *arg) {
   if (j->capacities)
     mem_read(j, "the output buffer sizes", j->capacities, capacities, n * sizeof *capacities);
   if (j->out_ptrs) mem_read(j, "the output pointers", j->out_ptrs, out, n * sizeof *out);
-  if (j->temp_bytes) mem_where(j, "device_temp_ptr", j->temp, j->temp_bytes);
+  if (j->temp_bytes) mem_view(j, "device_temp_ptr", j->temp, j->temp_bytes);
   for (size_t i = 0; i < n; i++) {
     int failure = chunk_failure(j, i);
     sizes[i] = 0;
@@ -581,8 +552,6 @@ static void job_run(void *arg) {
   atomic_fetch_add(&g_chunks, (long)n);
   if (j->sizes) mem_write(j, "the sizes", j->sizes, sizes, n * sizeof *sizes);
   if (j->statuses) mem_write(j, "device_statuses", j->statuses, statuses, n * sizeof *statuses);
-  CUcontext popped;
-  g_cuda.ctx_pop(&popped);
   free(in);
   free(out);
   free(in_sizes);
@@ -608,17 +577,13 @@ static void take_chunk_failures(job *j) {
   pthread_mutex_unlock(&g_chunk_lock);
 }
 
-/* Queue j (a heap copy of model) on stream, in the context the stream belongs to. */
+/* Queue j (a heap copy of model) on stream. */
 static status_t job_queue(const job *model, CUstream stream) {
   const cuda_fns *cu = cuda();
   if (!cu) return KVIK__nvcompErrorCudaError;
   job *j = malloc(sizeof *j);
   if (!j) return KVIK__nvcompErrorInternal;
   *j = *model;
-  if (cu->stream_get_ctx(stream, &j->ctx) != CUDA_SUCCESS) {
-    free(j);
-    return KVIK__nvcompErrorCudaError;
-  }
   take_chunk_failures(j);
   atomic_fetch_add(&g_in_flight, 1);
   if (cu->launch(stream, job_run, j) != CUDA_SUCCESS) {

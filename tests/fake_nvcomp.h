@@ -22,11 +22,12 @@
  *    driver's own work (fake_cuda_launch_driver_work): they read the pointer and size arrays,
  *    the chunks and write the outputs, sizes and statuses only when the stream reaches them,
  *    after FAKE_NVCOMP_DELAY_US microseconds (default 200), so that a caller who reads results
- *    before synchronizing, or frees or reuses an input too early, sees wrong data. Device memory
- *    moves through cuMemcpyDtoH/HtoD; pinned host memory is used in place. Any other pointer
+ *    before synchronizing, or frees or reuses an input too early, sees wrong data. Device,
+ *    managed, pinned and registered memory all work (through fake_cuda_host_view, which also
+ *    covers memory freed by cuMemFreeAsync after the call, on the same stream). Any other pointer
  *    (pageable host memory, a range past the end of its allocation, an output smaller than
- *    ...CompressGetMaxOutputChunkSize for compression) is a bug the real GPU would fault on:
- *    the fake prints "fake_nvcomp: <symbol>: ..." and aborts.
+ *    ...CompressGetMaxOutputChunkSize for compression, temp_bytes beyond the temp allocation) is
+ *    a bug the real GPU would fault on: the fake prints "fake_nvcomp: <symbol>: ..." and aborts.
  *  - Per-chunk results: each chunk gets its status and size; one bad chunk leaves the others
  *    alone. Corrupt or truncated input, or an output buffer too small for the chunk, gives
  *    nvcompErrorCannotDecompress with actual size 0 (the real library's status for both). A
@@ -41,8 +42,8 @@
  *    bitshuffle -> nvcompErrorNotSupported; max_uncompressed_chunk_bytes above the format's
  *    maximum -> nvcompErrorChunkSizeTooLarge; temp_bytes below the temp-size query's answer, or
  *    a NULL temp pointer where it is not 0 -> nvcompErrorInvalidValue; a temp pointer not
- *    aligned -> nvcompErrorAlignment; CUDA not loaded, or the stream's context not found ->
- *    nvcompErrorCudaError.
+ *    aligned -> nvcompErrorAlignment; the fake CUDA driver not loaded, or a stream it refuses
+ *    (unknown, or a default stream without a current context) -> nvcompErrorCudaError.
  *  - Temp sizes: 0 for Snappy (so callers meet a zero-byte temp), else 1 KiB + 64 bytes per
  *    chunk. Alignments: the format's nvcomp<Format>Required(De)CompressionAlignment for input,
  *    output and temp. Max output: the CPU library's bound (ZSTD_compressBound, LZ4_compressBound,

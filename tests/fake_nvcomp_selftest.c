@@ -261,6 +261,7 @@ static unsigned char *cpu_compress(int f, const unsigned char *in, size_t n, siz
   size_t cap = n * 2 + 1024;
   unsigned char *out = malloc(cap);
   *out_size = 0;
+  (void)in; /* unused where the build found no CPU library */
   switch (f) {
 #ifdef FAKE_NVCOMP_HAVE_ZSTD
   case ZSTD: *out_size = ZSTD_compress(out, cap, in, n, 5); break;
@@ -299,6 +300,7 @@ static unsigned char *cpu_compress(int f, const unsigned char *in, size_t n, siz
 /* Decompresses with the CPU library into out (cap bytes); returns the size, or -1. */
 static long cpu_decompress(int f, const unsigned char *in, size_t n, unsigned char *out,
                            size_t cap) {
+  (void)in, (void)n, (void)out, (void)cap; /* unused where the build found no CPU library */
   switch (f) {
 #ifdef FAKE_NVCOMP_HAVE_ZSTD
   case ZSTD: {
@@ -444,6 +446,20 @@ static void test_arguments(int f, CUstream s) {
   ASSERT_EQ(nv[f].compress_max_output((size_t)1 << 50, c, &v), S(nvcompErrorChunkSizeTooLarge));
   NV_OK(nv[f].compress_max_output(1 << 16, c, &v));
   ASSERT(v > 1 << 16);
+  /* Fields out of range; LZ4's bitshuffle, which is not plain LZ4. */
+  opts_t field = d;
+  field.bytes[0] = 3; /* the decompression backend */
+  ASSERT_EQ(nv[f].decompress_alignments(field, &al), S(nvcompErrorInvalidValue));
+  if (f == DEFLATE || f == GZIP) {
+    field = c;
+    field.deflate.algorithm = 6;
+    ASSERT_EQ(nv[f].compress_max_output(16, field, &v), S(nvcompErrorInvalidValue));
+  }
+  if (f == LZ4) {
+    field = c;
+    field.bytes[4] = 1; /* bitshuffle_mode */
+    ASSERT_EQ(nv[f].compress_max_output(16, field, &v), S(nvcompErrorNotSupported));
+  }
   ASSERT_EQ(nv[f].compress_temp_size(4, 1 << 16, c, NULL, 1 << 18, s), S(nvcompErrorInvalidValue));
   NV_OK(nv[f].compress_temp_size(4, 1 << 16, c, &temp, 1 << 18, s));
   NV_OK(nv[f].decompress_temp_size(4, 1 << 16, d, &temp, 1 << 18, s));
@@ -607,6 +623,50 @@ static void test_pinned(int f, CUstream s) {
   free(orig);
 }
 
+/* Stream-ordered memory freed right after the call, on the same stream, is still there when the
+ * batch runs, as on a real GPU: kvik frees its pooled arrays so. */
+static void test_freed_after_call(int f, CUstream s) {
+  CUresult (*alloc_async)(CUdeviceptr *, size_t, CUstream);
+  CUresult (*free_async)(CUdeviceptr, CUstream);
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  *(void **)&alloc_async = must_find(cuda, "cuMemAllocAsync");
+  *(void **)&free_async = must_find(cuda, "cuMemFreeAsync");
+  dlclose(cuda);
+  size_t n = 5000, csize;
+  unsigned char orig[5000], back[5000];
+  fill(orig, n, 8);
+  unsigned char *comp = cpu_compress(f, orig, n, &csize);
+  CUdeviceptr out = dev_alloc(n), block;
+  opts_t d = default_opts(f, 0);
+  size_t temp;
+  NV_OK(nv[f].decompress_temp_size(1, n, d, &temp, n, s));
+  size_t arrays = 256, total = arrays + temp + csize;
+  CU_OK(alloc_async(&block, total, s));
+  struct {
+    void *in_ptr, *out_ptr;
+    size_t in_size, capacity, size;
+    status_t status;
+  } host = {p_(block + arrays + temp), p_(out), csize, n, 0, (status_t)-1}, result;
+  CU_OK(cu.cuMemcpyHtoDAsync(block, &host, sizeof host, s));
+  CU_OK(cu.cuMemcpyHtoDAsync(block + arrays + temp, comp, csize, s));
+  CU_OK(cu.cuStreamSynchronize(s));
+  setenv("FAKE_NVCOMP_DELAY_US", "50000", 1);
+  unsigned char *base = p_(block);
+  NV_OK(nv[f].decompress_async(p_(block), (size_t *)(base + 16), (size_t *)(base + 24),
+                               (size_t *)(base + 32), 1, temp ? base + arrays : NULL, temp,
+                               (void *const *)(base + 8), d, (status_t *)(base + 40), s));
+  CU_OK(cu.cuMemcpyDtoHAsync(&result, block, sizeof result, s));
+  CU_OK(free_async(block, s));
+  CU_OK(cu.cuStreamSynchronize(s));
+  unsetenv("FAKE_NVCOMP_DELAY_US");
+  ASSERT_EQ(result.status, S(nvcompSuccess));
+  ASSERT_EQ(result.size, n);
+  from_dev(back, out, n);
+  ASSERT(memcmp(back, orig, n) == 0);
+  CU_OK(cu.cuMemFree(out));
+  free(comp);
+}
+
 /* fake_nvcomp_fail, fake_nvcomp_fail_chunk and the counters. */
 static void test_injection(CUstream s) {
   int f = have[ZSTD] ? ZSTD : DEFLATE;
@@ -731,6 +791,7 @@ int main(void) {
   if (standard && (have[ZSTD] || have[DEFLATE])) {
     test_stream_order(s);
     test_injection(s);
+    test_freed_after_call(have[ZSTD] ? ZSTD : DEFLATE, s);
   }
   test_threads();
   CU_OK(cu.cuStreamDestroy(s));
