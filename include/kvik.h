@@ -80,7 +80,7 @@ KVIK_API const char *kvik_version_string(void);
   X(KVIK_EREMOTE_LONG, KVIK_ERRNO_BASE - 9, "remote response longer than the requested range")     \
   X(KVIK_ERANGE_IGNORED, KVIK_ERRNO_BASE - 10, "server ignored the range request")                 \
   X(KVIK_ETLS, KVIK_ERRNO_BASE - 11, "TLS connection or certificate verification failed")          \
-  X(KVIK_ERANGE_MISMATCH, KVIK_ERRNO_BASE - 12,                                                   \
+  X(KVIK_ERANGE_MISMATCH, KVIK_ERRNO_BASE - 12,                                                    \
     "Content-Range does not match the requested range")                                            \
   X(KVIK_ENVCOMP_UNAVAILABLE, KVIK_ERRNO_BASE - 13, "nvCOMP library or codec not available")
 
@@ -1401,8 +1401,7 @@ KVIK_API int kvik_codec_alignment(kvik_codec codec, int compress, size_t *input,
  * Returns: 0, with the size in *size. Errors: -EINVAL (unknown codec, NULL `size`);
  * KVIK_ENVCOMP_UNAVAILABLE; an nvCOMP code (nvcompErrorChunkSizeTooLarge: larger than the format
  * allows); KVIK_ECONFIG. Threads: safe. */
-KVIK_API int kvik_codec_max_compressed_size(kvik_codec codec, size_t max_chunk_size,
-                                            size_t *size);
+KVIK_API int kvik_codec_max_compressed_size(kvik_codec codec, size_t max_chunk_size, size_t *size);
 
 /* Decompress chunk i, `src_sizes[i]` bytes at `src[i]`, into `dst[i]`, which holds
  * `dst_capacities[i]` bytes, for i below `num_chunks`, on `stream`, after the work queued on it

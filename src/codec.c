@@ -101,8 +101,9 @@ static int alignments(const char *fn, kvik_codec codec, const kvik__nvcomp_forma
   kvik__nvcomp_opts opts = kvik__nvcomp_default_opts(codec, compress);
   kvik__nvcomp_status status =
       compress ? f->compress_alignments(opts, out) : f->decompress_alignments(opts, out);
-  return kvik__nvcomp_check(status, fn, compress ? "nvcompBatched*CompressGetRequiredAlignments"
-                                                 : "nvcompBatched*DecompressGetRequiredAlignments");
+  return kvik__nvcomp_check(status, fn,
+                            compress ? "nvcompBatched*CompressGetRequiredAlignments"
+                                     : "nvcompBatched*DecompressGetRequiredAlignments");
 }
 
 int kvik_codec_alignment(kvik_codec codec, int compress, size_t *input, size_t *output) {
@@ -213,8 +214,7 @@ typedef struct batch {
 } batch;
 
 static int chunk_fail(const batch *b, size_t i, const char *what) {
-  return kvik__fail(-EINVAL, "%s(%s): chunk %zu of %zu: %s", b->fn, names[b->codec], i, b->n,
-                    what);
+  return kvik__fail(-EINVAL, "%s(%s): chunk %zu of %zu: %s", b->fn, names[b->codec], i, b->n, what);
 }
 
 static int misaligned(const batch *b, size_t i, const char *which, const void *p, size_t align) {
@@ -227,8 +227,8 @@ static int misaligned(const batch *b, size_t i, const char *which, const void *p
  * blocking forms make their own statuses where the caller gives none. */
 static int check_arguments(const batch *b, int need_statuses) {
   if (!valid_codec(b->codec)) return unknown_codec(b->fn, b->codec);
-  int missing = (need_statuses && !b->statuses) || !b->src || !b->src_sizes || !b->dst ||
-                !b->dst_capacities;
+  int missing =
+      (need_statuses && !b->statuses) || !b->src || !b->src_sizes || !b->dst || !b->dst_capacities;
   if (b->n > 0 && missing)
     return kvik__fail(-EINVAL, "%s(%s): NULL array for %zu chunks", b->fn, names[b->codec], b->n);
   for (size_t i = 0; i < b->n; i++) {
@@ -322,14 +322,13 @@ static int enqueue_codec(const batch *b, const kvik__nvcomp_format_api *f, CUdev
       (kvik__nvcomp_status *)(uintptr_t)(d + l->out_offset + n * sizeof(uint64_t));
   void *tmp = temp ? (void *)(uintptr_t)(d + l->temp_offset) : NULL;
   kvik__nvcomp_opts opts = kvik__nvcomp_default_opts(b->codec, b->compress);
-  kvik__nvcomp_status status =
-      b->compress ? f->compress_async(src, src_sizes, b->max_in, n, tmp, temp, dst, sizes, opts,
-                                      statuses, stream)
-                  : f->decompress_async(src, src_sizes, dst_capacities, sizes, n, tmp, temp, dst,
-                                        opts, statuses, stream);
-  return kvik__nvcomp_check(status, b->fn,
-                            b->compress ? "nvcompBatched*CompressAsync"
-                                        : "nvcompBatched*DecompressAsync");
+  kvik__nvcomp_status status = b->compress
+                                   ? f->compress_async(src, src_sizes, b->max_in, n, tmp, temp, dst,
+                                                       sizes, opts, statuses, stream)
+                                   : f->decompress_async(src, src_sizes, dst_capacities, sizes, n,
+                                                         tmp, temp, dst, opts, statuses, stream);
+  return kvik__nvcomp_check(
+      status, b->fn, b->compress ? "nvcompBatched*CompressAsync" : "nvcompBatched*DecompressAsync");
 }
 
 /* Hand the block to the stream's host function; where that cannot be enqueued, wait for the
@@ -337,8 +336,8 @@ static int enqueue_codec(const batch *b, const kvik__nvcomp_format_api *f, CUdev
  * left allocated. */
 static int finish(const batch *b, const kvik__cuda_api *cu, CUstream stream, block *blk, int rc) {
   blk->write = rc == 0;
-  int launch = kvik__cuda_check(cu->cuLaunchHostFunc(stream, block_done, blk), b->fn,
-                                "cuLaunchHostFunc");
+  int launch =
+      kvik__cuda_check(cu->cuLaunchHostFunc(stream, block_done, blk), b->fn, "cuLaunchHostFunc");
   if (launch == 0) return rc;
   blk->write = 0;
   if (cu->cuStreamSynchronize(stream) == CUDA_SUCCESS) block_done(blk);
@@ -453,31 +452,31 @@ out:
 int kvik_decompress_async(kvik_codec codec, size_t num_chunks, const void *const *src,
                           const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
                           size_t *sizes, int *statuses, void *stream) {
-  batch b = {"kvik_decompress_async", codec, 0, num_chunks, src, src_sizes, dst, dst_capacities,
-             sizes, statuses, 0, 0};
+  batch b = {"kvik_decompress_async", codec, 0,        num_chunks, src, src_sizes, dst,
+             dst_capacities,          sizes, statuses, 0,          0};
   return run_async(&b, stream);
 }
 
 int kvik_compress_async(kvik_codec codec, size_t num_chunks, const void *const *src,
                         const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
                         size_t *sizes, int *statuses, void *stream) {
-  batch b = {"kvik_compress_async", codec, 1, num_chunks, src, src_sizes, dst, dst_capacities,
-             sizes, statuses, 0, 0};
+  batch b = {"kvik_compress_async", codec, 1,        num_chunks, src, src_sizes, dst,
+             dst_capacities,        sizes, statuses, 0,          0};
   return run_async(&b, stream);
 }
 
 int kvik_decompress(kvik_codec codec, size_t num_chunks, const void *const *src,
                     const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
                     size_t *sizes, int *statuses) {
-  batch b = {"kvik_decompress", codec, 0, num_chunks, src, src_sizes, dst, dst_capacities,
-             sizes, statuses, 0, 0};
+  batch b = {"kvik_decompress", codec, 0,        num_chunks, src, src_sizes, dst,
+             dst_capacities,    sizes, statuses, 0,          0};
   return run_blocking(&b);
 }
 
 int kvik_compress(kvik_codec codec, size_t num_chunks, const void *const *src,
                   const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
                   size_t *sizes, int *statuses) {
-  batch b = {"kvik_compress", codec, 1, num_chunks, src, src_sizes, dst, dst_capacities, sizes,
-             statuses, 0, 0};
+  batch b = {"kvik_compress", codec, 1,        num_chunks, src, src_sizes, dst,
+             dst_capacities,  sizes, statuses, 0,          0};
   return run_blocking(&b);
 }

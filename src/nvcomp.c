@@ -51,8 +51,8 @@ static int resolve(void *handle, const char *file) {
 #define KVIK__NVCOMP_REQUIRED_(member, symbol, ret, params)                                        \
   *(void **)&api.member = dlsym(handle, symbol);                                                   \
   if (!api.member) {                                                                               \
-    snprintf(why_unavailable, sizeof why_unavailable, "%.600s lacks %s (not nvCOMP 6?)",      \
-             file, symbol);                                                                        \
+    snprintf(why_unavailable, sizeof why_unavailable, "%.600s lacks %s (not nvCOMP 6?)", file,     \
+             symbol);                                                                              \
     return -1;                                                                                     \
   }
   KVIK__NVCOMP_FUNCTIONS(KVIK__NVCOMP_REQUIRED_)
@@ -64,9 +64,8 @@ static int resolve(void *handle, const char *file) {
 /* The path the loader found `handle` at, else `file`. */
 static void record_path(void *handle, const char *file) {
   struct link_map *map = NULL;
-  const char *path = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name[0]
-                         ? map->l_name
-                         : file;
+  const char *path =
+      dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name[0] ? map->l_name : file;
   snprintf(api.path, sizeof api.path, "%s", path);
 }
 

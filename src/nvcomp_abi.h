@@ -131,44 +131,40 @@ typedef union kvik__nvcomp_opts {
  * with nvcompStatus_t and each real options type and compares with the real functions). All
  * pointers named device_* are device memory; everything else is host memory. */
 #define KVIK__NVCOMP_COMPRESS_ALIGNMENTS(name, status, opts)                                       \
-  status name(opts compress_opts, kvik__nvcomp_alignments * alignment_requirements)
+  status name(opts compress_opts, kvik__nvcomp_alignments *alignment_requirements)
 #define KVIK__NVCOMP_COMPRESS_TEMP_SIZE(name, status, opts)                                        \
-  status name(size_t num_chunks, size_t max_uncompressed_chunk_bytes, opts compress_opts,        \
-                 size_t *temp_bytes, size_t max_total_uncompressed_bytes,                          \
-                 kvik__nvcomp_stream stream)
+  status name(size_t num_chunks, size_t max_uncompressed_chunk_bytes, opts compress_opts,          \
+              size_t *temp_bytes, size_t max_total_uncompressed_bytes, kvik__nvcomp_stream stream)
 #define KVIK__NVCOMP_COMPRESS_MAX_OUTPUT(name, status, opts)                                       \
-  status name(size_t max_uncompressed_chunk_bytes, opts compress_opts,                          \
-                 size_t *max_compressed_chunk_bytes)
+  status name(size_t max_uncompressed_chunk_bytes, opts compress_opts,                             \
+              size_t *max_compressed_chunk_bytes)
 #define KVIK__NVCOMP_COMPRESS_ASYNC(name, status, opts)                                            \
-  status name(const void *const *device_uncompressed_chunk_ptrs,                                \
-                 const size_t *device_uncompressed_chunk_bytes,                                    \
-                 size_t max_uncompressed_chunk_bytes, size_t num_chunks, void *device_temp_ptr,    \
-                 size_t temp_bytes, void *const *device_compressed_chunk_ptrs,                     \
-                 size_t *device_compressed_chunk_bytes, opts compress_opts,                        \
-                 status *device_statuses, kvik__nvcomp_stream stream)
+  status name(const void *const *device_uncompressed_chunk_ptrs,                                   \
+              const size_t *device_uncompressed_chunk_bytes, size_t max_uncompressed_chunk_bytes,  \
+              size_t num_chunks, void *device_temp_ptr, size_t temp_bytes,                         \
+              void *const *device_compressed_chunk_ptrs, size_t *device_compressed_chunk_bytes,    \
+              opts compress_opts, status *device_statuses, kvik__nvcomp_stream stream)
 #define KVIK__NVCOMP_DECOMPRESS_ALIGNMENTS(name, status, opts)                                     \
-  status name(opts decompress_opts, kvik__nvcomp_alignments * alignment_requirements)
+  status name(opts decompress_opts, kvik__nvcomp_alignments *alignment_requirements)
 #define KVIK__NVCOMP_DECOMPRESS_TEMP_SIZE(name, status, opts)                                      \
-  status name(size_t num_chunks, size_t max_uncompressed_chunk_bytes, opts decompress_opts,      \
-                 size_t *temp_bytes, size_t max_total_uncompressed_bytes,                          \
-                 kvik__nvcomp_stream stream)
+  status name(size_t num_chunks, size_t max_uncompressed_chunk_bytes, opts decompress_opts,        \
+              size_t *temp_bytes, size_t max_total_uncompressed_bytes, kvik__nvcomp_stream stream)
 /* Writes each chunk's decompressed size, read from its header, or 0 where it cannot. */
 #define KVIK__NVCOMP_DECOMPRESS_SIZE_ASYNC(name, status, opts)                                     \
-  status name(const void *const *device_compressed_chunk_ptrs,                                  \
-                 const size_t *device_compressed_chunk_bytes,                                      \
-                 size_t *device_uncompressed_chunk_bytes, size_t num_chunks,                       \
-                 kvik__nvcomp_stream stream)
+  status name(const void *const *device_compressed_chunk_ptrs,                                     \
+              const size_t *device_compressed_chunk_bytes,                                         \
+              size_t *device_uncompressed_chunk_bytes, size_t num_chunks,                          \
+              kvik__nvcomp_stream stream)
 /* device_uncompressed_buffer_bytes: each output buffer's capacity; device_uncompressed_chunk_bytes
  * (may be NULL): each chunk's actual decompressed size; device_statuses (may be NULL for a
  * faster path that skips validation: kvik always passes it). */
 #define KVIK__NVCOMP_DECOMPRESS_ASYNC(name, status, opts)                                          \
-  status name(const void *const *device_compressed_chunk_ptrs,                                  \
-                 const size_t *device_compressed_chunk_bytes,                                      \
-                 const size_t *device_uncompressed_buffer_bytes,                                   \
-                 size_t *device_uncompressed_chunk_bytes, size_t num_chunks,                       \
-                 void *const device_temp_ptr, size_t temp_bytes,                                   \
-                 void *const *device_uncompressed_chunk_ptrs, opts decompress_opts,                \
-                 status *device_statuses, kvik__nvcomp_stream stream)
+  status name(                                                                                     \
+      const void *const *device_compressed_chunk_ptrs,                                             \
+      const size_t *device_compressed_chunk_bytes, const size_t *device_uncompressed_buffer_bytes, \
+      size_t *device_uncompressed_chunk_bytes, size_t num_chunks, void *const device_temp_ptr,     \
+      size_t temp_bytes, void *const *device_uncompressed_chunk_ptrs, opts decompress_opts,        \
+      status *device_statuses, kvik__nvcomp_stream stream)
 
 /* Every batched function of a format: X(member, symbol suffix, declarator macro). The symbol is
  * "nvcompBatched" <Format> <suffix>, e.g. nvcompBatchedZstdCompressAsync. */
@@ -177,8 +173,7 @@ typedef union kvik__nvcomp_opts {
   X(compress_temp_size, "CompressGetTempSize", KVIK__NVCOMP_COMPRESS_TEMP_SIZE)                    \
   X(compress_max_output, "CompressGetMaxOutputChunkSize", KVIK__NVCOMP_COMPRESS_MAX_OUTPUT)        \
   X(compress_async, "CompressAsync", KVIK__NVCOMP_COMPRESS_ASYNC)                                  \
-  X(decompress_alignments, "DecompressGetRequiredAlignments",                                      \
-    KVIK__NVCOMP_DECOMPRESS_ALIGNMENTS)                                                            \
+  X(decompress_alignments, "DecompressGetRequiredAlignments", KVIK__NVCOMP_DECOMPRESS_ALIGNMENTS)  \
   X(decompress_temp_size, "DecompressGetTempSize", KVIK__NVCOMP_DECOMPRESS_TEMP_SIZE)              \
   X(decompress_size_async, "GetDecompressSizeAsync", KVIK__NVCOMP_DECOMPRESS_SIZE_ASYNC)           \
   X(decompress_async, "DecompressAsync", KVIK__NVCOMP_DECOMPRESS_ASYNC)

@@ -25,7 +25,7 @@ typedef enum {
   KIND_COUNT,
   KIND_BYTES,
   KIND_STATUS_LIST,
-  KIND_TEXT, /* free text, read and changed as text only (a path) */
+  KIND_TEXT,  /* free text, read and changed as text only (a path) */
   KIND_CHOICE /* one of `choices`, its value the index */
 } value_kind;
 
