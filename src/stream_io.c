@@ -104,8 +104,7 @@ static size_t chunk_len(const ring *r, uint32_t k) {
   return r->size - start < r->chunk ? r->size - start : r->chunk;
 }
 
-/* Flags only grow: a host thread that passes a chunk on after a failure may get ahead of one that
- * still moves an earlier chunk of the same slot. */
+/* Flags only grow: a raise for chunk k also stands for the earlier chunks of the same slot. */
 static void raise_flag(_Atomic uint32_t *word, uint32_t value) {
   uint32_t seen = atomic_load(word);
   while (seen < value && !atomic_compare_exchange_weak(word, &seen, value)) {
@@ -127,7 +126,41 @@ static int await_flag(const ring *r, _Atomic uint32_t *word, uint32_t value) {
 
 /* ---- the host side -------------------------------------------------------------------------- */
 
-/* Move chunk k between the source and its slot (or the host buffer), in step with the stream. */
+/* Wait until a host thread raised *word to `value`, whether or not the request failed. */
+static void await_host(_Atomic uint32_t *word, uint32_t value) {
+  long pause = 1000;
+  while (atomic_load_explicit(word, memory_order_acquire) < value) {
+    kvik__pause_ns(pause);
+    if (pause < 100000) pause *= 2;
+  }
+}
+
+/* After a failure: let the stream pass chunk k without moving it. Flags only grow, so the raise
+ * for chunk k also lets the stream past chunk k - slots, of the same slot: first wait until the
+ * host is done with that one (its move_chunk or pass_chunk raised the flag). Else the stream would
+ * copy the slot while a thread still reads into it, or put chunk k's bytes into it while a thread
+ * still writes it out, and the file would get them at chunk k - slots's offset.
+ * This cannot hang. Chunk k - slots was taken before chunk k (atomic_fetch_add), by a thread that
+ * is not waiting here for chunk k, and a taken chunk always ends with a raise: move_chunk's waits
+ * for the device end on `failed`, set before any chunk is passed; pass_chunk's wait for chunk
+ * k - 2 * slots ends by the same argument, down to a chunk of the first round, which waits for
+ * nothing. Where `start` runs the host tasks inline, one after another, the first takes every
+ * chunk in order. */
+static void pass_chunk(ring *r, uint32_t k) {
+  if (!r->slots) return;
+  uint32_t s = k % r->slots;
+  if (r->op == KVIK__WRITE) {
+    if (k >= r->slots) await_host(avail(r, s), k + 1);
+    raise_flag(avail(r, s), k + r->slots + 1);
+  } else {
+    if (k >= r->slots) await_host(filled(r, s), k - r->slots + 1);
+    raise_flag(filled(r, s), k + 1);
+  }
+}
+
+/* Move chunk k between the source and its slot (or the host buffer), in step with the stream. The
+ * device raised the flag waited for only once the stream had passed chunk k - slots, so the host
+ * was done with it; should the wait end on a failure instead, the chunk is passed. */
 static int move_chunk(ring *r, uint32_t k, size_t *done) {
   size_t len = chunk_len(r, k);
   int64_t at = r->offset + (int64_t)((size_t)k * r->chunk);
@@ -138,25 +171,22 @@ static int move_chunk(ring *r, uint32_t k, size_t *done) {
   char *slot = r->slot[s];
   int rc = 0;
   if (r->op == KVIK__WRITE) {
-    if (await_flag(r, filled(r, s), k + 1))
-      rc = r->source->transfer(r->source->self, KVIK__WRITE, slot, len, at, done);
+    if (!await_flag(r, filled(r, s), k + 1)) {
+      pass_chunk(r, k);
+      return 0;
+    }
+    rc = r->source->transfer(r->source->self, KVIK__WRITE, slot, len, at, done);
     raise_flag(avail(r, s), k + r->slots + 1);
     return rc;
   }
-  if (await_flag(r, avail(r, s), k + 1)) {
-    rc = r->source->transfer(r->source->self, KVIK__READ, slot, len, at, done);
-    if (rc == 0 && *done < len && k < r->prefill_from) memset(slot + *done, 0, len - *done);
+  if (!await_flag(r, avail(r, s), k + 1)) {
+    pass_chunk(r, k);
+    return 0;
   }
+  rc = r->source->transfer(r->source->self, KVIK__READ, slot, len, at, done);
+  if (rc == 0 && *done < len && k < r->prefill_from) memset(slot + *done, 0, len - *done);
   raise_flag(filled(r, s), k + 1);
   return rc;
-}
-
-/* After a failure: let the stream pass chunk k without moving it. */
-static void pass_chunk(ring *r, uint32_t k) {
-  if (!r->slots) return;
-  uint32_t s = k % r->slots;
-  if (r->op == KVIK__WRITE) raise_flag(avail(r, s), k + r->slots + 1);
-  else raise_flag(filled(r, s), k + 1);
 }
 
 /* Take chunks until none is left; the last task to end lets the stream go on. */

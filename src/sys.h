@@ -58,6 +58,9 @@ int kvik__fault(kvik__fault_call call, const char *site);
 /* From now on, the nth call of `call` at `site` (any site when NULL) fails with `err`. */
 KVIK_API void kvik__fault_arm(kvik__fault_call call, const char *site, long nth, int err);
 KVIK_API void kvik__fault_disarm(void);
+/* From now on, independently of the fault armed: the nth call of `call` at `site` (any site when
+ * NULL) sleeps `us` microseconds, then is made as armed (kvik__fault_disarm() leaves this). */
+KVIK_API void kvik__fault_delay(kvik__fault_call call, const char *site, long nth, long us);
 /* Faults injected since the last kvik__fault_arm(). */
 KVIK_API long kvik__fault_injected(void);
 /* Every site reached since the process started, as "path/file.c:line", with the call it makes
