@@ -1329,11 +1329,14 @@ KVIK_API int kvik_monitor_stop(kvik_monitor *monitor);
  * Results: `sizes[i]` gets chunk i's decompressed (compressed) size and `statuses[i]` 0 or the
  * chunk's error: an nvCOMP code (KVIK_IS_NVCOMP_ERROR: nvcompErrorCannotDecompress for corrupt
  * or truncated input, nvcompErrorOutputBufferTooSmall where the output does not fit its
- * capacity, ...). A chunk whose status is not 0 gets size 0 and undefined output. kvik always has
- * nvCOMP check and report every chunk, so input that it cannot decode in full never gets status
- * 0; input corrupted into another valid stream of the format decodes to that stream's bytes, as
- * with any decoder. -EINVAL names the first chunk that breaks an argument rule, with nothing
- * started.
+ * capacity, ...). A chunk whose status is not 0 gets size 0 and undefined output. kvik always
+ * passes nvCOMP the statuses to fill, and a chunk reported with a size past its output's capacity
+ * fails with nvcompErrorOutputBufferTooSmall. nvCOMP 6 itself validates little: its headers call
+ * corrupt input undefined behaviour, and on an H100 its zstd and LZ4 decoders reported corrupt,
+ * truncated and too-large chunks as successes (Snappy caught corrupt and truncated ones). Until
+ * kvik checks chunks itself (issue 27), decompress only data whose integrity is known (a checksum
+ * of the container, such as Zarr's, or data this process wrote). -EINVAL names the first chunk
+ * that breaks an argument rule, with nothing started.
  *
  * Alignment: nvCOMP requires each input and output pointer of a format to be aligned to a few
  * bytes (kvik_codec_alignment; at most 16 in nvCOMP 6, so the start of any CUDA allocation is).

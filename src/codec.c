@@ -145,7 +145,8 @@ typedef struct block {
   size_t n;
   const uint64_t *result_sizes; /* in `pinned` */
   const int32_t *result_statuses;
-  size_t *sizes; /* the caller's, may be NULL */
+  const uint64_t *capacities; /* in `pinned`: each output's capacity */
+  size_t *sizes;              /* the caller's, may be NULL */
   int *statuses;
   int write; /* 0 after a failure: the block only goes back to the list */
 } block;
@@ -191,6 +192,11 @@ static void block_done(void *arg) {
   block *b = arg;
   for (size_t i = 0; b->write && i < b->n; i++) {
     b->statuses[i] = kvik__nvcomp_code(b->result_statuses[i]);
+    /* nvCOMP 6 validates little (its headers call corrupt input undefined behaviour): on an H100
+     * its zstd, LZ4 and Snappy reported success for outputs too small to hold the chunk, with the
+     * chunk's whole size. A size past the output is no success. */
+    if (b->statuses[i] == 0 && b->result_sizes[i] > b->capacities[i])
+      b->statuses[i] = kvik__nvcomp_code(KVIK__nvcompErrorOutputBufferTooSmall);
     if (b->sizes) b->sizes[i] = b->statuses[i] == 0 ? (size_t)b->result_sizes[i] : 0;
   }
   block_give_back(b);
@@ -291,6 +297,7 @@ static void fill_inputs(const batch *b, block *blk, const layout *l) {
   }
   char *out = (char *)blk->pinned + l->out_offset;
   blk->n = n;
+  blk->capacities = in + 3 * n;
   blk->result_sizes = (const uint64_t *)out;
   blk->result_statuses = (const int32_t *)(out + n * sizeof(uint64_t));
   blk->sizes = b->sizes;

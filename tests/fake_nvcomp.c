@@ -544,10 +544,11 @@ static void job_run(void *arg) {
   if (j->temp_bytes) mem_view(j, "device_temp_ptr", j->temp, j->temp_bytes);
   for (size_t i = 0; i < n; i++) {
     int failure = chunk_failure(j, i);
-    sizes[i] = 0;
-    statuses[i] = failure ? (status_t)failure
-                          : chunk_run(j, in[i], in_sizes[i], capacities[i],
-                                      j->out_ptrs ? out[i] : NULL, &sizes[i]);
+    sizes[i] = failure == FAKE_NVCOMP_OVERSIZE ? capacities[i] + 1 : 0;
+    statuses[i] = failure == FAKE_NVCOMP_OVERSIZE ? 0
+                  : failure                       ? (status_t)failure
+                                                  : chunk_run(j, in[i], in_sizes[i], capacities[i],
+                                                              j->out_ptrs ? out[i] : NULL, &sizes[i]);
   }
   atomic_fetch_add(&g_chunks, (long)n);
   if (j->sizes) mem_write(j, "the sizes", j->sizes, sizes, n * sizeof *sizes);

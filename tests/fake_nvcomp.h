@@ -73,6 +73,11 @@ void fake_nvcomp_fail(const char *symbol, int nth, int status);
  * batch fails nothing. Bugs in the test die as with fake_nvcomp_fail. */
 void fake_nvcomp_fail_chunk(const char *symbol, int nth, size_t chunk, int status);
 
+/* A `status` for fake_nvcomp_fail_chunk: the chunk reports success with a size one past its
+ * output's capacity, output untouched. The real nvCOMP 6 did so on an H100 for zstd, LZ4 and
+ * Snappy chunks whose output was too small (its headers call bad input undefined behaviour). */
+#define FAKE_NVCOMP_OVERSIZE (-1)
+
 /* Calls of the function exported as `symbol` since the library was loaded or last reset, failed
  * ones included; "chunks" counts the chunks the batched functions processed. -1 for an unknown
  * name. */

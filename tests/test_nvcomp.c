@@ -4,9 +4,11 @@
  * tests/fake_cuda.c in CI, the real ones on a GPU machine), round trips of every codec offered,
  * corrupt and truncated input, alignment and capacity checks, and the stream-ordered form.
  * Without nvCOMP or CUDA, the data tests are skipped (exit 77 once the rest passed). */
+#include "fake_nvcomp.h"
 #include "test.h"
 #include "test_cuda.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -228,6 +230,10 @@ static int test_round_trip(kvik_codec codec) {
   r.out_caps[4] = r.in_sizes[4] / 2;
   rc = kvik_decompress(codec, CHUNKS, (const void *const *)r.dev_comp, r.comp_sizes,
                        (void *const *)r.dev_out, r.out_caps, r.out_sizes, r.statuses);
+  printf("%s: bad chunks 2-4: returned %d; statuses %d %d %d %d %d; sizes %zu %zu %zu %zu %zu\n",
+         NAMES[codec], rc, r.statuses[0], r.statuses[1], r.statuses[2], r.statuses[3],
+         r.statuses[4], r.out_sizes[0], r.out_sizes[1], r.out_sizes[2], r.out_sizes[3],
+         r.out_sizes[4]);
   ASSERT(KVIK_IS_NVCOMP_ERROR(rc));
   ASSERT(strstr(kvik_last_error(), "chunk 2 of 5") != NULL);
   for (int i = 0; i < CHUNKS; i++) {
@@ -242,6 +248,32 @@ static int test_round_trip(kvik_codec codec) {
   ASSERT_EQ(rc, r.statuses[2]);
   round_trip_free(&r);
   return 1;
+}
+
+/* A chunk that nvCOMP reports as a success with a size past its output (nvCOMP 6 on an H100 did,
+ * for outputs too small) fails with nvcompErrorOutputBufferTooSmall and size 0. Against the fake
+ * only, which reports so on demand. */
+static void test_oversize_is_no_success(void) {
+  char path[4096];
+  ASSERT(kvik_nvcomp_path(path, sizeof path) > 0);
+  void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  fake_nvcomp_fail_chunk_fn arm =
+      lib ? (fake_nvcomp_fail_chunk_fn)dlsym(lib, "fake_nvcomp_fail_chunk") : NULL;
+  if (!arm || !kvik_codec_supported(KVIK_CODEC_ZSTD)) return; /* a real nvCOMP */
+  round_trip r;
+  round_trip_setup(&r, KVIK_CODEC_ZSTD);
+  ASSERT_OK(kvik_compress(KVIK_CODEC_ZSTD, CHUNKS, (const void *const *)r.dev_in, r.in_sizes,
+                          (void *const *)r.dev_comp, r.comp_caps, r.comp_sizes, r.statuses));
+  arm("nvcompBatchedZstdDecompressAsync", 1, 1, FAKE_NVCOMP_OVERSIZE);
+  int rc = kvik_decompress(KVIK_CODEC_ZSTD, CHUNKS, (const void *const *)r.dev_comp, r.comp_sizes,
+                           (void *const *)r.dev_out, r.out_caps, r.out_sizes, r.statuses);
+  ASSERT_EQ(rc, KVIK_ENVCOMP_BASE - 15); /* nvcompErrorOutputBufferTooSmall */
+  for (int i = 0; i < CHUNKS; i++) {
+    ASSERT_EQ(r.statuses[i], i == 1 ? KVIK_ENVCOMP_BASE - 15 : 0);
+    ASSERT_EQ(r.out_sizes[i], i == 1 ? 0 : r.in_sizes[i]);
+  }
+  dlclose(lib);
+  round_trip_free(&r);
 }
 
 /* The stream-ordered form: results land once the stream reaches them. */
@@ -372,6 +404,7 @@ int main(int argc, char **argv) {
     tested++;
   }
   ASSERT(tested > 0);
+  test_oversize_is_no_success();
   test_threads(KVIK_CODEC_LZ4);
   return 0;
 }
