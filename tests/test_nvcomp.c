@@ -191,6 +191,17 @@ static void check_output(const round_trip *r) {
   free(back);
 }
 
+/* The loaded libnvcomp's fake_nvcomp_fail_chunk: tests/fake_nvcomp.c's, NULL for a real nvCOMP. */
+static fake_nvcomp_fail_chunk_fn fake_nvcomp(void) {
+  char path[4096];
+  ASSERT(kvik_nvcomp_path(path, sizeof path) > 0);
+  void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return NULL;
+  fake_nvcomp_fail_chunk_fn arm = (fake_nvcomp_fail_chunk_fn)dlsym(lib, "fake_nvcomp_fail_chunk");
+  dlclose(lib); /* the library stays: kvik holds it */
+  return arm;
+}
+
 #define NOT_SUPPORTED (KVIK_ENVCOMP_BASE - 11) /* nvcompErrorNotSupported */
 
 /* Returns 0 where nvCOMP does not compress the codec here (gzip on some GPUs, the fake's
@@ -221,8 +232,9 @@ static int test_round_trip(kvik_codec codec) {
   }
 
   /* Corrupt chunk 2, truncate chunk 3, leave room for too little in chunk 4: those chunks fail
-   * with an nvCOMP code and size 0, the others decompress, and the blocking form returns
-   * chunk 2's code. */
+   * with an nvCOMP code and size 0, the others decompress, and the blocking form returns the
+   * first failed chunk's code. The real nvCOMP 6 validates too little for chunks 2 and 3 (kvik.h):
+   * against it, only chunk 4's failure, which kvik checks itself, is asserted. */
   char junk[256];
   memset(junk, 0xff, sizeof junk); /* invalid at the start of every format's stream */
   to_device(r.dev_comp[2], junk, sizeof junk);
@@ -234,18 +246,21 @@ static int test_round_trip(kvik_codec codec) {
          NAMES[codec], rc, r.statuses[0], r.statuses[1], r.statuses[2], r.statuses[3],
          r.statuses[4], r.out_sizes[0], r.out_sizes[1], r.out_sizes[2], r.out_sizes[3],
          r.out_sizes[4]);
+  int first_bad = fake_nvcomp() ? 2 : 4;
   ASSERT(KVIK_IS_NVCOMP_ERROR(rc));
-  ASSERT(strstr(kvik_last_error(), "chunk 2 of 5") != NULL);
   for (int i = 0; i < CHUNKS; i++) {
     if (i < 2) {
       ASSERT_EQ(r.statuses[i], 0);
       ASSERT_EQ(r.out_sizes[i], r.in_sizes[i]);
-    } else {
+    } else if (i >= first_bad) {
       ASSERT(KVIK_IS_NVCOMP_ERROR(r.statuses[i]));
       ASSERT_EQ(r.out_sizes[i], 0);
     }
   }
-  ASSERT_EQ(rc, r.statuses[2]);
+  if (first_bad == 2) {
+    ASSERT(strstr(kvik_last_error(), "chunk 2 of 5") != NULL);
+    ASSERT_EQ(rc, r.statuses[2]);
+  }
   round_trip_free(&r);
   return 1;
 }
@@ -254,11 +269,7 @@ static int test_round_trip(kvik_codec codec) {
  * for outputs too small) fails with nvcompErrorOutputBufferTooSmall and size 0. Against the fake
  * only, which reports so on demand. */
 static void test_oversize_is_no_success(void) {
-  char path[4096];
-  ASSERT(kvik_nvcomp_path(path, sizeof path) > 0);
-  void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-  fake_nvcomp_fail_chunk_fn arm =
-      lib ? (fake_nvcomp_fail_chunk_fn)dlsym(lib, "fake_nvcomp_fail_chunk") : NULL;
+  fake_nvcomp_fail_chunk_fn arm = fake_nvcomp();
   if (!arm || !kvik_codec_supported(KVIK_CODEC_ZSTD)) return; /* a real nvCOMP */
   round_trip r;
   round_trip_setup(&r, KVIK_CODEC_ZSTD);
@@ -272,7 +283,6 @@ static void test_oversize_is_no_success(void) {
     ASSERT_EQ(r.statuses[i], i == 1 ? KVIK_ENVCOMP_BASE - 15 : 0);
     ASSERT_EQ(r.out_sizes[i], i == 1 ? 0 : r.in_sizes[i]);
   }
-  dlclose(lib);
   round_trip_free(&r);
 }
 
