@@ -295,11 +295,10 @@ static void fill_inputs(const batch *b, block *blk, const layout *l) {
     in[2 * n + i] = b->src_sizes[i];
     in[3 * n + i] = b->dst_capacities[i];
   }
-  char *out = (char *)blk->pinned + l->out_offset;
   blk->n = n;
   blk->capacities = in + 3 * n;
-  blk->result_sizes = (const uint64_t *)out;
-  blk->result_statuses = (const int32_t *)(out + n * sizeof(uint64_t));
+  blk->result_sizes = in + l->out_offset / sizeof(uint64_t); /* plan(): whole words in */
+  blk->result_statuses = (const int32_t *)(blk->result_sizes + n);
   blk->sizes = b->sizes;
   blk->statuses = b->statuses;
   blk->write = 0;
