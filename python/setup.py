@@ -199,6 +199,10 @@ sources += [rel(ROOT, path) for path in listed_sources("src") + listed_sources("
 
 # The extension and the command include kvik.h and no more of the library; tools/ holds cli.h.
 include_dirs = [rel(ROOT, "include"), rel(ROOT, "tools")]
+# Except python/src/nvcomp.c, which stages host chunks through device memory with the library's
+# own loaded driver (src/cuda.h, src/memory.h) rather than a second copy of it. -iquote: only
+# `#include "..."` looks there, so src/memory.h never stands in for the system's <memory.h>.
+compile_args += ["-iquote", rel(ROOT, "src")]
 # A changed header rebuilds; python/src/'s headers go into the sdist this way too.
 depends = sorted(glob(rel(HERE, "src", "*.h"))) + [rel(ROOT, path) for path in library_headers()]
 library_dirs, libraries, macros, link_args = [], ["dl", "pthread", "m"], [], []

@@ -56,7 +56,8 @@ PyMODINIT_FUNC PyInit__lib(void) {
   if (PyModule_AddStringConstant(module, "__version__", kvik_version_string()) < 0 ||
       PyModule_AddFunctions(module, pykvik_settings_methods) < 0 ||
       PyModule_AddFunctions(module, pykvik_driver_methods) < 0 ||
-      PyModule_AddFunctions(module, pykvik_remote_methods) < 0 || pykvik_errors_init(module) < 0 ||
+      PyModule_AddFunctions(module, pykvik_remote_methods) < 0 ||
+      PyModule_AddFunctions(module, pykvik_nvcomp_methods) < 0 || pykvik_errors_init(module) < 0 ||
       pykvik_file_types_init(module) < 0 || pykvik_mmap_type_init(module) < 0 || pykvik_remote_type_init(module) < 0 ||
       pykvik_stats_type_init(module) < 0) {
     Py_DECREF(module);

@@ -109,8 +109,10 @@ int pykvik_stats_type_init(PyObject *module);
  *   driver.c    cuFile driver properties, parameters, versions (kvik.cufile_driver), page cache,
  *               memory registration, runtime library probes
  *   remote.c    remote_supported, setting_format (the text form, the only one of http_status_codes)
+ *   nvcomp.c    codec queries and batched (de)compression, the low level of kvik.nvcomp
  *   module.c    version, cli_main */
 extern PyMethodDef pykvik_settings_methods[];
+extern PyMethodDef pykvik_nvcomp_methods[];
 extern PyMethodDef pykvik_driver_methods[];
 extern PyMethodDef pykvik_remote_methods[];
 

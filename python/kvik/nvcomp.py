@@ -1,0 +1,229 @@
+"""kvik.nvcomp: batched GPU compression and decompression by NVIDIA's nvCOMP 6.
+
+nvCOMP is loaded at run time, on first need (kvik.h, "Compression"): from the path in the setting
+``nvcomp_library`` (environment ``KVIK_NVCOMP_LIBRARY``) where set, else the soname
+``libnvcomp.so.6``. Before its first use here, where that setting was left at its default, this
+module looks for the ``nvidia-libnvcomp`` wheel (``nvidia-libnvcomp-cu13``, ``-cu12``) and sets
+``nvcomp_library`` to the wheel's ``lib64/libnvcomp.so.6``.
+
+A codec encodes and decodes batches: lists of chunks, each its own compressed stream in the
+format's raw form (zstd frames, LZ4 raw blocks, raw Snappy, raw Deflate, gzip members). A chunk
+is device memory (CuPy, or anything with ``__cuda_array_interface__``), whose outputs are CuPy
+arrays, or host memory (bytes, NumPy, anything with the buffer protocol), whose outputs are
+bytes; host chunks are staged through device memory, as nvCOMP works on device memory only.
+
+A chunk that fails raises kvik.KvikError (the code of the first failed chunk, and a message naming
+it) with ``chunk``, the index of that chunk, and ``statuses``, every chunk's code (0: done).
+Without nvCOMP the calls raise KvikError with code KVIK_ENVCOMP_UNAVAILABLE, saying where kvik
+looked. nvCOMP 6 validates little of what it decodes: decode only data whose integrity is known
+(see kvik.h).
+"""
+from __future__ import annotations
+
+import importlib.util
+import numbers
+import os
+from typing import Any, List, Optional, Sequence, Union
+
+from . import _lib, defaults
+
+__all__ = [
+    "ANSCodec", "BitcompCodec", "CascadedCodec", "Codec", "DeflateCodec", "GDeflateCodec",
+    "GzipCodec", "LZ4Codec", "SnappyCodec", "ZstdCodec", "available", "codecs", "library_path",
+    "version",
+]
+
+_NAMES = _lib.codec_names()
+_SETTING = "nvcomp_library"
+_WHEEL_LIBRARY = os.path.join("lib64", "libnvcomp.so.6")
+_located = False
+
+
+def _wheel_library() -> Optional[str]:
+    """The libnvcomp.so.6 of the nvidia-libnvcomp wheel importable here, or None."""
+    try:
+        spec = importlib.util.find_spec("nvidia.libnvcomp")
+    except (ImportError, ValueError):
+        return None
+    for directory in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(directory, _WHEEL_LIBRARY)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _locate() -> None:
+    """Point the setting at the wheel's library, once, where nobody set it (neither the
+    environment nor kvik.defaults): the soname alone would miss a wheel's library, which is not
+    on the loader's path."""
+    global _located
+    if _located:
+        return
+    _located = True
+    if _lib.setting_source(_SETTING) == "default":
+        path = _wheel_library()
+        if path is not None:
+            defaults.set(_SETTING, path)
+
+
+def available() -> bool:
+    """Whether nvCOMP 6 can be loaded (it is, if not tried yet). Needs no GPU."""
+    _locate()
+    try:
+        _lib.nvcomp_version()
+    except _lib.KvikError:
+        return False
+    return True
+
+
+def version() -> int:
+    """nvCOMP's version as nvCOMP numbers it: major * 1000 + minor * 100 + patch (6000 for 6.0.0).
+    Raises KvikError (KVIK_ENVCOMP_UNAVAILABLE) without nvCOMP."""
+    _locate()
+    return _lib.nvcomp_version()
+
+
+def library_path() -> str:
+    """The file nvCOMP was loaded from. Raises as version() does."""
+    _locate()
+    return _lib.nvcomp_path()
+
+
+def codecs() -> List[str]:
+    """The names of the formats the loaded nvCOMP offers ([] without nvCOMP)."""
+    _locate()
+    return [name for number, name in enumerate(_NAMES) if _lib.codec_supported(number)]
+
+
+def _is_device(chunk: Any) -> bool:
+    return hasattr(chunk, "__cuda_array_interface__")
+
+
+def _nbytes(chunk: Any) -> int:
+    """The bytes of a chunk, device or host."""
+    if _is_device(chunk):
+        iface = chunk.__cuda_array_interface__
+        count = 1
+        for extent in iface["shape"]:
+            count *= extent
+        return count * int(iface["typestr"][2:])
+    with memoryview(chunk) as view:
+        return view.nbytes
+
+
+def _empty_like(chunk: Any, size: int) -> Any:
+    """New memory of `size` bytes of the kind `chunk` is."""
+    if _is_device(chunk):
+        try:
+            import cupy
+        except ImportError as e:
+            raise ImportError("kvik.nvcomp returns device outputs as CuPy arrays and needs CuPy") \
+                from e
+        return cupy.empty(size, dtype=cupy.uint8)
+    return bytearray(size)
+
+
+def _trimmed(out: Any, size: int) -> Any:
+    """The first `size` bytes of an output kvik.nvcomp allocated: a CuPy view, or bytes."""
+    return bytes(memoryview(out)[:size]) if isinstance(out, bytearray) else out[:size]
+
+
+class Codec:
+    """A format of nvCOMP. `name` is kvik's name of it; `gpu_only` says that only nvCOMP reads and
+    writes it (no standard CPU implementation)."""
+
+    name = ""
+    gpu_only = False
+
+    def __init__(self) -> None:
+        self._number = _NAMES.index(self.name)
+
+    def __repr__(self) -> str:
+        return f"kvik.nvcomp.{type(self).__name__}()"
+
+    def supported(self) -> bool:
+        """Whether the loaded nvCOMP offers this format (False without nvCOMP)."""
+        _locate()
+        return _lib.codec_supported(self._number)
+
+    def max_compressed_size(self, size: int) -> int:
+        """The most bytes that encoding a chunk of up to `size` bytes can give."""
+        _locate()
+        return _lib.codec_max_compressed_size(self._number, size)
+
+    def encode(self, chunks: Sequence[Any]) -> List[Any]:
+        """Compress each chunk; returns the compressed chunks, each a CuPy array for a device
+        chunk (a view of a buffer of max_compressed_size()) and bytes for a host chunk."""
+        chunks = list(chunks)
+        _locate()
+        if not chunks:
+            return []
+        capacity = self.max_compressed_size(max(_nbytes(chunk) for chunk in chunks))
+        outs = [_empty_like(chunk, capacity) for chunk in chunks]
+        sizes = _lib.nvcomp_run(self._number, True, chunks, outs)
+        return [_trimmed(out, size) for out, size in zip(outs, sizes)]
+
+    def decode(self, chunks: Sequence[Any], out: Sequence[Union[int, Any]]) -> List[Any]:
+        """Decompress each chunk. `out[i]` is chunk i's decompressed size in bytes (the output is
+        allocated: a CuPy array for a device chunk, bytes for a host chunk, cut to the size
+        decoded) or a buffer to decode into (device or host, its size the capacity), which is
+        returned as it is."""
+        chunks, out = list(chunks), list(out)
+        if len(chunks) != len(out):
+            raise ValueError(f"{len(chunks)} chunks but {len(out)} outputs")
+        _locate()
+        allocated = [isinstance(o, numbers.Integral) for o in out]
+        outs = [_empty_like(chunk, o) if new else o
+                for chunk, o, new in zip(chunks, out, allocated)]
+        sizes = _lib.nvcomp_run(self._number, False, chunks, outs)
+        return [_trimmed(o, size) if new else o for o, size, new in zip(outs, sizes, allocated)]
+
+
+class ZstdCodec(Codec):
+    """zstd frames."""
+    name = "zstd"
+
+
+class LZ4Codec(Codec):
+    """LZ4 raw blocks (no frame)."""
+    name = "lz4"
+
+
+class SnappyCodec(Codec):
+    """Raw Snappy (no framing format)."""
+    name = "snappy"
+
+
+class DeflateCodec(Codec):
+    """Raw Deflate (RFC 1951): zlib's windowBits -15."""
+    name = "deflate"
+
+
+class GzipCodec(Codec):
+    """gzip members (RFC 1952). Compressing gzip needs a GPU of compute capability 9.0 or later
+    and may be refused."""
+    name = "gzip"
+
+
+class GDeflateCodec(Codec):
+    """GDeflate: GPU-only."""
+    name = "gdeflate"
+    gpu_only = True
+
+
+class CascadedCodec(Codec):
+    """Cascaded: GPU-only."""
+    name = "cascaded"
+    gpu_only = True
+
+
+class BitcompCodec(Codec):
+    """Bitcomp: GPU-only."""
+    name = "bitcomp"
+    gpu_only = True
+
+
+class ANSCodec(Codec):
+    """ANS: GPU-only."""
+    name = "ans"
+    gpu_only = True
