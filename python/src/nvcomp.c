@@ -137,8 +137,7 @@ static void run_free(run *r) {
 static int run_buffers(run *r, PyObject *srcs, PyObject *dsts) {
   Py_ssize_t n = PySequence_Fast_GET_SIZE(srcs);
   if (PySequence_Fast_GET_SIZE(dsts) != n) {
-    PyErr_Format(PyExc_ValueError, "%zd inputs but %zd outputs", n,
-                 PySequence_Fast_GET_SIZE(dsts));
+    PyErr_Format(PyExc_ValueError, "%zd inputs but %zd outputs", n, PySequence_Fast_GET_SIZE(dsts));
     return -1;
   }
   size_t count = (size_t)n ? (size_t)n : 1;
@@ -184,9 +183,9 @@ static int stage_in(run *r, const kvik__cuda_api *cu, CUstream stream) {
     if (!r->src_bufs[i].device && (rc = stage_alloc(cu, r->src_sizes[i], &r->staged_src[i])) == 0) {
       r->src[i] = (const void *)(uintptr_t)r->staged_src[i];
       if (r->src_sizes[i])
-        rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(r->staged_src[i], r->src_bufs[i].ptr,
-                                                    r->src_sizes[i], stream),
-                              "kvik.nvcomp", "cuMemcpyHtoDAsync");
+        rc = kvik__cuda_check(
+            cu->cuMemcpyHtoDAsync(r->staged_src[i], r->src_bufs[i].ptr, r->src_sizes[i], stream),
+            "kvik.nvcomp", "cuMemcpyHtoDAsync");
     }
     if (rc == 0 && !r->dst_bufs[i].device &&
         (rc = stage_alloc(cu, r->capacities[i], &r->staged_dst[i])) == 0)
@@ -207,9 +206,8 @@ static int stage_out(run *r, const kvik__cuda_api *cu, CUstream stream) {
 }
 
 static int call_kvik(run *r) {
-  return (r->compress ? kvik_compress : kvik_decompress)(r->codec, r->n, r->src, r->src_sizes,
-                                                         r->dst, r->capacities, r->sizes,
-                                                         r->statuses);
+  return (r->compress ? kvik_compress : kvik_decompress)(
+      r->codec, r->n, r->src, r->src_sizes, r->dst, r->capacities, r->sizes, r->statuses);
 }
 
 static int any_host(const run *r) {
@@ -231,14 +229,14 @@ static int run_staged(run *r) {
                         "cuStreamCreate");
   if (rc == 0) {
     rc = stage_in(r, cu, stream);
-    int synced = kvik__cuda_check(cu->cuStreamSynchronize(stream), "kvik.nvcomp",
-                                  "cuStreamSynchronize");
+    int synced =
+        kvik__cuda_check(cu->cuStreamSynchronize(stream), "kvik.nvcomp", "cuStreamSynchronize");
     if (rc == 0) rc = synced;
     if (rc == 0) rc = call_kvik(r);
     /* The chunks that succeeded come back even where others failed, for the caller to see. */
     int copied = stage_out(r, cu, stream);
-    synced = kvik__cuda_check(cu->cuStreamSynchronize(stream), "kvik.nvcomp",
-                              "cuStreamSynchronize");
+    synced =
+        kvik__cuda_check(cu->cuStreamSynchronize(stream), "kvik.nvcomp", "cuStreamSynchronize");
     if (rc == 0) rc = copied ? copied : synced;
     cu->cuStreamDestroy(stream);
   }

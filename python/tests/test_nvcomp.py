@@ -27,8 +27,10 @@ PYTHONPATH = os.path.dirname(os.path.dirname(os.path.abspath(kvik.__file__)))
 STANDARD = ["zstd", "lz4", "snappy", "deflate", "gzip"]
 GPU_ONLY = ["gdeflate", "cascaded", "bitcomp", "ans"]
 
+FAKES_BUILT = os.path.exists(os.path.join(FAKE_CUDA, "libcuda.so.1")) and os.path.exists(
+    FAKE_NVCOMP_LIB)
 needs_fakes = pytest.mark.skipif(
-    not (os.path.exists(os.path.join(FAKE_CUDA, "libcuda.so.1")) and os.path.exists(FAKE_NVCOMP_LIB)),
+    not FAKES_BUILT,
     reason=f"the fake CUDA driver and nvCOMP are not built in {BUILD_DIR}/tests")
 
 
