@@ -282,3 +282,61 @@ def test_no_wheel(tmp_path):
     """
     assert run_python(code, nvcomp=False, pythonpath=[str(tmp_path)]) == [None, False, ""]
     assert run_python(code, nvcomp=False) == [None, False, ""]
+
+
+# ---- device memory --------------------------------------------------------------------------------
+
+# Device buffers without CuPy: the fake driver's memory, through ctypes, behind
+# __cuda_array_interface__ (the same libcuda.so.1 kvik loads).
+DEVICE = """
+import ctypes, json, sys, zlib, kvik, kvik.nvcomp
+cu = ctypes.CDLL("libcuda.so.1")
+ctx = ctypes.c_void_p()
+assert cu.cuInit(0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+assert cu.cuCtxSetCurrent(ctx) == 0
+
+
+class Device:
+    def __init__(self, size, data=b""):
+        ptr = ctypes.c_uint64()
+        assert cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)) == 0
+        self.ptr, self.size = ptr, size
+        self.__cuda_array_interface__ = {
+            "data": (ptr.value, False), "shape": (size,), "typestr": "|u1", "version": 3}
+        if data:
+            assert cu.cuMemcpyHtoD_v2(ptr, data, ctypes.c_size_t(len(data))) == 0
+
+    def download(self, size):
+        out = ctypes.create_string_buffer(size)
+        assert cu.cuMemcpyDtoH_v2(out, self.ptr, ctypes.c_size_t(size)) == 0
+        return out.raw
+
+
+raw = [b"device chunk %d " % i * 300 for i in range(3)]
+packed = []
+for r in raw:
+    pack = zlib.compressobj(6, zlib.DEFLATED, -15)
+    packed.append(pack.compress(r) + pack.flush())
+codec = kvik.nvcomp.DeflateCodec()
+chunks = [Device(len(p), p) for p in packed]
+outs = [Device(len(r)) for r in raw]
+got = codec.decode(chunks, outs)
+result = {"device": [g is o and o.download(len(r)) == r for g, o, r in zip(got, outs, raw)]}
+mixed = codec.decode([chunks[0], packed[1]], [bytearray(len(raw[0])), outs[1]])
+result["mixed"] = [bytes(mixed[0]) == raw[0], outs[1].download(len(raw[1])) == raw[1]]
+sys.modules["cupy"] = None  # makes `import cupy` fail
+try:
+    codec.encode(chunks)
+except ImportError as e:
+    result["encode without cupy"] = str(e)
+print(json.dumps(result))
+"""
+
+
+@needs_fakes
+def test_device_buffers():
+    """Device chunks and outputs go to nvCOMP as they are; host ones beside them are staged."""
+    result = run_python(DEVICE)
+    assert result["device"] == [True] * 3
+    assert result["mixed"] == [True, True]
+    assert "needs CuPy" in result["encode without cupy"]
