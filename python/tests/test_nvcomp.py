@@ -47,7 +47,7 @@ def run_python(code, nvcomp=True, pythonpath=(), **env):
     return json.loads(done.stdout.splitlines()[-1])
 
 
-# ---- without nvCOMP: the names -----------------------------------------------------------------
+# ---- without nvCOMP: the names -------------------------------------------------------------------
 
 
 def test_codec_classes():
@@ -67,7 +67,7 @@ def test_decode_needs_an_output_per_chunk():
         kvik.nvcomp.DeflateCodec().decode([b"a", b"b"], [1])
 
 
-# ---- round trips on the fakes ------------------------------------------------------------------
+# ---- round trips on the fakes --------------------------------------------------------------------
 
 ROUND_TRIP = """
 import json, zlib, gzip, numpy, kvik.nvcomp
@@ -220,7 +220,7 @@ def test_not_available(tmp_path):
         assert "nvCOMP unavailable" in message and missing in message
 
 
-# ---- the wheel ----------------------------------------------------------------------------------
+# ---- the wheel -----------------------------------------------------------------------------------
 
 LOCATE = """
     import json, kvik, kvik.nvcomp
@@ -284,7 +284,7 @@ def test_no_wheel(tmp_path):
     assert run_python(code, nvcomp=False) == [None, False, ""]
 
 
-# ---- device memory --------------------------------------------------------------------------------
+# ---- device memory -------------------------------------------------------------------------------
 
 # Device buffers without CuPy: the fake driver's memory, through ctypes, behind
 # __cuda_array_interface__ (the same libcuda.so.1 kvik loads).
