@@ -37,6 +37,20 @@ __all__ = [
     "version",
 ]
 
+# kvikio's former managers (kvik._nvcomp_managers: a container of kvik's own), loaded on first use.
+_MANAGERS = ("ANSManager", "BitcompManager", "CascadedManager", "GdeflateManager", "LZ4Manager",
+             "ManagedDecompressionManager", "SnappyManager", "cp_to_nvcomp_dtype", "nvCompManager",
+             "nvcompType_t")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MANAGERS:
+        from . import _nvcomp_managers
+
+        return getattr(_nvcomp_managers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _NAMES = _lib.codec_names()
 _SETTING = "nvcomp_library"
 _WHEEL_LIBRARY = os.path.join("lib64", "libnvcomp.so.6")
