@@ -123,7 +123,8 @@ for name in ("LZ4Manager", "SnappyManager"):
     m = getattr(nvcomp, name)(data_type=numpy.int32, chunk_size=1 << 14)
     comp = m.compress(data)
     r = {"type": type(comp).__name__, "config": sorted(m.config),
-         "chunks": m.config["num_chunks"], "fits": comp.size <= m.config["max_compressed_buffer_size"],
+         "chunks": m.config["num_chunks"],
+         "fits": comp.size <= m.config["max_compressed_buffer_size"],
          "output size": m.get_compressed_output_size(comp) == comp.size,
          "decomp config": m.configure_decompression_with_compressed_buffer(comp)}
     back = m.decompress(comp)
