@@ -5,10 +5,10 @@ a chunk, host or device memory (a device chunk costs one small copy)."""
 from __future__ import annotations
 
 import struct
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 _ZSTD_MAGIC = 0xFD2FB528
-_ZSTD_HEADER_MAX = 18  # magic 4, descriptor 1, window 1, dictionary id 4, content size 8
+ZSTD_HEADER_MAX = 18  # magic 4, descriptor 1, window 1, dictionary id 4, content size 8
 
 
 def nbytes(buf: Any) -> int:
@@ -50,6 +50,25 @@ def tail(buf: Any, count: int) -> bytes:
         return view.cast("B")[start:].tobytes()
 
 
+def ends(bufs: List[Any], count: int, at_end: bool = False) -> List[bytes]:
+    """The first (`at_end`: last) `count` bytes of each buffer. Device buffers come to the host
+    in one copy for all, not one a buffer."""
+    device = [i for i, b in enumerate(bufs) if hasattr(b, "__cuda_array_interface__")]
+    out = [b"" if i in set(device) else (tail(b, count) if at_end else head(b, count))
+           for i, b in enumerate(bufs)]
+    if device:
+        import cupy
+
+        flat = [as_bytes_device(bufs[i]) for i in device]
+        pieces = [f[max(f.size - count, 0):] if at_end else f[:count] for f in flat]
+        joined = cupy.concatenate(pieces).get().tobytes() if pieces else b""
+        start = 0
+        for i, piece in zip(device, pieces):
+            out[i] = joined[start:start + piece.size]
+            start += piece.size
+    return out
+
+
 def zstd_content_size(header: bytes) -> Optional[int]:
     """The content size of the zstd frame that `header` starts (RFC 8878, 3.1.1.1), or None where
     the frame does not state it (or `header` is no zstd frame)."""
@@ -68,14 +87,17 @@ def zstd_content_size(header: bytes) -> Optional[int]:
 
 
 def zstd_size(buf: Any) -> Optional[int]:
-    return zstd_content_size(head(buf, _ZSTD_HEADER_MAX))
+    return zstd_content_size(head(buf, ZSTD_HEADER_MAX))
+
+
+def gzip_isize(trailer: bytes) -> Optional[int]:
+    """ISIZE, the last 4 bytes of a gzip member: the decoded size modulo 2^32 (exact for the
+    single members below 4 GiB that numcodecs and Zarr write)."""
+    return struct.unpack("<I", trailer)[0] if len(trailer) == 4 else None
 
 
 def gzip_size(buf: Any) -> Optional[int]:
-    """ISIZE, the last 4 bytes of a gzip member: the decoded size modulo 2^32 (exact for the
-    single members below 4 GiB that numcodecs and Zarr write)."""
-    trailer = tail(buf, 4)
-    return struct.unpack("<I", trailer)[0] if len(trailer) == 4 else None
+    return gzip_isize(tail(buf, 4))
 
 
 def snappy_size(buf: Any) -> Optional[int]:
@@ -92,6 +114,10 @@ def snappy_size(buf: Any) -> Optional[int]:
 LZ4_HEADER = 4  # numcodecs' LZ4: the decoded size, 4 bytes little-endian, then a raw block
 
 
+def lz4_size(header: bytes) -> Optional[int]:
+    """The decoded size in numcodecs LZ4's header (the chunk's first 4 bytes)."""
+    return struct.unpack("<I", header[:LZ4_HEADER])[0] if len(header) >= LZ4_HEADER else None
+
+
 def lz4_header_size(buf: Any) -> Optional[int]:
-    header = head(buf, LZ4_HEADER)
-    return struct.unpack("<I", header)[0] if len(header) == LZ4_HEADER else None
+    return lz4_size(head(buf, LZ4_HEADER))

@@ -57,9 +57,13 @@ class _GpuBatch:
     its kvik.nvcomp codec, how a chunk states its size, and its framing around nvCOMP's stream."""
 
     _nvcomp: nvcomp.Codec
+    # Where a chunk states its decoded size: its first (or, `_AT_END`, last) `_END` bytes, which
+    # `_stated` reads.
+    _END = 0
+    _AT_END = False
 
     @staticmethod
-    def _stated(chunk: Any) -> Optional[int]:
+    def _stated(end: bytes) -> Optional[int]:
         return None
 
     @staticmethod
@@ -81,8 +85,9 @@ class _GpuBatch:
         """Decode the chunks in one nvCOMP call. `spec_sizes[i]` is chunk i's decoded size by its
         spec, where known, for chunks that do not state theirs."""
         sizes = []
-        for i, (chunk, by_spec) in enumerate(zip(chunks, spec_sizes)):
-            size = cls._stated(chunk)
+        ends = _frames.ends(chunks, cls._END, cls._AT_END)  # one copy for all device chunks
+        for i, (end, by_spec) in enumerate(zip(ends, spec_sizes)):
+            size = cls._stated(end)
             size = by_spec if size is None else size
             if size is None:
                 raise ValueError(f"chunk {i} states no decoded size and its spec gives none")
@@ -133,14 +138,16 @@ class ZstdCodec(_GpuBatch, _StockZstd):
     level, without a checksum, whatever the configuration says: zarr reads either)."""
 
     _nvcomp = nvcomp.ZstdCodec()
-    _stated = staticmethod(_frames.zstd_size)
+    _END = _frames.ZSTD_HEADER_MAX
+    _stated = staticmethod(_frames.zstd_content_size)
 
 
 class GzipCodec(_GpuBatch, _StockGzip):
     """zarr's ``gzip`` codec, GPU chunks on nvCOMP (one gzip member a chunk)."""
 
     _nvcomp = nvcomp.GzipCodec()
-    _stated = staticmethod(_frames.gzip_size)
+    _END, _AT_END = 4, True
+    _stated = staticmethod(_frames.gzip_isize)
 
 
 def _lz4_frame(raw: Any, block: Any) -> Any:
@@ -154,7 +161,8 @@ class LZ4(_GpuBatch, _StockLZ4):
     in 4 bytes, little-endian, then a raw LZ4 block."""
 
     _nvcomp = nvcomp.LZ4Codec()
-    _stated = staticmethod(_frames.lz4_header_size)
+    _END = _frames.LZ4_HEADER
+    _stated = staticmethod(_frames.lz4_size)
     _frame = staticmethod(_lz4_frame)
 
     @staticmethod
