@@ -11,6 +11,10 @@ format's raw form (zstd frames, LZ4 raw blocks, raw Snappy, raw Deflate, gzip me
 is device memory (CuPy, or anything with ``__cuda_array_interface__``), whose outputs are CuPy
 arrays, or host memory (bytes, NumPy, anything with the buffer protocol), whose outputs are
 bytes; host chunks are staged through device memory, as nvCOMP works on device memory only.
+Objects with ``__dlpack__`` and ``__dlpack_device__`` (PyTorch tensors, JAX arrays) are taken
+too: those in device memory as CuPy views (CuPy is needed for them), those in host memory as
+NumPy views. Outputs given as buffers to decode into may be any of these kinds, and are written
+in place and returned as they were given.
 
 A chunk that fails raises kvik.KvikError (the code of the first failed chunk, and a message naming
 it) with ``chunk``, the index of that chunk, and ``statuses``, every chunk's code (0: done).
@@ -32,6 +36,20 @@ __all__ = [
     "GzipCodec", "LZ4Codec", "SnappyCodec", "ZstdCodec", "available", "codecs", "library_path",
     "version",
 ]
+
+# kvikio's former managers (kvik._nvcomp_managers: a container of kvik's own), loaded on first use.
+_MANAGERS = ("ANSManager", "BitcompManager", "CascadedManager", "GdeflateManager", "LZ4Manager",
+             "ManagedDecompressionManager", "SnappyManager", "cp_to_nvcomp_dtype", "nvCompManager",
+             "nvcompType_t")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MANAGERS:
+        from . import _nvcomp_managers
+
+        return getattr(_nvcomp_managers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _NAMES = _lib.codec_names()
 _SETTING = "nvcomp_library"
@@ -99,6 +117,43 @@ def _is_device(chunk: Any) -> bool:
     return hasattr(chunk, "__cuda_array_interface__")
 
 
+# DLPack's device types (dlpack.h, DLDeviceType) of memory the CPU reads: kDLCPU,
+# kDLCUDAHost (pinned) and kDLCUDAManaged.
+_DLPACK_HOST = (1, 3, 13)
+_DLPACK_CUDA = 2
+
+
+def _cupy(what: str) -> Any:
+    try:
+        import cupy
+    except ImportError as e:
+        raise ImportError(f"kvik.nvcomp {what} and needs CuPy") from e
+    return cupy
+
+
+def _as_buffer(obj: Any) -> Any:
+    """`obj` as kvik._lib takes it: as it is where it has ``__cuda_array_interface__`` or the
+    buffer protocol, else (a DLPack object: a PyTorch CPU tensor, a JAX array) a NumPy view of
+    its host memory or a CuPy view of its device memory."""
+    if _is_device(obj) or isinstance(obj, (bytes, bytearray, memoryview)):
+        return obj
+    if not hasattr(obj, "__dlpack_device__"):
+        return obj  # the buffer protocol, or kvik._lib's TypeError naming what it takes
+    try:
+        memoryview(obj).release()
+        return obj
+    except TypeError:
+        pass
+    kind = obj.__dlpack_device__()[0]
+    if kind in _DLPACK_HOST:
+        import numpy
+
+        return numpy.from_dlpack(obj)
+    if kind == _DLPACK_CUDA:
+        return _cupy("takes DLPack device memory as CuPy arrays").from_dlpack(obj)
+    raise TypeError(f"kvik.nvcomp takes host or CUDA memory, not DLPack device type {kind}")
+
+
 def _nbytes(chunk: Any) -> int:
     """The bytes of a chunk, device or host."""
     if _is_device(chunk):
@@ -114,11 +169,7 @@ def _nbytes(chunk: Any) -> int:
 def _empty_like(chunk: Any, size: int) -> Any:
     """New memory of `size` bytes of the kind `chunk` is."""
     if _is_device(chunk):
-        try:
-            import cupy
-        except ImportError as e:
-            raise ImportError("kvik.nvcomp returns device outputs as CuPy arrays and needs CuPy") \
-                from e
+        cupy = _cupy("returns device outputs as CuPy arrays")
         return cupy.empty(size, dtype=cupy.uint8)
     return bytearray(size)
 
@@ -154,7 +205,7 @@ class Codec:
     def encode(self, chunks: Sequence[Any]) -> List[Any]:
         """Compress each chunk; returns the compressed chunks, each a CuPy array for a device
         chunk (a view of a buffer of max_compressed_size()) and bytes for a host chunk."""
-        chunks = list(chunks)
+        chunks = [_as_buffer(chunk) for chunk in chunks]
         _locate()
         if not chunks:
             return []
@@ -168,15 +219,28 @@ class Codec:
         allocated: a CuPy array for a device chunk, bytes for a host chunk, cut to the size
         decoded) or a buffer to decode into (device or host, its size the capacity), which is
         returned as it is."""
-        chunks, out = list(chunks), list(out)
+        out = list(out)
+        allocated = [isinstance(o, numbers.Integral) for o in out]
+        outs, sizes = self._decode(chunks, out, allocated)
+        return [_trimmed(o, size) if new else given
+                for o, given, size, new in zip(outs, out, sizes, allocated)]
+
+    def decode_into(self, chunks: Sequence[Any], out: Sequence[Any]) -> List[int]:
+        """Decompress chunk i into the buffer `out[i]` (device or host, its size the capacity);
+        returns the sizes decoded, for a caller that knows what size to expect to check."""
+        out = list(out)
+        return self._decode(chunks, out, [False] * len(out))[1]
+
+    def _decode(self, chunks: Sequence[Any], out: List[Any], allocated: List[bool]):
+        """The outputs decode() and decode_into() wrote (`out[i]`'s own buffer, or new memory
+        of `out[i]` bytes where `allocated[i]`) and the sizes decoded into them."""
+        chunks = [_as_buffer(chunk) for chunk in chunks]
         if len(chunks) != len(out):
             raise ValueError(f"{len(chunks)} chunks but {len(out)} outputs")
         _locate()
-        allocated = [isinstance(o, numbers.Integral) for o in out]
-        outs = [_empty_like(chunk, o) if new else o
+        outs = [_empty_like(chunk, o) if new else _as_buffer(o)
                 for chunk, o, new in zip(chunks, out, allocated)]
-        sizes = _lib.nvcomp_run(self._number, False, chunks, outs)
-        return [_trimmed(o, size) if new else o for o, size, new in zip(outs, sizes, allocated)]
+        return outs, _lib.nvcomp_run(self._number, False, chunks, outs)
 
 
 class ZstdCodec(Codec):

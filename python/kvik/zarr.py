@@ -257,3 +257,10 @@ class GDSStore(zarr.storage.LocalStore):
                 f"{type(self).__name__}.set(): `value` must be a Buffer instance. "
                 f"Got an instance of {type(value)} instead."
             )
+
+
+# The GPU codecs for zarr's zstd and gzip and numcodecs' lz4 (kvik.zarr_codecs), selected in
+# zarr.config from here on: GPU chunks decode on nvCOMP, host chunks as before.
+from . import zarr_codecs as _zarr_codecs  # noqa: E402
+
+_zarr_codecs.register()
