@@ -259,8 +259,12 @@ class GDSStore(zarr.storage.LocalStore):
             )
 
 
-# The GPU codecs for zarr's zstd and gzip and numcodecs' lz4 (kvik.zarr_codecs), selected in
-# zarr.config from here on: GPU chunks decode on nvCOMP, host chunks as before.
+# The GPU codecs for zarr's zstd and gzip and numcodecs' lz4 (kvik.zarr_codecs), and the codec
+# pipeline that reads a GDSStore's compressed chunks into decoded GPU memory in one call
+# (kvik.zarr_pipeline), selected in zarr.config from here on: GPU chunks decode on nvCOMP, host
+# chunks as before.
 from . import zarr_codecs as _zarr_codecs  # noqa: E402
+from . import zarr_pipeline as _zarr_pipeline  # noqa: E402
 
 _zarr_codecs.register()
+_zarr_pipeline.register()

@@ -74,9 +74,8 @@ class _GpuBatch:
     def _frame(raw: Any, encoded: Any) -> Any:
         return encoded
 
-    @classmethod
-    def _ready(cls) -> bool:
-        return nvcomp.available() and cls._nvcomp.supported()
+    def _ready(self) -> bool:
+        return nvcomp.available() and self._nvcomp.supported()
 
     # -- the batch functions, on flat byte arrays (CuPy; host memory works too, staged)
 
@@ -135,11 +134,15 @@ class _GpuBatch:
 
 class ZstdCodec(_GpuBatch, _StockZstd):
     """zarr's ``zstd`` codec, GPU chunks on nvCOMP (zstd frames; nvCOMP compresses at its own
-    level, without a checksum, whatever the configuration says: zarr reads either)."""
+    level). With ``checksum=True`` chunks take zarr's own path: nvCOMP neither writes nor
+    verifies zstd's checksum, and an array that asks for one gets it checked."""
 
     _nvcomp = nvcomp.ZstdCodec()
     _END = _frames.ZSTD_HEADER_MAX
     _stated = staticmethod(_frames.zstd_content_size)
+
+    def _ready(self) -> bool:
+        return not self.checksum and super()._ready()
 
 
 class GzipCodec(_GpuBatch, _StockGzip):

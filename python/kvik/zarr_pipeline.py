@@ -1,0 +1,190 @@
+"""kvik.zarr's codec pipeline: compressed Zarr chunks read and decoded on the GPU in one call.
+
+Zarr's own pipeline reads every chunk into a buffer, then decodes each. Where a read fills GPU
+memory (``zarr.config.enable_gpu()``) from a ``GDSStore``, and a chunk's codecs are the plain
+``bytes`` codec (little-endian) followed by exactly one of zstd (without checksum), gzip or
+numcodecs' LZ4, this pipeline hands all such chunks of a selection to
+``kvik.nvcomp.read_decompress``, which reads the compressed bytes into device memory and decodes
+them with nvCOMP while it reads the next ones. A chunk that fills its place in the output array
+whole, contiguously, is decoded straight into the output; others are decoded into staging memory
+(at most STAGING_BYTES at a time) and copied.
+
+Other reads and writes of GPU buffers go through Zarr's BatchedCodecPipeline in batches of
+GPU_BATCH_BYTES of chunks, not Zarr's default of one chunk a batch, so that the GPU codecs
+(kvik.zarr_codecs) get many chunks per nvCOMP call. Host buffers take Zarr's pipeline unchanged.
+``import kvik.zarr`` selects this pipeline in ``zarr.config`` ("codec_pipeline.path").
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+from typing import Any, Iterable, List, Optional, Tuple
+
+import zarr
+from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
+from zarr.core.codec_pipeline import BatchedCodecPipeline, batched, fill_value_or_default
+from zarr.core.common import concurrent_map
+
+try:  # zarr >= 3.1
+    from zarr.codecs.numcodecs import LZ4 as NumcodecsLZ4
+except ImportError:  # pragma: no cover
+    NumcodecsLZ4 = None
+
+import kvik
+import kvik.nvcomp
+
+# Decoded bytes staged in device memory at once, for chunks that cannot decode in place.
+STAGING_BYTES = 1 << 30
+# Decoded bytes of the chunks of one batch of GPU buffers in Zarr's own pipeline.
+GPU_BATCH_BYTES = 256 << 20
+
+
+def _stream_format(codec: Any) -> Optional[Tuple[str, int]]:
+    """(kvik.nvcomp's codec name, bytes before the compressed stream) for a bytes-to-bytes codec
+    nvCOMP decodes exactly as the CPU would, or None. A zstd checksum nvCOMP would not verify."""
+    if isinstance(codec, ZstdCodec):
+        return None if codec.checksum else ("zstd", 0)
+    if isinstance(codec, GzipCodec):
+        return ("gzip", 0)
+    if NumcodecsLZ4 is not None and isinstance(codec, NumcodecsLZ4):
+        return ("lz4", 4)  # numcodecs' LZ4: the decoded size, 4 bytes little-endian, first
+    return None
+
+
+def _on_gpu(prototype: Any) -> bool:
+    return prototype.buffer.__module__.startswith("zarr.core.buffer.gpu")
+
+
+class _Chunk:
+    """One chunk of a fused read: its file, where it decodes to, and where that goes."""
+
+    def __init__(self, path: str, spec: Any, chunk_selection: Any, out_selection: Any) -> None:
+        self.path, self.spec = path, spec
+        self.chunk_selection, self.out_selection = chunk_selection, out_selection
+        self.dtype = spec.dtype.to_native_dtype()
+        self.nbytes = math.prod(spec.shape) * self.dtype.itemsize
+        self.target: Any = None  # the output's own memory, where the chunk decodes in place
+
+    def place_in(self, out: Any, complete: bool, drop_axes: tuple) -> None:
+        """Decode straight into `out` where the chunk fills its selection of it contiguously."""
+        if drop_axes or not complete or self.spec.order != "C":
+            return
+        target = out[self.out_selection]
+        if (tuple(target.shape) == tuple(self.spec.shape) and target.dtype == self.dtype
+                and target.flags.c_contiguous):
+            self.target = target
+
+
+class FusedCodecPipeline(BatchedCodecPipeline):
+    """Zarr's BatchedCodecPipeline, with chunks read from a GDSStore into GPU memory and decoded
+    there by kvik's fused read (see the module's text)."""
+
+    def _fused_format(self) -> Optional[Tuple[str, int]]:
+        if self.array_array_codecs or len(self.bytes_bytes_codecs) != 1:
+            return None
+        codec = self.array_bytes_codec
+        if not isinstance(codec, BytesCodec):
+            return None
+        if codec.endian is not None and codec.endian.value != sys.byteorder:
+            return None
+        fmt = _stream_format(self.bytes_bytes_codecs[0])
+        if fmt is None or fmt[0] not in kvik.nvcomp.codecs():
+            return None
+        return fmt
+
+    async def read(self, batch_info: Iterable[Tuple[Any, ...]], out: Any,
+                   drop_axes: tuple = ()) -> None:
+        from .zarr import GDSStore
+
+        batch_info = list(batch_info)
+        fmt = self._fused_format() if batch_info else None
+        fused, rest = [], []
+        for info in batch_info:
+            byte_getter, spec = info[0], info[1]
+            store = getattr(byte_getter, "store", None)
+            if fmt and isinstance(store, GDSStore) and _on_gpu(spec.prototype):
+                fused.append(info)
+            else:
+                rest.append(info)
+        if fused:
+            await asyncio.to_thread(self._read_fused, fmt, fused, out, drop_axes)
+        if rest:
+            await self._batched(self.read_batch, rest, out, drop_axes)
+
+    async def write(self, batch_info: Iterable[Tuple[Any, ...]], value: Any,
+                    drop_axes: tuple = ()) -> None:
+        await self._batched(self.write_batch, list(batch_info), value, drop_axes)
+
+    async def _batched(self, run: Any, batch_info: List[Tuple[Any, ...]], array: Any,
+                       drop_axes: tuple) -> None:
+        """Zarr's read or write, in batches of GPU_BATCH_BYTES of chunks for GPU buffers."""
+        size = self.batch_size
+        if batch_info and _on_gpu(batch_info[0][1].prototype):
+            spec = batch_info[0][1]
+            chunk = math.prod(spec.shape) * max(1, spec.dtype.to_native_dtype().itemsize)
+            size = max(size, GPU_BATCH_BYTES // max(1, chunk))
+        await concurrent_map([(batch, array, drop_axes) for batch in batched(batch_info, size)],
+                             run, zarr.config.get("async.concurrency"))
+
+    def _read_fused(self, fmt: Tuple[str, int], batch_info: List[Tuple[Any, ...]], out: Any,
+                    drop_axes: tuple) -> None:
+        array = out.as_ndarray_like()
+        chunks = []
+        for byte_getter, spec, chunk_selection, out_selection, complete in batch_info:
+            chunk = _Chunk(str(byte_getter.store.root / byte_getter.path), spec, chunk_selection,
+                           out_selection)
+            chunk.place_in(array, complete, drop_axes)
+            chunks.append(chunk)
+        group: List[_Chunk] = []
+        staged = 0
+        for chunk in chunks:
+            staged += 0 if chunk.target is not None else chunk.nbytes
+            group.append(chunk)
+            if staged >= STAGING_BYTES:
+                _decode_group(fmt, group, array, drop_axes)
+                group, staged = [], 0
+        if group:
+            _decode_group(fmt, group, array, drop_axes)
+
+
+def _decode_group(fmt: Tuple[str, int], group: List[_Chunk], array: Any, drop_axes: tuple) -> None:
+    """Read and decode `group` in one kvik.nvcomp.read_decompress call, then put the staged
+    chunks, and the fill value of chunks without a file, in place."""
+    import cupy
+
+    name, header = fmt
+    staging = cupy.empty(sum(c.nbytes for c in group if c.target is None), dtype=cupy.uint8)
+    files, requests, staged, offset = [], [], [], 0
+    try:
+        for chunk in group:
+            try:
+                f = kvik.CuFile(chunk.path, "r")
+            except FileNotFoundError:
+                array[chunk.out_selection] = fill_value_or_default(chunk.spec)
+                continue
+            files.append(f)
+            dst = chunk.target
+            if dst is None:
+                dst = staging[offset:offset + chunk.nbytes]
+                offset += chunk.nbytes
+                staged.append((chunk, dst))
+            requests.append((f, header, f.nbytes() - header, dst))
+        if requests:
+            kvik.nvcomp.read_decompress(name, requests)
+    finally:
+        for f in files:
+            f.close()
+    for chunk, raw in staged:
+        decoded = raw.view(chunk.dtype).reshape(chunk.spec.shape, order=chunk.spec.order)
+        part = decoded[chunk.chunk_selection]
+        if drop_axes:
+            part = part.squeeze(axis=drop_axes)
+        array[chunk.out_selection] = part
+
+
+def register() -> None:
+    """Register the pipeline with zarr and select it in zarr.config, for every array opened
+    after."""
+    zarr.registry.register_pipeline(FusedCodecPipeline)
+    zarr.config.set({"codec_pipeline.path": zarr.registry.fully_qualified_name(FusedCodecPipeline)})

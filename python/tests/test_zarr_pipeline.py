@@ -1,0 +1,129 @@
+"""kvik.zarr_pipeline: a GDSStore's compressed chunks read into decoded GPU memory by one
+kvik.nvcomp.read_decompress call per selection, against stock zarr on the CPU. The fused reads
+need CuPy and nvCOMP (the H100); without them, the selection and the host path."""
+import numpy
+import pytest
+from conftest import cupy, CUPY_MISSING
+
+zarr = pytest.importorskip("zarr")
+import zarr.codecs  # noqa: E402
+import zarr.codecs.numcodecs  # noqa: E402
+
+import kvik  # noqa: E402
+import kvik.nvcomp  # noqa: E402
+import kvik.zarr  # noqa: E402
+import kvik.zarr_pipeline  # noqa: E402
+from kvik.zarr import GDSStore  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+DATA = (numpy.arange(100 * 70, dtype="f4") // 3).reshape(100, 70)
+
+
+def compressor(key):
+    return {"zstd": zarr.codecs.ZstdCodec(level=3), "gzip": zarr.codecs.GzipCodec(level=5),
+            "lz4": zarr.codecs.numcodecs.LZ4(),
+            "zstd-checksum": zarr.codecs.ZstdCodec(level=3, checksum=True)}[key]
+
+
+def write(path, key, data=DATA, chunks=(30, 20)):
+    a = zarr.create_array(GDSStore(str(path)), shape=data.shape, chunks=chunks, dtype=data.dtype,
+                          compressors=[compressor(key)], fill_value=-1, overwrite=True)
+    a[:] = data
+    return a
+
+
+def test_selected_after_import():
+    assert zarr.config.get("codec_pipeline.path") == "kvik.zarr_pipeline.FusedCodecPipeline"
+    assert zarr.registry.get_pipeline_class() is kvik.zarr_pipeline.FusedCodecPipeline
+
+
+def test_host_reads_and_writes_are_zarrs(tmp_path):
+    a = write(tmp_path / "a", "zstd")
+    assert isinstance(a._async_array.codec_pipeline, kvik.zarr_pipeline.FusedCodecPipeline)
+    assert numpy.array_equal(a[:], DATA)
+    assert numpy.array_equal(a[7:93, 3], DATA[7:93, 3])
+
+
+# ---- on the GPU -----------------------------------------------------------------------------
+
+needs_gpu = pytest.mark.skipif(cupy is None, reason=str(CUPY_MISSING))
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """The chunks kvik.nvcomp.read_decompress is called with, per call."""
+    calls = []
+    real = kvik.nvcomp.read_decompress
+
+    def counting(codec, chunks):
+        chunks = list(chunks)
+        calls.append(len(chunks))
+        return real(codec, chunks)
+
+    monkeypatch.setattr(kvik.nvcomp, "read_decompress", counting)
+    return calls
+
+
+def gpu_read(path, selection):
+    with zarr.config.enable_gpu():
+        got = zarr.open_array(GDSStore(str(path)), mode="r")[selection]
+    assert isinstance(got, cupy.ndarray)
+    return got.get()
+
+
+@needs_gpu
+@pytest.mark.parametrize("key", ["zstd", "gzip", "lz4"])
+def test_fused_read_equals_the_cpu(tmp_path, key, counted):
+    if not kvik.nvcomp.available():
+        pytest.skip("no nvCOMP")
+    write(tmp_path / "a", key)
+    selections = [slice(None), (slice(7, 93), slice(3, 61)), (5, slice(None)),
+                  (slice(None), 44), (slice(30, 60), slice(20, 40))]
+    for selection in selections:
+        counted.clear()
+        assert numpy.array_equal(gpu_read(tmp_path / "a", selection), DATA[selection])
+        assert len(counted) == 1, selection  # one fused call for every chunk of the selection
+    assert counted == [1]  # the last selection is exactly one chunk
+
+
+@needs_gpu
+def test_missing_chunks_read_as_the_fill_value(tmp_path, counted):
+    if not kvik.nvcomp.available():
+        pytest.skip("no nvCOMP")
+    write(tmp_path / "a", "zstd")
+    (tmp_path / "a" / "c" / "1" / "1").unlink()
+    want = DATA.copy()
+    want[30:60, 20:40] = -1
+    assert numpy.array_equal(gpu_read(tmp_path / "a", slice(None)), want)
+
+
+@needs_gpu
+def test_checksummed_zstd_is_not_fused(tmp_path, counted):
+    write(tmp_path / "a", "zstd-checksum")
+    assert numpy.array_equal(gpu_read(tmp_path / "a", slice(None)), DATA)
+    assert counted == []
+
+
+@needs_gpu
+def test_corrupt_chunk_raises(tmp_path):
+    if not kvik.nvcomp.available():
+        pytest.skip("no nvCOMP")
+    write(tmp_path / "a", "gzip")
+    chunk = tmp_path / "a" / "c" / "0" / "0"
+    raw = bytearray(chunk.read_bytes())
+    raw[len(raw) // 2:] = b"\xff" * (len(raw) - len(raw) // 2)
+    chunk.write_bytes(bytes(raw))
+    with pytest.raises((kvik.KvikError, ValueError)):
+        gpu_read(tmp_path / "a", slice(None))
+
+
+@needs_gpu
+def test_gpu_writes_read_back_on_the_cpu(tmp_path):
+    if not kvik.nvcomp.available():
+        pytest.skip("no nvCOMP")
+    with zarr.config.enable_gpu():
+        a = zarr.create_array(GDSStore(str(tmp_path / "a")), shape=DATA.shape, chunks=(30, 20),
+                              dtype="f4", compressors=[compressor("zstd")], overwrite=True)
+        a[:] = cupy.asarray(DATA)
+    assert numpy.array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], DATA)
