@@ -1479,7 +1479,8 @@ typedef struct kvik_compressed_chunk {
  * there on a stream of kvik's own in that context, which must reach every `dst` (device memory
  * of that context, or of one it can access; aligned as kvik_codec_alignment() says). The chunks
  * go in batches of up to 128 MiB of compressed bytes (a larger chunk alone), in their order:
- * while one batch decodes, the next one is read into a second staging buffer (docs/nvcomp.md).
+ * while one batch decodes, the next one is read into a second staging buffer
+ * (docs/design.md#the-fused-read).
  * The staging buffers (at most twice the largest batch) are freed before the call returns.
  * Chunks may share files and overlap in them; their outputs must not overlap.
  * `statuses` (may be NULL) gets each chunk's result: 0 when it was read and decoded to exactly

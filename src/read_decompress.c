@@ -7,7 +7,8 @@
  * after it; the loop goes on to read batch k + 1 into the other buffer while the GPU decodes. A
  * buffer is filled again only once the event of the batch that used it before has passed.
  * nvCOMP's results land by the stream's host function (codec.c); they are judged after the
- * stream is waited for at the end. docs/nvcomp.md says why the budget is what it is. */
+ * stream is waited for at the end. docs/design.md ("The fused read") says why the budget is what it
+ * is. */
 #define _GNU_SOURCE
 #include "read_decompress.h"
 
@@ -223,9 +224,9 @@ static int decode_batch(call *c, size_t first, size_t end, int b) {
     a->chunk_of[e] = i;
   }
   for (size_t e = first + m; e < end; e++) a->chunk_of[e] = SIZE_MAX; /* no entry */
-  int rc = kvik_decompress_async(c->codec, m, a->src + first, a->src_sizes + first,
-                                 a->dst + first, a->capacities + first, a->sizes + first,
-                                 a->nv_statuses + first, c->stream);
+  int rc = kvik_decompress_async(c->codec, m, a->src + first, a->src_sizes + first, a->dst + first,
+                                 a->capacities + first, a->sizes + first, a->nv_statuses + first,
+                                 c->stream);
   if (rc == 0)
     rc = kvik__cuda_check(c->cu->cuEventRecord(c->decoded[b], c->stream), fn, "cuEventRecord");
   return rc;
@@ -291,10 +292,8 @@ static int first_failure(const call *c) {
 static int run_in_context(call *c) {
   plan(c);
   int rc = staging_alloc(c);
-  if (rc == 0)
-    pipeline(c);
-  else
-    fail_rest(c, 0, rc);
+  if (rc == 0) pipeline(c);
+  else fail_rest(c, 0, rc);
   int synced = 0;
   if (c->stream) {
     synced = kvik__cuda_check(c->cu->cuStreamSynchronize(c->stream), fn, "cuStreamSynchronize");
@@ -307,8 +306,8 @@ static int run_in_context(call *c) {
 
 int kvik_file_read_decompress(kvik_codec codec, const kvik_compressed_chunk *chunks,
                               size_t num_chunks, int *statuses) {
-  call c = {.codec = codec, .chunks = chunks, .n = num_chunks, .statuses = statuses,
-            .noted = SIZE_MAX};
+  call c = {
+      .codec = codec, .chunks = chunks, .n = num_chunks, .statuses = statuses, .noted = SIZE_MAX};
   int rc = check_call(&c);
   if (rc < 0 || num_chunks == 0) return rc;
   if (!(c.cu = kvik__cuda(fn))) return KVIK_ECUDA_UNAVAILABLE;
