@@ -268,8 +268,12 @@ static void judge(call *c, int synced) {
     size_t i = a->chunk_of[e];
     if (i == SIZE_MAX) continue;
     int status = synced < 0 ? synced : a->nv_statuses[e];
-    if (status == 0 && a->sizes[e] != c->chunks[i].uncompressed_size) status = KVIK_EDECODED_SIZE;
+    size_t want = c->chunks[i].uncompressed_size;
     c->statuses[i] = status;
+    if (status == 0 && a->sizes[e] != want)
+      note_failure(c, i,
+                   kvik__fail(KVIK_EDECODED_SIZE, "nvCOMP decoded it to %zu bytes, not %zu",
+                              a->sizes[e], want));
   }
 }
 
@@ -280,7 +284,6 @@ static int first_failure(const call *c) {
     if (code == 0) continue;
     const kvik_compressed_chunk *k = &c->chunks[i];
     const char *why = i == c->noted ? c->message : kvik_strerror(code);
-    if (code == KVIK_EDECODED_SIZE) why = "decoded to a size other than uncompressed_size";
     return kvik__fail(code, "%s(%s): chunk %zu of %zu (%s at offset %lld, %zu bytes): %s", fn,
                       kvik_codec_name(c->codec), i, c->n, kvik__file_path(k->file),
                       (long long)k->file_offset, k->compressed_size, why);
