@@ -1490,11 +1490,12 @@ typedef struct kvik_compressed_chunk {
  * undefined, and the others are read and decoded all the same. An error of the call itself (a
  * CUDA code, -ENOMEM) fails the chunks it reached and those after them.
  * Returns: 0 when every chunk decoded. Errors: -EINVAL (unknown codec; NULL `chunks` with
- * `num_chunks` > 0; a chunk with a NULL `file` or `dst`, a negative offset, a size of 0, a `dst`
- * that breaks the codec's alignment: the message names the chunk) and -EBADF (a file closed or
- * not open for reading), with nothing started; KVIK_ENVCOMP_UNAVAILABLE; KVIK_ECUDA_UNAVAILABLE;
- * -ENOMEM; a CUDA code; else the code of the first chunk that failed, with a message naming the
- * call, the chunk, its file and offset. Threads: safe. Lifetime: the handles and the `dst`
+ * `num_chunks` > 0; a chunk with a NULL `file` or `dst`, a negative offset, a size of 0, offset
+ * + compressed size above INT64_MAX, a `dst` that breaks the codec's alignment) and -EBADF (a
+ * file closed or not open for reading), the message naming the chunk, with nothing started;
+ * KVIK_ENVCOMP_UNAVAILABLE; KVIK_ECUDA_UNAVAILABLE; -ENOMEM; a CUDA code (the staging memory,
+ * the stream); else the code of the first chunk that failed, with a message naming the call,
+ * the chunk, its file and offset, and why. Threads: safe. Lifetime: the handles and the `dst`
  * buffers until the call returns. */
 KVIK_API int kvik_file_read_decompress(kvik_codec codec, const kvik_compressed_chunk *chunks,
                                        size_t num_chunks, int *statuses);

@@ -77,6 +77,8 @@ static int check_chunk(const call *c, size_t i, size_t out_align) {
   if (!k->dst) return chunk_fail(c, -EINVAL, i, "NULL output");
   if (k->file_offset < 0) return chunk_fail(c, -EINVAL, i, "negative file offset");
   if (!k->compressed_size || !k->uncompressed_size) return chunk_fail(c, -EINVAL, i, "size 0");
+  if (k->compressed_size > (uint64_t)INT64_MAX - (uint64_t)k->file_offset)
+    return chunk_fail(c, -EINVAL, i, "offset + compressed size above INT64_MAX");
   if (out_align > 1 && (uintptr_t)k->dst % out_align)
     return chunk_fail(c, -EINVAL, i, "output not aligned as the codec requires");
   if (kvik_file_closed(k->file)) return chunk_fail(c, -EBADF, i, "file closed");

@@ -359,6 +359,9 @@ static void test_chunk_checks(kvik_codec codec) {
   s.chunks[1].file_offset = -1;
   ASSERT_FAILS(run(&s), -EINVAL, "negative");
   s.chunks[1] = keep;
+  s.chunks[1].file_offset = INT64_MAX - 5;
+  ASSERT_FAILS(run(&s), -EINVAL, "above INT64_MAX");
+  s.chunks[1] = keep;
   s.chunks[1].compressed_size = 0;
   ASSERT_FAILS(run(&s), -EINVAL, "size 0");
   s.chunks[1] = keep;
