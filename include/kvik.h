@@ -82,7 +82,8 @@ KVIK_API const char *kvik_version_string(void);
   X(KVIK_ETLS, KVIK_ERRNO_BASE - 11, "TLS connection or certificate verification failed")          \
   X(KVIK_ERANGE_MISMATCH, KVIK_ERRNO_BASE - 12,                                                    \
     "Content-Range does not match the requested range")                                            \
-  X(KVIK_ENVCOMP_UNAVAILABLE, KVIK_ERRNO_BASE - 13, "nvCOMP library or codec not available")
+  X(KVIK_ENVCOMP_UNAVAILABLE, KVIK_ERRNO_BASE - 13, "nvCOMP library or codec not available")       \
+  X(KVIK_EDECODED_SIZE, KVIK_ERRNO_BASE - 14, "chunk decompressed to a size other than expected")
 
 enum kvik_error {
 #define KVIK_ERROR_ENUM_(name, value, text) name = (value),
@@ -1333,10 +1334,13 @@ KVIK_API int kvik_monitor_stop(kvik_monitor *monitor);
  * passes nvCOMP the statuses to fill, and a chunk reported with a size past its output's capacity
  * fails with nvcompErrorOutputBufferTooSmall. nvCOMP 6 itself validates little: its headers call
  * corrupt input undefined behaviour, and on an H100 its zstd and LZ4 decoders reported corrupt,
- * truncated and too-large chunks as successes (Snappy caught corrupt and truncated ones). Until
- * kvik checks chunks itself (issue 27), decompress only data whose integrity is known (a checksum
- * of the container, such as Zarr's, or data this process wrote). -EINVAL names the first chunk
- * that breaks an argument rule, with nothing started.
+ * truncated and too-large chunks as successes (Snappy caught corrupt and truncated ones). kvik
+ * checks what it can without a second decoder: the size past the capacity (above, every call),
+ * and, where the caller knows what a chunk decodes to (kvik_file_read_decompress), a decoded
+ * size other than that one (KVIK_EDECODED_SIZE), which catches most truncated and corrupt
+ * chunks. Corruption that keeps the decoded size goes through: it needs a checksum of the data
+ * (Zarr's crc32c codec, a container's own), or data this process wrote. -EINVAL names the first
+ * chunk that breaks an argument rule, with nothing started.
  *
  * Alignment: nvCOMP requires each input and output pointer of a format to be aligned to a few
  * bytes (kvik_codec_alignment; at most 16 in nvCOMP 6, so the start of any CUDA allocation is).
@@ -1457,6 +1461,44 @@ KVIK_API int kvik_compress_async(kvik_codec codec, size_t num_chunks, const void
 KVIK_API int kvik_compress(kvik_codec codec, size_t num_chunks, const void *const *src,
                            const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
                            size_t *sizes, int *statuses);
+
+/* A chunk of a fused read: `compressed_size` bytes of `file` at `file_offset`, which decode to
+ * exactly `uncompressed_size` bytes at `dst`. */
+typedef struct kvik_compressed_chunk {
+  kvik_file *file;          /* open for reading */
+  int64_t file_offset;      /* where the chunk's compressed bytes start */
+  size_t compressed_size;   /* above 0 */
+  void *dst;                /* device memory for the decoded bytes, see below */
+  size_t uncompressed_size; /* above 0: exactly what the chunk decodes to */
+} kvik_compressed_chunk;
+
+/* Read each chunk's compressed bytes and decompress them on the GPU into its `dst`, and wait.
+ * The reads are those of kvik_file_pread() into device memory (the bounce buffers, zero-copy or
+ * cuFile, as the file and the settings say), into staging buffers of kvik's own in the calling
+ * thread's current context (device 0's primary one where none is current); nvCOMP decodes from
+ * there on a stream of kvik's own in that context, which must reach every `dst` (device memory
+ * of that context, or of one it can access; aligned as kvik_codec_alignment() says). The chunks
+ * go in batches of up to 128 MiB of compressed bytes (a larger chunk alone), in their order:
+ * while one batch decodes, the next one is read into a second staging buffer
+ * (docs/design.md#the-fused-read).
+ * The staging buffers (at most twice the largest batch) are freed before the call returns.
+ * Chunks may share files and overlap in them; their outputs must not overlap.
+ * `statuses` (may be NULL) gets each chunk's result: 0 when it was read and decoded to exactly
+ * its `uncompressed_size`; else the error of its read (those of reads and writes; -ENODATA where
+ * the file ends before the chunk does), an nvCOMP code (see Results above), or
+ * KVIK_EDECODED_SIZE where nvCOMP reported another size. A chunk that failed leaves its `dst`
+ * undefined, and the others are read and decoded all the same. An error of the call itself (a
+ * CUDA code, -ENOMEM) fails the chunks it reached and those after them.
+ * Returns: 0 when every chunk decoded. Errors: -EINVAL (unknown codec; NULL `chunks` with
+ * `num_chunks` > 0; a chunk with a NULL `file` or `dst`, a negative offset, a size of 0, offset
+ * + compressed size above INT64_MAX, a `dst` that breaks the codec's alignment) and -EBADF (a
+ * file closed or not open for reading), the message naming the chunk, with nothing started;
+ * KVIK_ENVCOMP_UNAVAILABLE; KVIK_ECUDA_UNAVAILABLE; -ENOMEM; a CUDA code (the staging memory,
+ * the stream); else the code of the first chunk that failed, with a message naming the call,
+ * the chunk, its file and offset, and why. Threads: safe. Lifetime: the handles and the `dst`
+ * buffers until the call returns. */
+KVIK_API int kvik_file_read_decompress(kvik_codec codec, const kvik_compressed_chunk *chunks,
+                                       size_t num_chunks, int *statuses);
 
 /* ------------------------------------------------------------------------------------------ */
 /* What the library found                                                                     */

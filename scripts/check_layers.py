@@ -31,6 +31,7 @@ LAYERS = [
     ("requests", ["future", "request", "stream_io"]),
     ("handles", ["file", "mmap", "remote", "batch", "batch_pool", "batch_uring", "batch_cufile", "batch_state"]),
     ("entry points", ["cufile_driver", "codec"]),
+    ("fused calls", ["read_decompress"]),
 ]
 
 LAYER_OF = {name: (rank, layer) for rank, (layer, names) in enumerate(LAYERS) for name in names}

@@ -143,10 +143,13 @@ static void test_nvcomp_codes(void) {
   ASSERT(strcmp(kvik_err_name(KVIK_ENVCOMP_BASE - 500), "UNKNOWN") == 0);
   ASSERT(!KVIK_IS_NVCOMP_ERROR(KVIK_EHTTP_BASE - 404) && !KVIK_IS_HTTP_ERROR(corrupt));
   ASSERT(strcmp(kvik_err_name(KVIK_ENVCOMP_UNAVAILABLE), "KVIK_ENVCOMP_UNAVAILABLE") == 0);
+  ASSERT(KVIK_EDECODED_SIZE == KVIK_ERRNO_BASE - 14 && !KVIK_IS_NVCOMP_ERROR(KVIK_EDECODED_SIZE));
+  ASSERT(strcmp(kvik_err_name(KVIK_EDECODED_SIZE), "KVIK_EDECODED_SIZE") == 0);
+  ASSERT(strstr(kvik_strerror(KVIK_EDECODED_SIZE), "size other than expected") != NULL);
 }
 
 static void test_codes_beyond_every_range(void) {
-  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 14, -4999, KVIK_ENVCOMP_BASE,
+  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 15, -4999, KVIK_ENVCOMP_BASE,
                        KVIK_ENVCOMP_BASE - 1000, KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE,
                        KVIK_ECUDA_BASE - 1000, KVIK_EHTTP_BASE, KVIK_EHTTP_BASE - 99, KVIK_EHTTP_BASE - 1000,
                        -999999, -2147483647 - 1};

@@ -723,6 +723,49 @@ static int step_compression(void) {
   return 0;
 }
 
+/* The fused read: two zstd chunks of new_bytes, compressed as step_compression does, written
+ * at odd offsets of a file of their own, read and decoded into env.dev_buf by
+ * kvik_file_read_decompress, and compared. */
+static int step_fused_read(void) {
+  enum { N = 2, SIZE = 32 << 10, SLOT = 256 << 10, AT = 333 };
+  size_t bound;
+  int rc = kvik_codec_max_compressed_size(KVIK_CODEC_ZSTD, SIZE, &bound);
+  if (rc < 0) return failed(rc);
+  char *b = env.dev_buf;
+  const void *src[N] = {env.dev_new, env.dev_new + SIZE};
+  void *packed[N] = {b, b + SLOT};
+  size_t sizes[N] = {SIZE, SIZE}, caps[N] = {bound, bound}, packed_sizes[N];
+  rc = kvik_compress(KVIK_CODEC_ZSTD, N, src, sizes, packed, caps, packed_sizes, NULL);
+  if (rc < 0) return failed(rc);
+  unsigned char *image = calloc(1, AT + 2 * SLOT);
+  ASSERT(image);
+  from_device(image + AT, packed[0], packed_sizes[0]);
+  from_device(image + AT + packed_sizes[0], packed[1], packed_sizes[1]);
+  char *path = test_path(env.dir, "fused");
+  test_write_file(path, image, AT + packed_sizes[0] + packed_sizes[1]);
+  free(image);
+  kvik_file *f;
+  rc = kvik_file_open(path, "r", 0, &f);
+  if (rc < 0) rc = failed(rc);
+  kvik_compressed_chunk chunks[N] = {
+      {f, AT, packed_sizes[0], b + 2 * SLOT, SIZE},
+      {f, AT + (int64_t)packed_sizes[0], packed_sizes[1], b + 3 * SLOT, SIZE}};
+  int statuses[N];
+  if (rc == 0 && (rc = kvik_file_read_decompress(KVIK_CODEC_ZSTD, chunks, N, statuses)) < 0)
+    rc = failed(rc);
+  if (rc == 0) {
+    const unsigned char *got = landed(env.dev_buf, 1);
+    for (int i = 0; i < N; i++) {
+      ASSERT_EQ(statuses[i], 0);
+      ASSERT_SAME_BYTES(got + (2 + i) * SLOT, env.new_bytes + i * SIZE, SIZE);
+    }
+  }
+  kvik_file_free(f);
+  unlink(path);
+  free(path);
+  return rc;
+}
+
 static const struct {
   const char *name;
   int (*run)(void);
@@ -746,6 +789,7 @@ static const struct {
     {"remote open", step_remote},
     {"statistics", step_stats},
     {"compression", step_compression},
+    {"fused read", step_fused_read},
 };
 
 /* The code a step may fail with under the armed fault, or 0 for none. */

@@ -34,7 +34,7 @@ from . import _lib, defaults
 __all__ = [
     "ANSCodec", "BitcompCodec", "CascadedCodec", "Codec", "DeflateCodec", "GDeflateCodec",
     "GzipCodec", "LZ4Codec", "SnappyCodec", "ZstdCodec", "available", "codecs", "library_path",
-    "version",
+    "read_decompress", "version",
 ]
 
 # kvikio's former managers (kvik._nvcomp_managers: a container of kvik's own), loaded on first use.
@@ -291,3 +291,36 @@ class ANSCodec(Codec):
     """ANS: GPU-only."""
     name = "ans"
     gpu_only = True
+
+
+def read_decompress(codec: Union[str, Codec], chunks: Sequence[Any]) -> List[Any]:
+    """Read compressed chunks from files and decode them on the GPU: kvik's fused read
+    (kvik_file_read_decompress in kvik.h). `codec` is a Codec or a codec's name ("zstd", ...);
+    each chunk is ``(file, file_offset, compressed_size, out)``: a kvik.CuFile open for reading,
+    where the chunk's compressed bytes lie in it, and contiguous device memory
+    (``__cuda_array_interface__``, a CuPy array) whose nbytes is exactly the size the chunk
+    decodes to. The reads of the next chunks overlap the decoding of the ones read, in batches;
+    the GIL is released meanwhile. Returns the outputs.
+
+    A chunk that fails raises KvikError with ``chunk`` and ``statuses``, as decode() does; the
+    other chunks are decoded all the same. A chunk that nvCOMP decodes to another size than its
+    output's fails with KVIK_EDECODED_SIZE: nvCOMP 6 reports much corrupt data as decoded, and
+    the size is what kvik can check (corruption that keeps it needs a checksum)."""
+    if isinstance(codec, str):
+        if codec.lower() not in _NAMES:
+            raise ValueError(f"unknown codec {codec!r}: one of {', '.join(_NAMES)}")
+        number = _NAMES.index(codec.lower())
+    else:
+        number = codec._number
+    items, outs = [], []
+    for i, (file, file_offset, compressed_size, out) in enumerate(chunks):
+        if not _is_device(out):
+            raise TypeError(f"chunk {i}: out must be device memory (__cuda_array_interface__)")
+        iface = out.__cuda_array_interface__
+        if iface.get("strides") is not None:
+            raise ValueError(f"chunk {i}: out must be contiguous")
+        items.append((file, file_offset, compressed_size, iface["data"][0], _nbytes(out)))
+        outs.append(out)
+    _locate()
+    _lib.read_decompress(number, items)
+    return outs

@@ -560,6 +560,14 @@ static int add_type(PyObject *module, PyTypeObject *type, const char *name) {
   return 0;
 }
 
+kvik_file *pykvik_cufile_handle(PyObject *obj) {
+  if (!PyObject_TypeCheck(obj, &CuFileType)) {
+    PyErr_Format(PyExc_TypeError, "expected a kvik.CuFile, not %.100s", Py_TYPE(obj)->tp_name);
+    return NULL;
+  }
+  return open_file((CuFileObject *)obj);
+}
+
 int pykvik_file_types_init(PyObject *module) {
   if (add_type(module, &CuFileType, "CuFile") < 0 || add_type(module, &IOFutureType, "IOFuture") < 0 ||
       add_type(module, &IOFutureStreamType, "IOFutureStream") < 0 ||

@@ -249,14 +249,14 @@ static int run_staged(run *r) {
 }
 
 /* Raise the exception of code `rc`, with `chunk` (the first chunk whose status is not 0, or
- * None) and `statuses` (a list of the chunks' codes) on it. */
-static PyObject *raise_batch(const run *r, int rc) {
+ * None) and `statuses` (a list of the n chunks' codes) on it. */
+static PyObject *raise_batch(size_t n, const int *codes, int rc) {
   pykvik_raise(rc);
-  PyObject *statuses = PyList_New((Py_ssize_t)r->n);
+  PyObject *statuses = PyList_New((Py_ssize_t)n);
   PyObject *chunk = NULL;
-  for (size_t i = 0; statuses && i < r->n; i++) {
-    PyList_SET_ITEM(statuses, (Py_ssize_t)i, PyLong_FromLong(r->statuses[i]));
-    if (!chunk && r->statuses[i]) chunk = PyLong_FromSize_t(i);
+  for (size_t i = 0; statuses && i < n; i++) {
+    PyList_SET_ITEM(statuses, (Py_ssize_t)i, PyLong_FromLong(codes[i]));
+    if (!chunk && codes[i]) chunk = PyLong_FromSize_t(i);
   }
   if (!chunk) chunk = Py_NewRef(Py_None);
 #if PY_VERSION_HEX >= 0x030C0000
@@ -293,7 +293,7 @@ static PyObject *py_nvcomp_run(PyObject *self, PyObject *args) {
     rc = run_staged(&r);
     Py_END_ALLOW_THREADS
     if (rc < 0) {
-      raise_batch(&r, rc);
+      raise_batch(r.n, r.statuses, rc);
     } else if ((result = PyList_New((Py_ssize_t)r.n))) {
       for (size_t i = 0; i < r.n; i++)
         PyList_SET_ITEM(result, (Py_ssize_t)i, PyLong_FromSize_t(r.sizes[i]));
@@ -302,6 +302,86 @@ static PyObject *py_nvcomp_run(PyObject *self, PyObject *args) {
   run_free(&r);
   Py_XDECREF(srcs);
   Py_XDECREF(dsts);
+  return result;
+}
+
+/* ---- read_decompress ---------------------------------------------------------------------- */
+
+/* One fused read: the chunks, and a reference to each one's CuFile, held during the call so that
+ * no other thread frees its handle meanwhile. */
+typedef struct fused {
+  size_t n;
+  kvik_compressed_chunk *chunks;
+  PyObject **files;
+  int *statuses;
+} fused;
+
+static void fused_free(fused *f) {
+  for (size_t i = 0; f->files && i < f->n; i++) Py_XDECREF(f->files[i]);
+  PyMem_Free(f->chunks);
+  PyMem_Free(f->files);
+  PyMem_Free(f->statuses);
+}
+
+/* Chunk i from (CuFile, file_offset, compressed_size, dst_ptr, uncompressed_size). */
+static int fused_chunk(fused *f, size_t i, PyObject *item) {
+  PyObject *file, *offset, *csize, *dst, *usize;
+  if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "OOOOO", &file, &offset, &csize, &dst,
+                                                &usize)) {
+    PyErr_Format(PyExc_TypeError, "read_decompress(): chunk %zu is not a tuple (CuFile, "
+                 "file_offset, compressed_size, dst_ptr, uncompressed_size)", i);
+    return -1;
+  }
+  kvik_compressed_chunk *c = &f->chunks[i];
+  if (!(c->file = pykvik_cufile_handle(file)) ||
+      pykvik_offset_arg(offset, "file_offset", &c->file_offset) < 0 ||
+      pykvik_size_arg(csize, "compressed_size", 0, &c->compressed_size) < 0 ||
+      pykvik_size_arg(usize, "uncompressed_size", 0, &c->uncompressed_size) < 0)
+    return -1;
+  c->dst = PyLong_AsVoidPtr(dst);
+  if (!c->dst && PyErr_Occurred()) return -1;
+  f->files[i] = Py_NewRef(file);
+  return 0;
+}
+
+static int fused_chunks(fused *f, PyObject *seq) {
+  size_t n = (size_t)PySequence_Fast_GET_SIZE(seq), count = n ? n : 1;
+  f->chunks = PyMem_Calloc(count, sizeof *f->chunks);
+  f->files = PyMem_Calloc(count, sizeof *f->files);
+  f->statuses = PyMem_Calloc(count, sizeof *f->statuses);
+  if (!f->chunks || !f->files || !f->statuses) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  f->n = n;
+  for (size_t i = 0; i < n; i++)
+    if (fused_chunk(f, i, PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i)) < 0) return -1;
+  return 0;
+}
+
+/* read_decompress(codec, chunks) -> list[int]: every chunk's status (all 0). */
+static PyObject *py_read_decompress(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *codec_obj, *chunks_obj, *result = NULL;
+  kvik_codec codec;
+  if (!PyArg_ParseTuple(args, "OO", &codec_obj, &chunks_obj) || codec_arg(codec_obj, &codec) < 0)
+    return NULL;
+  PyObject *seq = PySequence_Fast(chunks_obj, "read_decompress() takes a list of chunks");
+  fused f = {0};
+  if (seq && fused_chunks(&f, seq) == 0) {
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = kvik_file_read_decompress(codec, f.chunks, f.n, f.statuses);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+      raise_batch(f.n, f.statuses, rc);
+    } else if ((result = PyList_New((Py_ssize_t)f.n))) {
+      for (size_t i = 0; i < f.n; i++)
+        PyList_SET_ITEM(result, (Py_ssize_t)i, PyLong_FromLong(f.statuses[i]));
+    }
+  }
+  fused_free(&f);
+  Py_XDECREF(seq);
   return result;
 }
 
@@ -326,5 +406,10 @@ PyMethodDef pykvik_nvcomp_methods[] = {
      "nvcomp_run(codec, compress: bool, srcs, dsts) -> list[int]: compress or decompress chunk i "
      "of srcs into dsts[i] (its capacity: its size) and wait; the output sizes. Host buffers are "
      "staged through device memory. A failed chunk raises KvikError with `chunk` and `statuses`."},
+    {"read_decompress", py_read_decompress, METH_VARARGS,
+     "read_decompress(codec, chunks) -> list[int]: kvik_file_read_decompress. Each chunk is "
+     "(CuFile, file_offset, compressed_size, dst_ptr, uncompressed_size), dst_ptr device memory; "
+     "reads and decodes every chunk without the GIL, and returns their statuses (all 0). A failed "
+     "chunk raises KvikError with `chunk` and `statuses`."},
     {NULL, NULL, 0, NULL},
 };

@@ -100,6 +100,9 @@ PyObject *pykvik_future_start_as(PyObject *owner, pykvik_buffer *buf, int stream
 /* Types: CuFile, IOFuture, IOFutureStream (file.c); Mmap (mmap.c); RemoteHandle (remote.c).
  * Return 0 or -1. */
 int pykvik_file_types_init(PyObject *module);
+/* The handle of a kvik.CuFile (file.c), or NULL with TypeError (another object) or ValueError
+ * (closed). Borrowed: valid while the caller holds a reference to `obj`. */
+kvik_file *pykvik_cufile_handle(PyObject *obj);
 int pykvik_mmap_type_init(PyObject *module);
 int pykvik_remote_type_init(PyObject *module);
 int pykvik_stats_type_init(PyObject *module);

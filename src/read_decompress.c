@@ -1,0 +1,326 @@
+/* The fused read (kvik.h, "Compression": kvik_file_read_decompress): chunks read from files into
+ * staging buffers of kvik's own in device memory, and decoded from there into their outputs.
+ *
+ * The chunks go in batches of at most `budget` compressed bytes. Batch k is read into staging
+ * buffer k % 2 by kvik_file_pread() (the pool's threads, and whichever path the file and the
+ * settings choose), then its decoding is enqueued on the call's stream and an event recorded
+ * after it; the loop goes on to read batch k + 1 into the other buffer while the GPU decodes. A
+ * buffer is filled again only once the event of the batch that used it before has passed.
+ * nvCOMP's results land by the stream's host function (codec.c); they are judged after the
+ * stream is waited for at the end. docs/design.md ("The fused read") says why the budget is what it
+ * is. */
+#define _GNU_SOURCE
+#include "read_decompress.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda.h"
+#include "error.h"
+#include "file.h"
+#include "memory.h"
+#include "sys.h"
+
+#define DEFAULT_BUDGET ((size_t)128 << 20)
+#define STAGING_ALIGN 256 /* a CUDA allocation's; above every nvCOMP 6 input alignment */
+
+static const char fn[] = "kvik_file_read_decompress";
+
+static _Atomic size_t budget_for_tests;
+
+void kvik__read_decompress_budget(size_t bytes) { budget_for_tests = bytes; }
+
+/* The per-call arrays, one block: nvCOMP's arguments of each batch at the batch's place (its
+ * chunks that were read, compacted), and what the call keeps per chunk. */
+typedef struct arrays {
+  const void **src;
+  void **dst;
+  size_t *src_sizes, *capacities, *sizes;
+  size_t *chunk_of; /* the chunk each entry of nvCOMP's arrays stands for */
+  size_t *staged;   /* each chunk's offset in its staging buffer */
+  kvik_future **futures;
+  int *nv_statuses, *own_statuses;
+} arrays;
+
+typedef struct call {
+  kvik_codec codec;
+  const kvik_compressed_chunk *chunks;
+  size_t n;
+  int *statuses; /* the caller's, or own_statuses */
+  arrays a;
+  void *block;
+  size_t align; /* of chunks in a staging buffer */
+  size_t budget, staging_bytes, batches;
+  const kvik__cuda_api *cu;
+  CUstream stream;
+  CUdeviceptr staging[2];
+  CUevent decoded[2];
+  /* the first chunk whose failure came with a message (a read's, the pipeline's), and it */
+  size_t noted;
+  char message[KVIK_MESSAGE_MAX];
+} call;
+
+/* ---- checks ----------------------------------------------------------------------------- */
+
+static int chunk_fail(const call *c, int code, size_t i, const char *what) {
+  return kvik__fail(code, "%s(%s): chunk %zu of %zu: %s", fn, kvik_codec_name(c->codec), i, c->n,
+                    what);
+}
+
+static int check_chunk(const call *c, size_t i, size_t out_align) {
+  const kvik_compressed_chunk *k = &c->chunks[i];
+  if (!k->file) return chunk_fail(c, -EINVAL, i, "NULL file");
+  if (!k->dst) return chunk_fail(c, -EINVAL, i, "NULL output");
+  if (k->file_offset < 0) return chunk_fail(c, -EINVAL, i, "negative file offset");
+  if (!k->compressed_size || !k->uncompressed_size) return chunk_fail(c, -EINVAL, i, "size 0");
+  if (k->compressed_size > (uint64_t)INT64_MAX - (uint64_t)k->file_offset)
+    return chunk_fail(c, -EINVAL, i, "offset + compressed size above INT64_MAX");
+  if (out_align > 1 && (uintptr_t)k->dst % out_align)
+    return chunk_fail(c, -EINVAL, i, "output not aligned as the codec requires");
+  if (kvik_file_closed(k->file)) return chunk_fail(c, -EBADF, i, "file closed");
+  if ((kvik__file_access(k->file) & O_ACCMODE) == O_WRONLY)
+    return chunk_fail(c, -EBADF, i, "file not open for reading");
+  return 0;
+}
+
+/* Everything checked before anything starts; nvCOMP loaded, its alignments known. */
+static int check_call(call *c) {
+  if (!kvik_codec_name(c->codec))
+    return kvik__fail(-EINVAL, "%s: unknown codec %d", fn, (int)c->codec);
+  if (!c->chunks && c->n > 0)
+    return kvik__fail(-EINVAL, "%s(%s): NULL chunks for %zu chunks", fn, kvik_codec_name(c->codec),
+                      c->n);
+  size_t in_align, out_align;
+  int rc = kvik_codec_alignment(c->codec, 0, &in_align, &out_align);
+  for (size_t i = 0; rc == 0 && i < c->n; i++) rc = check_chunk(c, i, out_align);
+  c->align = in_align > STAGING_ALIGN ? in_align : STAGING_ALIGN;
+  return rc;
+}
+
+/* ---- the plan ----------------------------------------------------------------------------- */
+
+static size_t padded(const call *c, size_t bytes) {
+  return (bytes + c->align - 1) / c->align * c->align;
+}
+
+/* Place each chunk in its batch's staging buffer: a batch ends where the next chunk would pass
+ * the budget, but takes one chunk at least. The staging buffers hold the largest batch. */
+static void plan(call *c) {
+  size_t override = budget_for_tests;
+  c->budget = override ? override : DEFAULT_BUDGET;
+  size_t fill = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    size_t bytes = padded(c, c->chunks[i].compressed_size);
+    if (i == 0 || (fill > 0 && (bytes > c->budget || fill > c->budget - bytes))) {
+      c->batches++;
+      fill = 0;
+    }
+    c->a.staged[i] = fill;
+    fill += bytes;
+    if (fill > c->staging_bytes) c->staging_bytes = fill;
+  }
+}
+
+/* A batch's end: the next chunk placed at the start of a buffer. */
+static size_t batch_end(const call *c, size_t first) {
+  size_t end = first + 1;
+  while (end < c->n && c->a.staged[end] > 0) end++;
+  return end;
+}
+
+/* ---- per-call memory ---------------------------------------------------------------------- */
+
+static int arrays_alloc(call *c) {
+  size_t n = c->n, words = 8 * sizeof(uint64_t), ints = 2 * sizeof(int);
+  if (n > SIZE_MAX / (words + ints) || !(c->block = kvik__calloc(n, words + ints)))
+    return kvik__fail(-ENOMEM, "%s: no memory for %zu chunks", fn, n);
+  uint64_t *w = c->block;
+  arrays *a = &c->a;
+  a->src = (const void **)(w);
+  a->dst = (void **)(w + n);
+  a->src_sizes = (size_t *)(w + 2 * n);
+  a->capacities = (size_t *)(w + 3 * n);
+  a->sizes = (size_t *)(w + 4 * n);
+  a->chunk_of = (size_t *)(w + 5 * n);
+  a->staged = (size_t *)(w + 6 * n);
+  a->futures = (kvik_future **)(w + 7 * n);
+  a->nv_statuses = (int *)(w + 8 * n);
+  a->own_statuses = a->nv_statuses + n;
+  if (!c->statuses) c->statuses = a->own_statuses;
+  memset(c->statuses, 0, n * sizeof *c->statuses);
+  return 0;
+}
+
+static int staging_alloc(call *c) {
+  int rc = kvik__cuda_check(c->cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), fn,
+                            "cuStreamCreate");
+  for (int b = 0; rc == 0 && b < (c->batches > 1 ? 2 : 1); b++) {
+    rc = kvik__cuda_check(c->cu->cuMemAlloc(&c->staging[b], c->staging_bytes), fn, "cuMemAlloc");
+    if (rc == 0)
+      rc = kvik__cuda_check(c->cu->cuEventCreate(&c->decoded[b], CU_EVENT_DISABLE_TIMING), fn,
+                            "cuEventCreate");
+  }
+  return rc;
+}
+
+/* After the stream was waited for, or could not be: memory a failed stream may still use is
+ * left allocated. */
+static void staging_free(call *c, int stream_idle) {
+  for (int b = 0; b < 2; b++) {
+    if (c->decoded[b]) c->cu->cuEventDestroy(c->decoded[b]);
+    if (c->staging[b] && stream_idle) c->cu->cuMemFree(c->staging[b]);
+  }
+  if (c->stream) c->cu->cuStreamDestroy(c->stream);
+}
+
+/* ---- a batch ------------------------------------------------------------------------------ */
+
+/* Chunk i failed with `code` and the thread's message; the first such chunk keeps it. Chunks
+ * fail in their order, but for those that nvCOMP fails, judged at the end. */
+static void note_failure(call *c, size_t i, int code) {
+  c->statuses[i] = code;
+  if (c->noted < i) return;
+  c->noted = i;
+  snprintf(c->message, sizeof c->message, "%s", kvik_last_error());
+}
+
+static void read_wait(call *c, size_t i) {
+  const kvik_compressed_chunk *k = &c->chunks[i];
+  ssize_t got = kvik_future_wait(c->a.futures[i]);
+  kvik_future_free(c->a.futures[i]);
+  c->a.futures[i] = NULL;
+  if (got >= 0 && (size_t)got < k->compressed_size)
+    got = kvik__fail(-ENODATA, "the file ends %zd bytes into the chunk's %zu", got,
+                     k->compressed_size);
+  if (got < 0) note_failure(c, i, (int)got);
+}
+
+/* Read chunks [first, end) into staging buffer `b`, all at once on the pool, and wait. */
+static void read_batch(call *c, size_t first, size_t end, int b) {
+  for (size_t i = first; i < end; i++) {
+    const kvik_compressed_chunk *k = &c->chunks[i];
+    void *to = (void *)(uintptr_t)(c->staging[b] + c->a.staged[i]);
+    int rc = kvik_file_pread(k->file, to, k->compressed_size, k->file_offset, 0, &c->a.futures[i]);
+    if (rc < 0) note_failure(c, i, rc);
+  }
+  for (size_t i = first; i < end; i++)
+    if (c->a.futures[i]) read_wait(c, i);
+}
+
+/* Enqueue the decoding of the batch's chunks that were read, at the batch's place in nvCOMP's
+ * arrays, and the event after it. */
+static int decode_batch(call *c, size_t first, size_t end, int b) {
+  arrays *a = &c->a;
+  size_t m = 0;
+  for (size_t i = first; i < end; i++) {
+    if (c->statuses[i]) continue;
+    size_t e = first + m++;
+    a->src[e] = (const void *)(uintptr_t)(c->staging[b] + a->staged[i]);
+    a->src_sizes[e] = c->chunks[i].compressed_size;
+    a->dst[e] = c->chunks[i].dst;
+    a->capacities[e] = c->chunks[i].uncompressed_size;
+    a->chunk_of[e] = i;
+  }
+  for (size_t e = first + m; e < end; e++) a->chunk_of[e] = SIZE_MAX; /* no entry */
+  int rc = kvik_decompress_async(c->codec, m, a->src + first, a->src_sizes + first, a->dst + first,
+                                 a->capacities + first, a->sizes + first, a->nv_statuses + first,
+                                 c->stream);
+  if (rc == 0)
+    rc = kvik__cuda_check(c->cu->cuEventRecord(c->decoded[b], c->stream), fn, "cuEventRecord");
+  return rc;
+}
+
+/* An error of the call itself, before chunk `first` was enqueued: it and those after it fail
+ * with it, the first of them keeping the message. */
+static void fail_rest(call *c, size_t first, int code) {
+  for (size_t i = c->n; i-- > first;)
+    if (c->statuses[i] == 0) note_failure(c, i, code);
+  for (size_t e = first; e < c->n; e++) c->a.chunk_of[e] = SIZE_MAX; /* nothing to judge */
+}
+
+/* The pipeline of the file comment. An error of its own stops it: the chunks it had not
+ * enqueued fail with it. */
+static void pipeline(call *c) {
+  int rc = 0;
+  size_t first = 0;
+  for (size_t k = 0; first < c->n; k++) {
+    size_t end = batch_end(c, first);
+    int b = (int)(k % 2);
+    if (k >= 2)
+      rc = kvik__cuda_check(c->cu->cuEventSynchronize(c->decoded[b]), fn, "cuEventSynchronize");
+    if (rc == 0) read_batch(c, first, end, b);
+    if (rc == 0) rc = decode_batch(c, first, end, b);
+    if (rc < 0) {
+      fail_rest(c, first, rc);
+      return;
+    }
+    first = end;
+  }
+}
+
+/* nvCOMP's results once the stream was waited for (`synced` 0), where a success must have the
+ * size the caller gave; else the chunks it decoded fail with the wait's error. */
+static void judge(call *c, int synced) {
+  const arrays *a = &c->a;
+  for (size_t e = 0; e < c->n; e++) {
+    size_t i = a->chunk_of[e];
+    if (i == SIZE_MAX) continue;
+    int status = synced < 0 ? synced : a->nv_statuses[e];
+    size_t want = c->chunks[i].uncompressed_size;
+    c->statuses[i] = status;
+    if (status == 0 && a->sizes[e] != want)
+      note_failure(c, i,
+                   kvik__fail(KVIK_EDECODED_SIZE, "nvCOMP decoded it to %zu bytes, not %zu",
+                              a->sizes[e], want));
+  }
+}
+
+/* The first failed chunk's code, with a message naming it. */
+static int first_failure(const call *c) {
+  for (size_t i = 0; i < c->n; i++) {
+    int code = c->statuses[i];
+    if (code == 0) continue;
+    const kvik_compressed_chunk *k = &c->chunks[i];
+    const char *why = i == c->noted ? c->message : kvik_strerror(code);
+    return kvik__fail(code, "%s(%s): chunk %zu of %zu (%s at offset %lld, %zu bytes): %s", fn,
+                      kvik_codec_name(c->codec), i, c->n, kvik__file_path(k->file),
+                      (long long)k->file_offset, k->compressed_size, why);
+  }
+  return 0;
+}
+
+/* In the context made current: staging, the pipeline, the wait, the verdicts. */
+static int run_in_context(call *c) {
+  plan(c);
+  int rc = staging_alloc(c);
+  if (rc == 0) pipeline(c);
+  else fail_rest(c, 0, rc);
+  int synced = 0;
+  if (c->stream) {
+    synced = kvik__cuda_check(c->cu->cuStreamSynchronize(c->stream), fn, "cuStreamSynchronize");
+    if (rc == 0) rc = synced;
+  }
+  judge(c, synced);
+  staging_free(c, synced == 0);
+  return rc < 0 ? rc : first_failure(c);
+}
+
+int kvik_file_read_decompress(kvik_codec codec, const kvik_compressed_chunk *chunks,
+                              size_t num_chunks, int *statuses) {
+  call c = {
+      .codec = codec, .chunks = chunks, .n = num_chunks, .statuses = statuses, .noted = SIZE_MAX};
+  int rc = check_call(&c);
+  if (rc < 0 || num_chunks == 0) return rc;
+  if (!(c.cu = kvik__cuda(fn))) return KVIK_ECUDA_UNAVAILABLE;
+  if ((rc = arrays_alloc(&c)) < 0) return rc;
+  if ((rc = kvik__context_push_any(fn, c.cu)) == 0) {
+    rc = run_in_context(&c);
+    kvik__context_pop();
+  }
+  free(c.block);
+  return rc;
+}
