@@ -302,8 +302,8 @@ static int counted_request(const char *fn, kvik_file *file, const kvik__stats_op
   return 0;
 }
 
-int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset, size_t task_size,
-                    kvik_future **future) {
+static int pread_request(kvik_file *file, void *buf, size_t size, int64_t file_offset,
+                         size_t task_size, int pooled, kvik_future **future) {
   static const char fn[] = "kvik_file_pread";
   if (future) *future = NULL;
   kvik__stats_op stats = kvik__stats_observe(KVIK_IO_POSIX, KVIK__READ, size);
@@ -311,7 +311,18 @@ int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset
   int rc = counted_request(fn, file, &stats, buf, file_offset, &req);
   if (rc < 0) return rc;
   req.task_size = task_size;
+  req.pooled = (unsigned char)pooled;
   return kvik__request_start(&req, 0, future);
+}
+
+int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset, size_t task_size,
+                    kvik_future **future) {
+  return pread_request(file, buf, size, file_offset, task_size, 0, future);
+}
+
+int kvik__file_pread_pooled(kvik_file *file, void *buf, size_t size, int64_t file_offset,
+                            kvik_future **future) {
+  return pread_request(file, buf, size, file_offset, 0, 1, future);
 }
 
 int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file_offset,

@@ -16,6 +16,11 @@ const char *kvik__file_path(const kvik_file *file);
  * append handle; unlike kvik_file_open_flags(), without a system call. */
 int kvik__file_access(const kvik_file *file);
 
+/* kvik_file_pread(), with the default task size, but on the pool whatever the size (a request's
+ * `pooled`): for the many small reads the fused read starts at once. */
+int kvik__file_pread_pooled(kvik_file *file, void *buf, size_t size, int64_t file_offset,
+                            kvik_future **future);
+
 /* Keep the file from closing while the caller uses its descriptors, as a request does: 0, or
  * -EBADF (no message) once it is closed. */
 int kvik__file_hold(kvik_file *file);

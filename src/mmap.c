@@ -149,7 +149,13 @@ ssize_t kvik_mmap_read(kvik_mmap *map, void *buf, size_t size, int64_t offset) {
   kvik__stats_op stats = kvik__stats_observe(KVIK_IO_MMAP, KVIK__READ, size);
   int rc = check_range(fn, map, size, offset);
   if (rc < 0) return kvik__stats_refuse(&stats, rc);
-  kvik__request req = {fn, &map->source, KVIK__READ, buf, size, offset, 0, stats};
+  kvik__request req = {.fn = fn,
+                       .source = &map->source,
+                       .op = KVIK__READ,
+                       .buf = buf,
+                       .size = size,
+                       .offset = offset,
+                       .stats = stats};
   return kvik__request_run(&req);
 }
 
@@ -160,6 +166,13 @@ int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t offset, size
   kvik__stats_op stats = kvik__stats_observe(KVIK_IO_MMAP, KVIK__READ, size);
   int rc = check_range(fn, map, size, offset);
   if (rc < 0) return kvik__stats_refuse(&stats, rc);
-  kvik__request req = {fn, &map->source, KVIK__READ, buf, size, offset, task_size, stats};
+  kvik__request req = {.fn = fn,
+                       .source = &map->source,
+                       .op = KVIK__READ,
+                       .buf = buf,
+                       .size = size,
+                       .offset = offset,
+                       .task_size = task_size,
+                       .stats = stats};
   return kvik__request_start(&req, 0, future);
 }

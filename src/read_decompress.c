@@ -2,13 +2,13 @@
  * staging buffers of kvik's own in device memory, and decoded from there into their outputs.
  *
  * The chunks go in batches of at most `budget` compressed bytes. Batch k is read into staging
- * buffer k % 2 by kvik_file_pread() (the pool's threads, and whichever path the file and the
- * settings choose), then its decoding is enqueued on the call's stream and an event recorded
- * after it; the loop goes on to read batch k + 1 into the other buffer while the GPU decodes. A
- * buffer is filled again only once the event of the batch that used it before has passed.
- * nvCOMP's results land by the stream's host function (codec.c); they are judged after the
- * stream is waited for at the end. docs/design.md ("The fused read") says why the budget is what it
- * is. */
+ * buffer k % 2 by kvik__file_pread_pooled() (on the pool's threads whatever a chunk's size, by
+ * whichever path the file and the settings choose), then its decoding is enqueued on the call's
+ * stream and an event recorded after it; the loop goes on to read batch k + 1 into the other
+ * buffer while the GPU decodes. A buffer is filled again only once the event of the batch that
+ * used it before has passed. nvCOMP's results land by the stream's host function (codec.c); they
+ * are judged after the stream is waited for at the end. docs/design.md ("The fused read") says
+ * why the budget is what it is. */
 #define _GNU_SOURCE
 #include "read_decompress.h"
 
@@ -204,7 +204,8 @@ static void read_batch(call *c, size_t first, size_t end, int b) {
   for (size_t i = first; i < end; i++) {
     const kvik_compressed_chunk *k = &c->chunks[i];
     void *to = (void *)(uintptr_t)(c->staging[b] + c->a.staged[i]);
-    int rc = kvik_file_pread(k->file, to, k->compressed_size, k->file_offset, 0, &c->a.futures[i]);
+    int rc =
+        kvik__file_pread_pooled(k->file, to, k->compressed_size, k->file_offset, &c->a.futures[i]);
     if (rc < 0) note_failure(c, i, rc);
   }
   for (size_t i = first; i < end; i++)

@@ -311,8 +311,10 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   if (out) *out = NULL;
   size_t task_size =
       req->task_size ? req->task_size : (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
-  int inline_run = req->size == 0 || (blocking && (req->size <= task_size || appends(req))) ||
-                   req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
+  int inline_run =
+      req->size == 0 ||
+      (!req->pooled && ((blocking && (req->size <= task_size || appends(req))) ||
+                        req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD)));
   size_t ntasks = 0;
   int rc = prepare(req, inline_run, out, &ntasks);
   if (rc < 0) return kvik__stats_refuse(&req->stats, rc);

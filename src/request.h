@@ -38,14 +38,18 @@ typedef struct kvik__request {
   size_t size;
   int64_t offset;
   size_t task_size; /* 0: KVIK_SETTING_TASK_SIZE */
+  /* Run on the pool whatever the size: for callers that start many small requests at once and
+   * wait for them together, which the calling thread would otherwise serve one by one. */
+  unsigned char pooled;
   /* The public call as the monitors count it, begun by the entry point (stats.h); a start of 0:
    * not counted. kvik__request_start() ends it, at once when it fails, else when the future is
    * done. */
   kvik__stats_op stats;
 } kvik__request;
 
-/* Start the request and store its future in *out. Requests below the GDS threshold, of one task
- * when `blocking` (the caller waits anyway), or of no bytes run on the calling thread. Returns 0,
+/* Start the request and store its future in *out. Requests of no bytes, and unless `pooled`,
+ * those below the GDS threshold or of one task when `blocking` (the caller waits anyway), run on
+ * the calling thread. Returns 0,
  * or a negative code with a message (then no future exists). */
 int kvik__request_start(kvik__request *req, int blocking, kvik_future **out);
 

@@ -92,8 +92,12 @@ static void fill_chunk(char *p, size_t n, uint64_t *seed) {
     p[i] = (char)((i / 64 + s) % 5 ? 'a' + (int)((i + s) % 11) : (int)test_rand(seed));
 }
 
-/* `shim_file`: the last file's name marks it for tests/fault_shim.c, and it holds the last
- * chunk alone. The codec needs its CPU library (have_cpu_library). */
+/* Where the chunks go: the last file, which tests/fault_shim.c acts on, holds none of them
+ * (SHIM_NONE), the last one alone (SHIM_LAST) or all (SHIM_ALL). */
+enum { SHIM_NONE, SHIM_LAST, SHIM_ALL };
+
+/* The chunks in their files as `shim_file` says. The codec needs its CPU library
+ * (have_cpu_library). */
 static void set_make(set *s, kvik_codec codec, size_t n, uint64_t seed, int shim_file) {
   memset(s, 0, sizeof *s);
   s->codec = codec;
@@ -109,7 +113,9 @@ static void set_make(set *s, kvik_codec codec, size_t n, uint64_t seed, int shim
     fill_chunk(s->original[i], size, &seed);
     size_t packed_size;
     char *packed = cpu_compress(codec, s->original[i], size, &packed_size);
-    int f = shim_file ? (i == n - 1 ? FILES - 1 : (int)(i % (FILES - 1))) : (int)(i % FILES);
+    int f = shim_file == SHIM_ALL    ? FILES - 1
+            : shim_file == SHIM_LAST ? (i == n - 1 ? FILES - 1 : (int)(i % (FILES - 1)))
+                                     : (int)(i % FILES);
     size_t gap = test_below(&seed, 5000);
     test_fill(content[f] + fill[f], gap, seed);
     fill[f] += gap;
@@ -188,7 +194,7 @@ static const char *const DECOMPRESS[] = {
 /* Every chunk back, in one batch and in many. */
 static void test_round_trip(kvik_codec codec) {
   set s;
-  set_make(&s, codec, 40, 11 + (uint64_t)codec, 0);
+  set_make(&s, codec, 40, 11 + (uint64_t)codec, SHIM_NONE);
   static const char zeros[48 << 10] = {0};
   fake_nvcomp_calls_fn calls = (fake_nvcomp_calls_fn)fake_symbol("fake_nvcomp_calls");
   size_t budgets[] = {0, 1, 64 << 10, 16 << 10};
@@ -234,7 +240,7 @@ static void expect_only(set *s, int rc, size_t bad, int code) {
  * kvik's check of the size the caller gave fails it. */
 static void test_wrong_size(kvik_codec codec, size_t budget) {
   set s;
-  set_make(&s, codec, 12, 5, 0);
+  set_make(&s, codec, 12, 5, SHIM_NONE);
   kvik__read_decompress_budget(budget);
   size_t bad = 7, size = s.chunks[bad].uncompressed_size;
   device_free(s.dst[bad]);
@@ -256,7 +262,7 @@ static void test_wrong_size(kvik_codec codec, size_t budget) {
  * chunks as successes of another size, which kvik's size check fails. */
 static void test_bad_data(kvik_codec codec, int faked) {
   set s;
-  set_make(&s, codec, 10, 9, 0);
+  set_make(&s, codec, 10, 9, SHIM_NONE);
   size_t bad = 4;
   char junk[64];
   memset(junk, 0xff, sizeof junk);
@@ -269,7 +275,7 @@ static void test_bad_data(kvik_codec codec, int faked) {
   if (faked) ASSERT(KVIK_IS_NVCOMP_ERROR(rc));
   set_free(&s);
 
-  set_make(&s, codec, 10, 10, 0);
+  set_make(&s, codec, 10, 10, SHIM_NONE);
   s.chunks[bad].compressed_size /= 2;
   rc = run(&s);
   expect_only(&s, rc, bad, 0);
@@ -280,7 +286,7 @@ static void test_bad_data(kvik_codec codec, int faked) {
 /* A chunk that the file ends inside of: -ENODATA, before nvCOMP sees it. */
 static void test_past_end(kvik_codec codec) {
   set s;
-  set_make(&s, codec, 9, 12, 0);
+  set_make(&s, codec, 9, 12, SHIM_NONE);
   size_t bad = 3;
   int64_t end = kvik_file_size(s.chunks[bad].file);
   s.chunks[bad].file_offset = end - 2;
@@ -291,10 +297,51 @@ static void test_past_end(kvik_codec codec) {
   set_free(&s);
 }
 
+/* run() on a thread of its own. */
+typedef struct decode_job {
+  set *s;
+  int rc;
+} decode_job;
+
+static void *decode_thread(void *arg) {
+  decode_job *job = arg;
+  job->rc = run(job->s);
+  return NULL;
+}
+
+/* Small chunks, below the GDS threshold at which kvik_file_pread() reads on the calling thread,
+ * are read on the pool, several at once: with the shim's gate closed, more than one pread(2)
+ * reaches it (on the calling thread, the first would hold up the others). */
+static void test_small_chunks_in_parallel(kvik_codec codec) {
+  set s;
+  set_make(&s, codec, 8, 17, SHIM_ALL);
+  int64_t threads, zero_copy;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads));
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &zero_copy));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF)); /* reads by pread(2) */
+  shim_reset();
+  atomic_store(&shim.gate_closed, 1);
+  decode_job job = {&s, 1};
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(&thread, NULL, decode_thread, &job), 0);
+  for (int ms = 0; ms < 10000 && atomic_load(&shim_io_calls) < 2; ms++) usleep(1000);
+  long at_gate = atomic_load(&shim_io_calls);
+  shim_open_gate();
+  ASSERT_EQ(pthread_join(thread, NULL), 0);
+  shim_reset();
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, threads));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, zero_copy));
+  ASSERT_OK(job.rc);
+  ASSERT(at_gate >= 2);
+  for (size_t i = 0; i < s.n; i++) check_chunk(&s, i);
+  set_free(&s);
+}
+
 /* A failed pread(2) of the last chunk, alone in the shim's file, in many batches. */
 static void test_read_error(kvik_codec codec) {
   set s;
-  set_make(&s, codec, 20, 13, 1);
+  set_make(&s, codec, 20, 13, SHIM_LAST);
   kvik__read_decompress_budget(32 << 10);
   shim_reset();
   shim.read_errno = EIO;
@@ -319,7 +366,7 @@ static void test_nvcomp_failures(kvik_codec codec) {
   fake_nvcomp_reset_fn reset = (fake_nvcomp_reset_fn)fake_symbol("fake_nvcomp_reset");
   ASSERT(fail_chunk && fail && reset);
   set s;
-  set_make(&s, codec, 12, 14, 0);
+  set_make(&s, codec, 12, 14, SHIM_NONE);
   fail_chunk(DECOMPRESS[codec], 1, 5, CANNOT_DECOMPRESS);
   expect_only(&s, run(&s), 5, KVIK_ENVCOMP_BASE - CANNOT_DECOMPRESS);
   reset();
@@ -347,7 +394,7 @@ static void test_argument_checks(void) {
 
 static void test_chunk_checks(kvik_codec codec) {
   set s;
-  set_make(&s, codec, 3, 15, 0);
+  set_make(&s, codec, 3, 15, SHIM_NONE);
   ASSERT_OK(kvik_file_read_decompress(codec, NULL, 0, NULL)); /* no chunks */
   kvik_compressed_chunk keep = s.chunks[1];
   s.chunks[1].file = NULL;
@@ -409,6 +456,7 @@ int main(void) {
     test_bad_data(codec, faked);
     test_past_end(codec);
     test_read_error(codec);
+    test_small_chunks_in_parallel(codec);
     if (faked) test_nvcomp_failures(codec);
     test_chunk_checks(codec);
     printf("%s: tested\n", kvik_codec_name(codec));
