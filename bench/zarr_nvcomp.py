@@ -13,6 +13,7 @@ or numcodecs' LZ4), then each contender turns the array on disk into one CuPy ar
   (d) kvik fused:   ``kvik.nvcomp.read_decompress``: kvik reads the chunks into device memory and
                     decodes each batch on the GPU while it reads the next
   (e) kvik zarr:    ``zarr.config.enable_gpu()`` with ``kvik.zarr.GDSStore`` and kvik's GPU codecs
+  (z) decode only:  the ceiling: ``kvik.nvcomp`` decoding the chunks already in device memory
 
 Every result is compared with the array written (not timed). Warm: the chunk files are in the
 page cache, one untimed pass first, then the median of ``--repeat`` passes. Cold: each chunk
@@ -188,10 +189,26 @@ class Contenders:
         with zarr.config.enable_gpu():
             return zarr.open_array(GDSStore(self.path), mode="r")[:]
 
+    def decode_only(self):
+        import kvik.nvcomp
+
+        if not hasattr(self, "_device_chunks"):  # loaded once, untimed
+            self._device_chunks = []
+            for f in self.files:
+                with open(f, "rb") as fh:
+                    fh.seek(self.header)
+                    self._device_chunks.append(self.cupy.asarray(np.frombuffer(fh.read(), np.uint8)))
+        out_bytes = self.out.view(self.cupy.uint8)
+        outs = [out_bytes[i * self.chunk_bytes:(i + 1) * self.chunk_bytes]
+                for i in range(len(self.files))]
+        codec = kvik.nvcomp.ZstdCodec() if self.codec == "zstd" else kvik.nvcomp.LZ4Codec()
+        codec.decode(self._device_chunks, outs)
+        return self.out
+
     def available(self):
         names = {"a zarr": self.zarr_stock, "b GDSStore+CPU": self.gdsstore_cpu,
                  "c nvcomp loop": self.nvcomp_loop, "d kvik fused": self.kvik_fused,
-                 "e kvik zarr GPU": self.kvik_zarr}
+                 "e kvik zarr GPU": self.kvik_zarr, "z decode only": self.decode_only}
         chosen = self.args.contenders.split(",")
         return {k: v for k, v in names.items() if k[0] in chosen}
 
@@ -228,7 +245,7 @@ def measure(contenders, reference, files, args):
             secs = statistics.median(p[0] for p in passes)
             row["warm"] = nbytes / secs / 1e9
             row["cpu"] = statistics.median(p[1] for p in passes) / (nbytes / 1e9)
-            if args.cold:
+            if args.cold and name[0] != "z":  # (z) reads no file
                 drop(files)
                 result, secs, _ = timed(fn, cupy)
                 row["cold"] = nbytes / secs / 1e9
@@ -305,7 +322,7 @@ def main():
     parser.add_argument("--size", type=parse_size, default=4 << 30, help="array bytes (4G)")
     parser.add_argument("--chunks", default="1M,4M,16M", help="chunk sizes in bytes")
     parser.add_argument("--codecs", default="zstd,lz4")
-    parser.add_argument("--contenders", default="a,b,c,d,e", help="letters of the contenders")
+    parser.add_argument("--contenders", default="a,b,c,d,e,z", help="letters of the contenders")
     parser.add_argument("--repeat", type=int, default=3, help="timed warm passes (a, b: 2)")
     parser.add_argument("--threads", type=int, default=16, help="(c)'s reader threads")
     parser.add_argument("--no-cold", dest="cold", action="store_false")

@@ -24,7 +24,8 @@ import sys
 # Each file of src/ (by name, without .c or .h) and its layer, from the bottom up. A file calls
 # its own layer or lower ones; docs/architecture.md says what each layer is for.
 LAYERS = [
-    ("base", ["error", "sys", "fault", "op", "init", "settings", "cancel", "version", "stats"]),
+    ("base", ["error", "sys", "fault", "op", "init", "settings", "cancel", "version", "stats",
+              "frame_check"]),
     ("loaders", ["dl", "cuda", "cufile", "http", "uring", "nvcomp", "nvcomp_abi"]),
     ("resources", ["pool", "bounce", "registry", "staging", "memory"]),
     ("io paths", ["posix_io", "device_io", "zero_copy", "zero_copy_read", "page_cache", "gds", "append"]),

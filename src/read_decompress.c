@@ -1,14 +1,16 @@
 /* The fused read (kvik.h, "Compression": kvik_file_read_decompress): chunks read from files into
- * staging buffers of kvik's own in device memory, and decoded from there into their outputs.
+ * pinned host memory, checked there (frame_check.h), copied to staging device memory of kvik's
+ * own, and decoded from there into their outputs.
  *
- * The chunks go in batches of at most `budget` compressed bytes. Batch k is read into staging
- * buffer k % 2 by kvik__file_pread_pooled() (on the pool's threads whatever a chunk's size, by
- * whichever path the file and the settings choose), then its decoding is enqueued on the call's
- * stream and an event recorded after it; the loop goes on to read batch k + 1 into the other
- * buffer while the GPU decodes. A buffer is filled again only once the event of the batch that
- * used it before has passed. nvCOMP's results land by the stream's host function (codec.c); they
- * are judged after the stream is waited for at the end. docs/design.md ("The fused read") says
- * why the budget is what it is. */
+ * The chunks go in batches of at most `budget` compressed bytes, each one nvCOMP call on a stream
+ * of its own with its own staging device memory (SLOTS of them, taken in turn: a slot is filled
+ * again once the decoding of the batch that used it is done). A batch is read in steps of at
+ * most `step` bytes, into two pinned host buffers that take turns: a step's chunks are read by
+ * kvik__file_pread_pooled() (the pool's threads, whatever a chunk's size), checked, and copied
+ * to the device on the batch's stream, while the next step is read into the other buffer. The
+ * batch's decoding is enqueued after its last copy. nvCOMP's results land by the streams' host
+ * functions (codec.c) and are judged after every stream was waited for. docs/design.md ("The
+ * fused read") says why batches are large and several are in flight at once. */
 #define _GNU_SOURCE
 #include "read_decompress.h"
 
@@ -19,20 +21,28 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bounce.h"
 #include "cuda.h"
 #include "error.h"
 #include "file.h"
+#include "frame_check.h"
 #include "memory.h"
 #include "sys.h"
 
-#define DEFAULT_BUDGET ((size_t)128 << 20)
+#define DEFAULT_BUDGET ((size_t)512 << 20) /* compressed bytes of a batch */
+#define DEFAULT_STEP ((size_t)64 << 20)    /* compressed bytes read into pinned memory at once */
+#define SLOTS 4                            /* batches in flight */
 #define STAGING_ALIGN 256 /* a CUDA allocation's; above every nvCOMP 6 input alignment */
+#define PAGE ((size_t)4096)
 
 static const char fn[] = "kvik_file_read_decompress";
 
-static _Atomic size_t budget_for_tests;
+static _Atomic size_t budget_for_tests, step_for_tests;
 
-void kvik__read_decompress_budget(size_t bytes) { budget_for_tests = bytes; }
+void kvik__read_decompress_sizes(size_t budget, size_t step) {
+  budget_for_tests = budget;
+  step_for_tests = step;
+}
 
 /* The per-call arrays, one block: nvCOMP's arguments of each batch at the batch's place (its
  * chunks that were read, compacted), and what the call keeps per chunk. */
@@ -54,11 +64,13 @@ typedef struct call {
   arrays a;
   void *block;
   size_t align; /* of chunks in a staging buffer */
-  size_t budget, staging_bytes, batches;
+  size_t budget, step, staging_bytes, host_bytes, batches, steps;
   const kvik__cuda_api *cu;
-  CUstream stream;
-  CUdeviceptr staging[2];
-  CUevent decoded[2];
+  CUstream stream[SLOTS];
+  CUdeviceptr staging[SLOTS];
+  CUevent decoded[SLOTS];
+  void *host[2];
+  CUevent copied[2];
   /* the first chunk whose failure came with a message (a read's, the pipeline's), and it */
   size_t noted;
   char message[KVIK_MESSAGE_MAX];
@@ -108,10 +120,13 @@ static size_t padded(const call *c, size_t bytes) {
 }
 
 /* Place each chunk in its batch's staging buffer: a batch ends where the next chunk would pass
- * the budget, but takes one chunk at least. The staging buffers hold the largest batch. */
+ * the budget, but takes one chunk at least. The staging buffers hold the largest batch; the
+ * pinned ones a step, or the largest chunk. */
 static void plan(call *c) {
-  size_t override = budget_for_tests;
-  c->budget = override ? override : DEFAULT_BUDGET;
+  size_t budget = budget_for_tests, step = step_for_tests;
+  c->budget = budget ? budget : DEFAULT_BUDGET;
+  c->step = step ? step : DEFAULT_STEP;
+  c->host_bytes = c->step;
   size_t fill = 0;
   for (size_t i = 0; i < c->n; i++) {
     size_t bytes = padded(c, c->chunks[i].compressed_size);
@@ -122,7 +137,9 @@ static void plan(call *c) {
     c->a.staged[i] = fill;
     fill += bytes;
     if (fill > c->staging_bytes) c->staging_bytes = fill;
+    if (bytes > c->host_bytes) c->host_bytes = bytes;
   }
+  c->host_bytes = (c->host_bytes + PAGE - 1) / PAGE * PAGE;
 }
 
 /* A batch's end: the next chunk placed at the start of a buffer. */
@@ -130,6 +147,17 @@ static size_t batch_end(const call *c, size_t first) {
   size_t end = first + 1;
   while (end < c->n && c->a.staged[end] > 0) end++;
   return end;
+}
+
+/* The end of the step that starts at `first`, within the batch that ends at `end`: the chunks
+ * whose bytes fit in a pinned buffer from `first`'s on. */
+static size_t step_end(const call *c, size_t first, size_t end) {
+  size_t last = first + 1;
+  while (last < end &&
+         c->a.staged[last] + padded(c, c->chunks[last].compressed_size) - c->a.staged[first] <=
+             c->host_bytes)
+    last++;
+  return last;
 }
 
 /* ---- per-call memory ---------------------------------------------------------------------- */
@@ -155,26 +183,52 @@ static int arrays_alloc(call *c) {
   return 0;
 }
 
+static int cuda(CUresult result, const char *what) { return kvik__cuda_check(result, fn, what); }
+
+/* A stream, staging device memory and an event for each slot the batches use; two pinned
+ * buffers and their events where the chunks take more than one step. */
 static int staging_alloc(call *c) {
-  int rc = kvik__cuda_check(c->cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), fn,
-                            "cuStreamCreate");
-  for (int b = 0; rc == 0 && b < (c->batches > 1 ? 2 : 1); b++) {
-    rc = kvik__cuda_check(c->cu->cuMemAlloc(&c->staging[b], c->staging_bytes), fn, "cuMemAlloc");
+  const kvik__cuda_api *cu = c->cu;
+  int rc = 0;
+  size_t slots = c->batches < SLOTS ? c->batches : SLOTS;
+  for (size_t d = 0; rc == 0 && d < slots; d++) {
+    rc = cuda(cu->cuStreamCreate(&c->stream[d], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    if (rc == 0) rc = cuda(cu->cuMemAlloc(&c->staging[d], c->staging_bytes), "cuMemAlloc");
     if (rc == 0)
-      rc = kvik__cuda_check(c->cu->cuEventCreate(&c->decoded[b], CU_EVENT_DISABLE_TIMING), fn,
-                            "cuEventCreate");
+      rc = cuda(cu->cuEventCreate(&c->decoded[d], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  }
+  for (int h = 0; rc == 0 && h < 2; h++) {
+    rc = kvik__pinned_get(fn, c->host_bytes, &c->host[h]);
+    if (rc == 0)
+      rc = cuda(cu->cuEventCreate(&c->copied[h], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   }
   return rc;
 }
 
-/* After the stream was waited for, or could not be: memory a failed stream may still use is
- * left allocated. */
-static void staging_free(call *c, int stream_idle) {
-  for (int b = 0; b < 2; b++) {
-    if (c->decoded[b]) c->cu->cuEventDestroy(c->decoded[b]);
-    if (c->staging[b] && stream_idle) c->cu->cuMemFree(c->staging[b]);
+/* Wait for every stream; 0 or the first failure. */
+static int streams_wait(call *c) {
+  int rc = 0;
+  for (int d = 0; d < SLOTS; d++) {
+    if (!c->stream[d]) continue;
+    int synced = cuda(c->cu->cuStreamSynchronize(c->stream[d]), "cuStreamSynchronize");
+    if (rc == 0) rc = synced;
   }
-  if (c->stream) c->cu->cuStreamDestroy(c->stream);
+  return rc;
+}
+
+/* After the streams were waited for, or could not be: memory a failed stream may still use is
+ * left allocated. */
+static void staging_free(call *c, int streams_idle) {
+  const kvik__cuda_api *cu = c->cu;
+  for (int d = 0; d < SLOTS; d++) {
+    if (c->decoded[d]) cu->cuEventDestroy(c->decoded[d]);
+    if (c->staging[d] && streams_idle) cu->cuMemFree(c->staging[d]);
+    if (c->stream[d]) cu->cuStreamDestroy(c->stream[d]);
+  }
+  for (int h = 0; h < 2; h++) {
+    if (c->copied[h]) cu->cuEventDestroy(c->copied[h]);
+    if (c->host[h] && streams_idle) kvik__pinned_put(c->host[h], c->host_bytes);
+  }
 }
 
 /* ---- a batch ------------------------------------------------------------------------------ */
@@ -199,28 +253,56 @@ static void read_wait(call *c, size_t i) {
   if (got < 0) note_failure(c, i, (int)got);
 }
 
-/* Read chunks [first, end) into staging buffer `b`, all at once on the pool, and wait. */
-static void read_batch(call *c, size_t first, size_t end, int b) {
+/* Read chunks [first, end) into pinned buffer `host` (chunk `first` at its start), all at once
+ * on the pool, wait, and check what was read. */
+static void read_step(call *c, size_t first, size_t end, unsigned char *host) {
   for (size_t i = first; i < end; i++) {
     const kvik_compressed_chunk *k = &c->chunks[i];
-    void *to = (void *)(uintptr_t)(c->staging[b] + c->a.staged[i]);
+    unsigned char *to = host + (c->a.staged[i] - c->a.staged[first]);
     int rc =
         kvik__file_pread_pooled(k->file, to, k->compressed_size, k->file_offset, &c->a.futures[i]);
     if (rc < 0) note_failure(c, i, rc);
   }
   for (size_t i = first; i < end; i++)
     if (c->a.futures[i]) read_wait(c, i);
+  char why[KVIK_MESSAGE_MAX];
+  for (size_t i = first; i < end; i++) {
+    if (c->statuses[i]) continue;
+    const kvik_compressed_chunk *k = &c->chunks[i];
+    const unsigned char *bytes = host + (c->a.staged[i] - c->a.staged[first]);
+    int rc = kvik__frame_check(c->codec, bytes, k->compressed_size, k->uncompressed_size, why,
+                               sizeof why);
+    if (rc < 0) note_failure(c, i, kvik__fail(rc, "not decoded: %s", why));
+  }
 }
 
-/* Enqueue the decoding of the batch's chunks that were read, at the batch's place in nvCOMP's
- * arrays, and the event after it. */
-static int decode_batch(call *c, size_t first, size_t end, int b) {
+/* Read batch [first, end) in steps and copy each to slot `d`'s staging memory on its stream. */
+static int read_batch(call *c, size_t first, size_t end, int d) {
+  for (size_t step = first; step < end;) {
+    size_t last = step_end(c, step, end), h = c->steps++ % 2;
+    int rc = c->steps > 2 ? cuda(c->cu->cuEventSynchronize(c->copied[h]), "cuEventSynchronize") : 0;
+    if (rc < 0) return rc;
+    read_step(c, step, last, c->host[h]);
+    size_t from = c->a.staged[step];
+    size_t bytes = c->a.staged[last - 1] + c->chunks[last - 1].compressed_size - from;
+    rc = cuda(c->cu->cuMemcpyHtoDAsync(c->staging[d] + from, c->host[h], bytes, c->stream[d]),
+              "cuMemcpyHtoDAsync");
+    if (rc == 0) rc = cuda(c->cu->cuEventRecord(c->copied[h], c->stream[d]), "cuEventRecord");
+    if (rc < 0) return rc;
+    step = last;
+  }
+  return 0;
+}
+
+/* Enqueue the decoding of the batch's chunks that were read and passed their checks, at the
+ * batch's place in nvCOMP's arrays, and the event after it. */
+static int decode_batch(call *c, size_t first, size_t end, int d) {
   arrays *a = &c->a;
   size_t m = 0;
   for (size_t i = first; i < end; i++) {
     if (c->statuses[i]) continue;
     size_t e = first + m++;
-    a->src[e] = (const void *)(uintptr_t)(c->staging[b] + a->staged[i]);
+    a->src[e] = (const void *)(uintptr_t)(c->staging[d] + a->staged[i]);
     a->src_sizes[e] = c->chunks[i].compressed_size;
     a->dst[e] = c->chunks[i].dst;
     a->capacities[e] = c->chunks[i].uncompressed_size;
@@ -229,9 +311,8 @@ static int decode_batch(call *c, size_t first, size_t end, int b) {
   for (size_t e = first + m; e < end; e++) a->chunk_of[e] = SIZE_MAX; /* no entry */
   int rc = kvik_decompress_async(c->codec, m, a->src + first, a->src_sizes + first, a->dst + first,
                                  a->capacities + first, a->sizes + first, a->nv_statuses + first,
-                                 c->stream);
-  if (rc == 0)
-    rc = kvik__cuda_check(c->cu->cuEventRecord(c->decoded[b], c->stream), fn, "cuEventRecord");
+                                 c->stream[d]);
+  if (rc == 0) rc = cuda(c->cu->cuEventRecord(c->decoded[d], c->stream[d]), "cuEventRecord");
   return rc;
 }
 
@@ -250,11 +331,10 @@ static void pipeline(call *c) {
   size_t first = 0;
   for (size_t k = 0; first < c->n; k++) {
     size_t end = batch_end(c, first);
-    int b = (int)(k % 2);
-    if (k >= 2)
-      rc = kvik__cuda_check(c->cu->cuEventSynchronize(c->decoded[b]), fn, "cuEventSynchronize");
-    if (rc == 0) read_batch(c, first, end, b);
-    if (rc == 0) rc = decode_batch(c, first, end, b);
+    int d = (int)(k % SLOTS);
+    if (k >= SLOTS) rc = cuda(c->cu->cuEventSynchronize(c->decoded[d]), "cuEventSynchronize");
+    if (rc == 0) rc = read_batch(c, first, end, d);
+    if (rc == 0) rc = decode_batch(c, first, end, d);
     if (rc < 0) {
       fail_rest(c, first, rc);
       return;
@@ -300,11 +380,8 @@ static int run_in_context(call *c) {
   int rc = staging_alloc(c);
   if (rc == 0) pipeline(c);
   else fail_rest(c, 0, rc);
-  int synced = 0;
-  if (c->stream) {
-    synced = kvik__cuda_check(c->cu->cuStreamSynchronize(c->stream), fn, "cuStreamSynchronize");
-    if (rc == 0) rc = synced;
-  }
+  int synced = streams_wait(c);
+  if (rc == 0) rc = synced;
   judge(c, synced);
   staging_free(c, synced == 0);
   return rc < 0 ? rc : first_failure(c);

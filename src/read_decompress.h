@@ -4,9 +4,9 @@
 
 #include <stddef.h>
 
-/* For tests (linked with the static library): the batch budget in compressed bytes, so that a
- * few small chunks make many batches; 0 restores the default (128 MiB). Calls that start after
- * it read the new value. */
-void kvik__read_decompress_budget(size_t bytes);
+/* For tests (linked with the static library): the batch budget and the read step in compressed
+ * bytes, so that a few small chunks make many batches and steps; 0 restores a default (512 MiB,
+ * 64 MiB). Calls that start after it read the new values. */
+void kvik__read_decompress_sizes(size_t budget, size_t step);
 
 #endif

@@ -1,12 +1,13 @@
 /* The fused read (kvik.h, kvik_file_read_decompress): chunks compressed on the CPU by the
  * standard libraries, written at random offsets of several files, read and decoded into device
- * memory, in one batch and in many (a small budget, kvik__read_decompress_budget: the test links
+ * memory, in one batch and in many (a small budget, kvik__read_decompress_sizes: the test links
  * the static library), and compared with the originals. Per-chunk failures stay with their chunk:
  * a wrong uncompressed size (KVIK_EDECODED_SIZE), corrupt and truncated data, a chunk past the end
  * of its file, a failed pread (tests/fault_shim.c), nvCOMP failures (the fake's injection); and
  * the argument checks. Runs against the fakes in CI, against the real nvCOMP and driver on a GPU
  * machine (the injections are then skipped). Without nvCOMP or CUDA, exit 77 after the checks
  * that need neither. */
+#include "../src/frame_check.h"
 #include "../src/read_decompress.h"
 #include "fake_nvcomp.h"
 #include "fault_shim.h"
@@ -197,14 +198,17 @@ static void test_round_trip(kvik_codec codec) {
   set_make(&s, codec, 40, 11 + (uint64_t)codec, SHIM_NONE);
   static const char zeros[48 << 10] = {0};
   fake_nvcomp_calls_fn calls = (fake_nvcomp_calls_fn)fake_symbol("fake_nvcomp_calls");
-  size_t budgets[] = {0, 1, 64 << 10, 16 << 10};
+  /* Batch budgets, and read steps: several steps a batch, a step a chunk. */
+  size_t budgets[] = {0, 1, 64 << 10, 16 << 10, 64 << 10, 0};
+  size_t steps[] = {0, 0, 0, 0, 8 << 10, 1};
   for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
-    kvik__read_decompress_budget(budgets[b]);
+    kvik__read_decompress_sizes(budgets[b], steps[b]);
     for (size_t i = 0; i < s.n; i++) to_device(s.dst[i], zeros, s.chunks[i].uncompressed_size);
     long before = calls ? calls(DECOMPRESS[codec]) : 0;
     ASSERT_OK(run(&s));
     long batches = calls ? calls(DECOMPRESS[codec]) - before : -1;
-    printf("%s: budget %zu: %ld batches\n", kvik_codec_name(codec), budgets[b], batches);
+    printf("%s: budget %zu, step %zu: %ld batches\n", kvik_codec_name(codec), budgets[b], steps[b],
+           batches);
     if (calls && budgets[b] == 0) ASSERT_EQ(batches, 1);
     if (calls && budgets[b] == 1) ASSERT_EQ(batches, (long)s.n); /* a chunk each */
     if (calls && budgets[b] == 64 << 10) ASSERT(batches > 3 && batches < (long)s.n);
@@ -214,7 +218,7 @@ static void test_round_trip(kvik_codec codec) {
     }
   }
   ASSERT_OK(kvik_file_read_decompress(codec, s.chunks, s.n, NULL)); /* statuses may be NULL */
-  kvik__read_decompress_budget(0);
+  kvik__read_decompress_sizes(0, 0);
   set_free(&s);
 }
 
@@ -236,12 +240,13 @@ static void expect_only(set *s, int rc, size_t bad, int code) {
   }
 }
 
-/* nvCOMP reports a chunk whose output has room to spare as a success of the real size: only
- * kvik's check of the size the caller gave fails it. */
+/* A chunk said to decode to more than it does: kvik's check of its framing fails it before
+ * nvCOMP sees it (zstd, LZ4, Snappy, gzip); nvCOMP reports a Deflate chunk whose output has room
+ * to spare as a success of the real size, which kvik's check of the size decoded fails. */
 static void test_wrong_size(kvik_codec codec, size_t budget) {
   set s;
   set_make(&s, codec, 12, 5, SHIM_NONE);
-  kvik__read_decompress_budget(budget);
+  kvik__read_decompress_sizes(budget, 0);
   size_t bad = 7, size = s.chunks[bad].uncompressed_size;
   device_free(s.dst[bad]);
   s.dst[bad] = device_alloc(size + 100);
@@ -251,15 +256,26 @@ static void test_wrong_size(kvik_codec codec, size_t budget) {
   s.chunks[bad].uncompressed_size = size;
   expect_only(&s, rc, bad, KVIK_EDECODED_SIZE);
   char decoded[64];
-  snprintf(decoded, sizeof decoded, "decoded it to %zu bytes, not %zu", size, size + 100);
+  snprintf(decoded, sizeof decoded, "%zu bytes, not %zu", size, size + 100);
   ASSERT(strstr(kvik_last_error(), decoded) != NULL);
   ASSERT(strstr(kvik_last_error(), s.paths[bad % FILES]) != NULL);
-  kvik__read_decompress_budget(0);
+  kvik__read_decompress_sizes(0, 0);
   set_free(&s);
 }
 
-/* Corrupt and truncated data: an nvCOMP code from the fake; the real nvCOMP 6 reports some such
- * chunks as successes of another size, which kvik's size check fails. */
+/* Whether kvik checks the codec's framing before nvCOMP sees a chunk (frame_check.h). */
+static int framed(kvik_codec codec) { return codec != KVIK_CODEC_DEFLATE; }
+
+/* A bad chunk's code: the framing check's for a framed codec (on the real nvCOMP too: its zstd
+ * decoder faulted the context on a truncated chunk), else an nvCOMP code from the fake; the
+ * real nvCOMP 6 reports some such chunks as successes of another size, which kvik's size check
+ * fails. */
+static void expect_bad(kvik_codec codec, int rc, int faked) {
+  if (framed(codec)) ASSERT(rc == -EBADMSG || rc == KVIK_EDECODED_SIZE);
+  else if (faked) ASSERT(KVIK_IS_NVCOMP_ERROR(rc));
+}
+
+/* Corrupt and truncated data. */
 static void test_bad_data(kvik_codec codec, int faked) {
   set s;
   set_make(&s, codec, 10, 9, SHIM_NONE);
@@ -272,14 +288,14 @@ static void test_bad_data(kvik_codec codec, int faked) {
   close(fd);
   int rc = run(&s);
   expect_only(&s, rc, bad, 0);
-  if (faked) ASSERT(KVIK_IS_NVCOMP_ERROR(rc));
+  expect_bad(codec, rc, faked);
   set_free(&s);
 
   set_make(&s, codec, 10, 10, SHIM_NONE);
   s.chunks[bad].compressed_size /= 2;
   rc = run(&s);
   expect_only(&s, rc, bad, 0);
-  if (faked) ASSERT(KVIK_IS_NVCOMP_ERROR(rc));
+  if (codec != KVIK_CODEC_SNAPPY) expect_bad(codec, rc, faked); /* Snappy: its length only */
   set_free(&s);
 }
 
@@ -342,7 +358,7 @@ static void test_small_chunks_in_parallel(kvik_codec codec) {
 static void test_read_error(kvik_codec codec) {
   set s;
   set_make(&s, codec, 20, 13, SHIM_LAST);
-  kvik__read_decompress_budget(32 << 10);
+  kvik__read_decompress_sizes(32 << 10, 0);
   shim_reset();
   shim.read_errno = EIO;
   shim.read_fail_at = 1;
@@ -350,7 +366,7 @@ static void test_read_error(kvik_codec codec) {
   shim_reset();
   expect_only(&s, rc, s.n - 1, -EIO);
   ASSERT(strstr(kvik_last_error(), SHIM_TARGET_MARK) != NULL);
-  kvik__read_decompress_budget(0);
+  kvik__read_decompress_sizes(0, 0);
   set_free(&s);
 }
 
@@ -371,7 +387,7 @@ static void test_nvcomp_failures(kvik_codec codec) {
   expect_only(&s, run(&s), 5, KVIK_ENVCOMP_BASE - CANNOT_DECOMPRESS);
   reset();
 
-  kvik__read_decompress_budget(1); /* a batch per chunk */
+  kvik__read_decompress_sizes(1, 0); /* a batch a chunk */
   fail(DECOMPRESS[codec], 4, INTERNAL);
   int rc = run(&s);
   reset();
@@ -381,7 +397,7 @@ static void test_nvcomp_failures(kvik_codec codec) {
     ASSERT_EQ(s.statuses[i], i < 3 ? 0 : rc);
     if (i < 3) check_chunk(&s, i);
   }
-  kvik__read_decompress_budget(0);
+  kvik__read_decompress_sizes(0, 0);
   set_free(&s);
 }
 
@@ -431,8 +447,46 @@ static void test_chunk_checks(kvik_codec codec) {
   set_free(&s);
 }
 
+/* kvik__frame_check() on chunks of the CPU libraries: whole ones pass, with exactly their size;
+ * every truncation of a zstd or LZ4 chunk fails; random damage never makes it read outside the
+ * chunk (the sanitizer build) and gives 0 or one of its two codes. No GPU needed. */
+static void test_frame_checks(void) {
+  uint64_t seed = 99;
+  size_t size = 40000;
+  char *raw = malloc(size), why[256];
+  ASSERT(raw != NULL);
+  fill_chunk(raw, size, &seed);
+  for (int c = 0; c <= KVIK_CODEC_GZIP; c++) {
+    kvik_codec codec = (kvik_codec)c;
+    size_t n;
+    unsigned char *packed = (unsigned char *)cpu_compress(codec, raw, size, &n);
+    if (!packed) continue;
+    ASSERT_OK(kvik__frame_check(codec, packed, n, size, why, sizeof why));
+    int framed_size = codec != KVIK_CODEC_DEFLATE;
+    if (framed_size)
+      ASSERT_EQ(kvik__frame_check(codec, packed, n, size + 1, why, sizeof why), KVIK_EDECODED_SIZE);
+    if (codec == KVIK_CODEC_ZSTD || codec == KVIK_CODEC_LZ4)
+      for (size_t cut = 0; cut < n; cut++)
+        ASSERT(kvik__frame_check(codec, packed, cut, size, why, sizeof why) < 0);
+    unsigned char *copy = malloc(n);
+    ASSERT(copy != NULL);
+    for (int round = 0; round < 3000; round++) {
+      memcpy(copy, packed, n);
+      for (int flips = 1 + (int)test_below(&seed, 4); flips > 0; flips--)
+        copy[test_below(&seed, n)] = (unsigned char)test_rand(&seed);
+      size_t cut = n - test_below(&seed, n < 64 ? n : 64);
+      int rc = kvik__frame_check(codec, copy, cut, size, why, sizeof why);
+      ASSERT(rc == 0 || rc == -EBADMSG || rc == KVIK_EDECODED_SIZE);
+    }
+    free(copy);
+    free(packed);
+  }
+  free(raw);
+}
+
 int main(void) {
   test_argument_checks();
+  test_frame_checks();
   int version = kvik_nvcomp_version();
   if (version < 0) {
     printf("no nvCOMP (%s): data tests skipped\n", kvik_last_error());
