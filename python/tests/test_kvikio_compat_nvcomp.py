@@ -152,6 +152,9 @@ print(json.dumps(out))
 
 @needs_fakes
 def test_managers_on_the_fakes():
+    codecs = run_python("import json, kvik.nvcomp; print(json.dumps(kvik.nvcomp.codecs()))")
+    if not {"lz4", "snappy"} <= set(codecs):
+        pytest.skip("the fake nvCOMP was built without LZ4's or Snappy's library")
     result = run_python(MANAGER)
     for name in ("LZ4Manager", "SnappyManager"):
         r = result[name]

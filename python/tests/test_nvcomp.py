@@ -39,7 +39,9 @@ def run_python(code, nvcomp=True, pythonpath=(), **env):
     through the soname, if `nvcomp`) and return the JSON its last line of output prints."""
     libs = [FAKE_NVCOMP, FAKE_CUDA] if nvcomp else [FAKE_CUDA]
     environ = {k: v for k, v in os.environ.items() if k != "KVIK_NVCOMP_LIBRARY"}
-    environ.update(env, PYTHONPATH=os.pathsep.join([*pythonpath, PYTHONPATH]),
+    # The caller's PYTHONPATH last: packages carried there (a GPU machine's zarr, numcodecs).
+    path = [*pythonpath, PYTHONPATH, os.environ.get("PYTHONPATH", "")]
+    environ.update(env, PYTHONPATH=os.pathsep.join(filter(None, path)),
                    LD_LIBRARY_PATH=os.pathsep.join(libs))
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environ,
                           capture_output=True, text=True, timeout=120)
