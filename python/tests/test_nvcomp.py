@@ -34,13 +34,20 @@ needs_fakes = pytest.mark.skipif(
     reason=f"the fake CUDA driver and nvCOMP are not built in {BUILD_DIR}/tests")
 
 
+def _caller_path():
+    """The caller's PYTHONPATH (packages carried to a GPU machine: zarr, numcodecs), less the
+    directories that hold the nvidia-libnvcomp wheel: kvik.nvcomp would load its real nvCOMP in
+    place of the fake."""
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and not os.path.isdir(os.path.join(p, "nvidia", "libnvcomp"))]
+
+
 def run_python(code, nvcomp=True, pythonpath=(), **env):
     """Run `code` in a fresh interpreter on the fake CUDA driver (and the fake nvCOMP, found
     through the soname, if `nvcomp`) and return the JSON its last line of output prints."""
     libs = [FAKE_NVCOMP, FAKE_CUDA] if nvcomp else [FAKE_CUDA]
     environ = {k: v for k, v in os.environ.items() if k != "KVIK_NVCOMP_LIBRARY"}
-    # The caller's PYTHONPATH last: packages carried there (a GPU machine's zarr, numcodecs).
-    path = [*pythonpath, PYTHONPATH, os.environ.get("PYTHONPATH", "")]
+    path = [*pythonpath, PYTHONPATH, *_caller_path()]
     environ.update(env, PYTHONPATH=os.pathsep.join(filter(None, path)),
                    LD_LIBRARY_PATH=os.pathsep.join(libs))
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environ,

@@ -12,6 +12,7 @@ import zarr.codecs.numcodecs  # noqa: E402
 import kvik  # noqa: E402
 import kvik.nvcomp  # noqa: E402
 import kvik.zarr  # noqa: E402
+import kvik.zarr_codecs  # noqa: E402
 import kvik.zarr_pipeline  # noqa: E402
 from kvik.zarr import GDSStore  # noqa: E402
 
@@ -129,6 +130,7 @@ def test_gpu_writes_read_back_on_the_cpu(tmp_path):
         pytest.skip("no nvCOMP")
     with zarr.config.enable_gpu():
         a = zarr.create_array(GDSStore(str(tmp_path / "a")), shape=DATA.shape, chunks=(30, 20),
-                              dtype="f4", compressors=[compressor("zstd")], overwrite=True)
+                              dtype="f4", compressors=[kvik.zarr_codecs.ZstdCodec(level=3)],
+                              overwrite=True)
         a[:] = cupy.asarray(DATA)
     assert numpy.array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], DATA)
