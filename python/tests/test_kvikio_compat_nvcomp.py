@@ -54,10 +54,12 @@ def test_stream_refused_by_managers():
 
 
 CODEC = """
-import json, numcodecs, numpy
+import json, numcodecs, numpy, kvik.nvcomp
 from kvik.nvcomp_codec import NvCompBatchCodec
 out = {}
 for algo in ("LZ4", "snappy", "zstd", "deflate"):
+    if algo.lower() not in kvik.nvcomp.codecs():  # a fake built without the CPU library
+        continue
     codec = numcodecs.registry.get_codec({"id": "nvcomp_batch", "algorithm": algo, "options": {}})
     r = {}
     sized = algo != "deflate"  # raw Deflate states no size: decoding it needs out
@@ -106,6 +108,7 @@ print(json.dumps({"codecs": out, "cross": cross, "no header": plain}))
 @needs_fakes
 def test_batch_codec_on_the_fakes():
     result = run_python(CODEC)
+    assert {"LZ4", "zstd", "deflate"} <= set(result["codecs"])
     for algo, r in result["codecs"].items():
         assert r["basic"] == [True] * 3, algo
         assert all(b == [True, True] for b in r["batch"]), algo
