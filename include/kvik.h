@@ -1337,10 +1337,14 @@ KVIK_API int kvik_monitor_stop(kvik_monitor *monitor);
  * truncated and too-large chunks as successes (Snappy caught corrupt and truncated ones). kvik
  * checks what it can without a second decoder: the size past the capacity (above, every call),
  * and, where the caller knows what a chunk decodes to (kvik_file_read_decompress), a decoded
- * size other than that one (KVIK_EDECODED_SIZE), which catches most truncated and corrupt
- * chunks. Corruption that keeps the decoded size goes through: it needs a checksum of the data
- * (Zarr's crc32c codec, a container's own), or data this process wrote. -EINVAL names the first
- * chunk that breaks an argument rule, with nothing started.
+ * size other than that one (KVIK_EDECODED_SIZE). Worse, the real nvCOMP's zstd decoder faulted
+ * the CUDA context (CUDA_ERROR_ILLEGAL_ADDRESS, which no later GPU work of the process survives)
+ * on a truncated chunk. kvik_file_read_decompress, whose chunks pass through host memory, checks
+ * each chunk's framing first (zstd frames and blocks, LZ4 sequences, Snappy and gzip sizes) and
+ * fails a broken one alone; these calls get device memory and cannot. Decompress here only data
+ * whose integrity is known: a checksum of it checked (Zarr's crc32c codec, a container's own), or
+ * data this process wrote. -EINVAL names the first chunk that breaks an argument rule, with
+ * nothing started.
  *
  * Alignment: nvCOMP requires each input and output pointer of a format to be aligned to a few
  * bytes (kvik_codec_alignment; at most 16 in nvCOMP 6, so the start of any CUDA allocation is).
@@ -1473,20 +1477,22 @@ typedef struct kvik_compressed_chunk {
 } kvik_compressed_chunk;
 
 /* Read each chunk's compressed bytes and decompress them on the GPU into its `dst`, and wait.
- * The reads are those of kvik_file_pread() into device memory (the bounce buffers, zero-copy or
- * cuFile, as the file and the settings say), into staging buffers of kvik's own in the calling
- * thread's current context (device 0's primary one where none is current); nvCOMP decodes from
- * there on a stream of kvik's own in that context, which must reach every `dst` (device memory
- * of that context, or of one it can access; aligned as kvik_codec_alignment() says). The chunks
- * go in batches of up to 128 MiB of compressed bytes (a larger chunk alone), in their order:
- * while one batch decodes, the next one is read into a second staging buffer
- * (docs/design.md#the-fused-read).
- * The staging buffers (at most twice the largest batch) are freed before the call returns.
+ * The chunks are read on the thread pool (whatever their size) into pinned host memory, where
+ * kvik checks each one's framing (see Results above), then copied to staging device memory of
+ * kvik's own in the calling thread's current context (device 0's primary one where none is
+ * current); nvCOMP decodes from there on streams of kvik's own in that context, which must reach
+ * every `dst` (device memory of that context, or of one it can access; aligned as
+ * kvik_codec_alignment() says). The chunks go in batches of up to 512 MiB of compressed bytes (a
+ * larger chunk alone), in their order, each one nvCOMP call on its own stream, up to 4 in flight:
+ * the next batch is read while the last ones decode (docs/design.md#the-fused-read). Device
+ * memory: the staging (up to 4 batches), and nvCOMP's temporary space, which for zstd is about
+ * three times a batch's decoded bytes; all is freed before the call returns.
  * Chunks may share files and overlap in them; their outputs must not overlap.
  * `statuses` (may be NULL) gets each chunk's result: 0 when it was read and decoded to exactly
  * its `uncompressed_size`; else the error of its read (those of reads and writes; -ENODATA where
- * the file ends before the chunk does), an nvCOMP code (see Results above), or
- * KVIK_EDECODED_SIZE where nvCOMP reported another size. A chunk that failed leaves its `dst`
+ * the file ends before the chunk does), -EBADMSG where its framing is broken (never decoded),
+ * KVIK_EDECODED_SIZE where its framing states, or nvCOMP decoded it to, another size, or an
+ * nvCOMP code (see Results above). A chunk that failed leaves its `dst`
  * undefined, and the others are read and decoded all the same. An error of the call itself (a
  * CUDA code, -ENOMEM) fails the chunks it reached and those after them.
  * Returns: 0 when every chunk decoded. Errors: -EINVAL (unknown codec; NULL `chunks` with

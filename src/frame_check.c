@@ -44,7 +44,8 @@ static uint64_t little_endian(const unsigned char *p, size_t bytes) {
 typedef struct zstd_sizes {
   uint64_t stated; /* the frames' content sizes, added up */
   int all_stated;  /* every frame states its content size */
-  uint64_t least, most; /* what the blocks can make: raw and RLE exactly, compressed up to 128 KiB */
+  uint64_t least,
+      most; /* what the blocks can make: raw and RLE exactly, compressed up to 128 KiB */
 } zstd_sizes;
 
 static int zstd_blocks(walk *w, zstd_sizes *z) {
@@ -156,8 +157,8 @@ static int lz4_check(walk *w, uint64_t expected) {
     if (left(w) < 2) return found(w, -EBADMSG, "LZ4 match offset cut at byte %zu", w->at);
     uint64_t offset = little_endian(w->p + w->at, 2);
     if (offset == 0 || offset > made)
-      return found(w, -EBADMSG, "LZ4 match at byte %zu reaches %llu bytes back, %llu made",
-                   w->at, (unsigned long long)offset, (unsigned long long)made);
+      return found(w, -EBADMSG, "LZ4 match at byte %zu reaches %llu bytes back, %llu made", w->at,
+                   (unsigned long long)offset, (unsigned long long)made);
     w->at += 2;
     if (match == 19 && lz4_length(w, &match) < 0) return -EBADMSG;
     made += match;
