@@ -253,45 +253,75 @@ static void read_wait(call *c, size_t i) {
   if (got < 0) note_failure(c, i, (int)got);
 }
 
-/* Read chunks [first, end) into pinned buffer `host` (chunk `first` at its start), all at once
- * on the pool, wait, and check what was read. */
-static void read_step(call *c, size_t first, size_t end, unsigned char *host) {
-  for (size_t i = first; i < end; i++) {
+/* A step of the pipeline: chunks [first, last) of batch k, which is chunks [batch_first,
+ * batch_end), read into pinned buffer `h` (chunk `first` at its start). */
+typedef struct step {
+  size_t first, last, k, batch_first, batch_end;
+  int h;
+} step;
+
+static void step_at(const call *c, size_t first, size_t k, size_t batch_first, int h, step *s) {
+  s->batch_first = batch_first;
+  s->batch_end = batch_end(c, batch_first);
+  s->k = k;
+  s->first = first;
+  s->last = step_end(c, first, s->batch_end);
+  s->h = h;
+}
+
+/* The step after `s`, in its batch or the next one; 0 after the last. */
+static int step_next(const call *c, const step *s, step *next) {
+  if (s->last < s->batch_end) step_at(c, s->last, s->k, s->batch_first, !s->h, next);
+  else if (s->last < c->n) step_at(c, s->last, s->k + 1, s->last, !s->h, next);
+  else return 0;
+  return 1;
+}
+
+static unsigned char *step_host(const call *c, const step *s, size_t i) {
+  return (unsigned char *)c->host[s->h] + (c->a.staged[i] - c->a.staged[s->first]);
+}
+
+/* Start the step's reads, all at once on the pool. */
+static void step_read(call *c, const step *s) {
+  for (size_t i = s->first; i < s->last; i++) {
     const kvik_compressed_chunk *k = &c->chunks[i];
-    unsigned char *to = host + (c->a.staged[i] - c->a.staged[first]);
-    int rc =
-        kvik__file_pread_pooled(k->file, to, k->compressed_size, k->file_offset, &c->a.futures[i]);
+    int rc = kvik__file_pread_pooled(k->file, step_host(c, s, i), k->compressed_size,
+                                     k->file_offset, &c->a.futures[i]);
     if (rc < 0) note_failure(c, i, rc);
   }
-  for (size_t i = first; i < end; i++)
+}
+
+static void step_wait(call *c, const step *s) {
+  for (size_t i = s->first; i < s->last; i++)
     if (c->a.futures[i]) read_wait(c, i);
+}
+
+/* Wait for the step's reads and check what they read. */
+static void step_check(call *c, const step *s) {
+  step_wait(c, s);
   char why[KVIK_MESSAGE_MAX];
-  for (size_t i = first; i < end; i++) {
+  for (size_t i = s->first; i < s->last; i++) {
     if (c->statuses[i]) continue;
     const kvik_compressed_chunk *k = &c->chunks[i];
-    const unsigned char *bytes = host + (c->a.staged[i] - c->a.staged[first]);
-    int rc = kvik__frame_check(c->codec, bytes, k->compressed_size, k->uncompressed_size, why,
-                               sizeof why);
+    int rc = kvik__frame_check(c->codec, step_host(c, s, i), k->compressed_size,
+                               k->uncompressed_size, why, sizeof why);
     if (rc < 0) note_failure(c, i, kvik__fail(rc, "not decoded: %s", why));
   }
 }
 
-/* Read batch [first, end) in steps and copy each to slot `d`'s staging memory on its stream. */
-static int read_batch(call *c, size_t first, size_t end, int d) {
-  for (size_t step = first; step < end;) {
-    size_t last = step_end(c, step, end), h = c->steps++ % 2;
-    int rc = c->steps > 2 ? cuda(c->cu->cuEventSynchronize(c->copied[h]), "cuEventSynchronize") : 0;
-    if (rc < 0) return rc;
-    read_step(c, step, last, c->host[h]);
-    size_t from = c->a.staged[step];
-    size_t bytes = c->a.staged[last - 1] + c->chunks[last - 1].compressed_size - from;
-    rc = cuda(c->cu->cuMemcpyHtoDAsync(c->staging[d] + from, c->host[h], bytes, c->stream[d]),
+/* Copy the step to its batch's staging memory, on the batch's stream; the batch's first step
+ * waits for the slot to be free (its last batch decoded). */
+static int step_copy(call *c, const step *s) {
+  int d = (int)(s->k % SLOTS), rc = 0;
+  if (s->first == s->batch_first && s->k >= SLOTS)
+    rc = cuda(c->cu->cuEventSynchronize(c->decoded[d]), "cuEventSynchronize");
+  size_t from = c->a.staged[s->first];
+  size_t bytes = c->a.staged[s->last - 1] + c->chunks[s->last - 1].compressed_size - from;
+  if (rc == 0)
+    rc = cuda(c->cu->cuMemcpyHtoDAsync(c->staging[d] + from, c->host[s->h], bytes, c->stream[d]),
               "cuMemcpyHtoDAsync");
-    if (rc == 0) rc = cuda(c->cu->cuEventRecord(c->copied[h], c->stream[d]), "cuEventRecord");
-    if (rc < 0) return rc;
-    step = last;
-  }
-  return 0;
+  if (rc == 0) rc = cuda(c->cu->cuEventRecord(c->copied[s->h], c->stream[d]), "cuEventRecord");
+  return rc;
 }
 
 /* Enqueue the decoding of the batch's chunks that were read and passed their checks, at the
@@ -324,22 +354,30 @@ static void fail_rest(call *c, size_t first, int code) {
   for (size_t e = first; e < c->n; e++) c->a.chunk_of[e] = SIZE_MAX; /* nothing to judge */
 }
 
-/* The pipeline of the file comment. An error of its own stops it: the chunks it had not
- * enqueued fail with it. */
+/* The pipeline of the file comment: the reads of the next step run while this one is checked
+ * and copied. An error of its own stops it: the chunks of batches it had not enqueued fail with
+ * it. */
 static void pipeline(call *c) {
-  int rc = 0;
-  size_t first = 0;
-  for (size_t k = 0; first < c->n; k++) {
-    size_t end = batch_end(c, first);
-    int d = (int)(k % SLOTS);
-    if (k >= SLOTS) rc = cuda(c->cu->cuEventSynchronize(c->decoded[d]), "cuEventSynchronize");
-    if (rc == 0) rc = read_batch(c, first, end, d);
-    if (rc == 0) rc = decode_batch(c, first, end, d);
+  step s, next;
+  step_at(c, 0, 0, 0, 0, &s);
+  step_read(c, &s);
+  for (int rc = 0;; s = next) {
+    int more = step_next(c, &s, &next);
+    /* The next step's buffer is free once the copy of the step before this one is done. */
+    if (more && s.first > 0)
+      rc = cuda(c->cu->cuEventSynchronize(c->copied[next.h]), "cuEventSynchronize");
+    int reading = more && rc == 0;
+    if (reading) step_read(c, &next);
+    step_check(c, &s);
+    if (rc == 0) rc = step_copy(c, &s);
+    if (rc == 0 && s.last == s.batch_end)
+      rc = decode_batch(c, s.batch_first, s.batch_end, (int)(s.k % SLOTS));
     if (rc < 0) {
-      fail_rest(c, first, rc);
+      if (reading) step_wait(c, &next); /* its reads are done with the buffer */
+      fail_rest(c, s.batch_first, rc);
       return;
     }
-    first = end;
+    if (!more) return;
   }
 }
 
