@@ -1,5 +1,5 @@
-/* See frame_check.h. Formats: RFC 8878 (zstd), lz4_Block_format.md (LZ4), Snappy's
- * format_description.txt, RFC 1952 (gzip). */
+/* See frame_check.h. Formats: RFC 8878 (zstd), Snappy's format_description.txt, RFC 1952
+ * (gzip). */
 #include "frame_check.h"
 
 #include <errno.h>
@@ -129,48 +129,6 @@ static int zstd_check(walk *w, uint64_t expected) {
   return 0;
 }
 
-/* ---- LZ4 --------------------------------------------------------------------------------- */
-
-/* A length that goes on in bytes of 255 (the token's 15, then bytes added while they are 255). */
-static int lz4_length(walk *w, uint64_t *length) {
-  unsigned byte;
-  do {
-    if (left(w) < 1) return found(w, -EBADMSG, "LZ4 length cut at byte %zu", w->at);
-    byte = w->p[w->at++];
-    *length += byte;
-  } while (byte == 255);
-  return 0;
-}
-
-static int lz4_check(walk *w, uint64_t expected) {
-  uint64_t made = 0;
-  for (;;) {
-    if (left(w) < 1) return found(w, -EBADMSG, "LZ4 sequence cut at byte %zu", w->at);
-    unsigned token = w->p[w->at++];
-    uint64_t literals = token >> 4, match = (token & 15) + 4;
-    if (literals == 15 && lz4_length(w, &literals) < 0) return -EBADMSG;
-    if (literals > left(w))
-      return found(w, -EBADMSG, "LZ4 literals at byte %zu run past the chunk's end", w->at);
-    w->at += (size_t)literals;
-    made += literals;
-    if (left(w) == 0) break; /* the last sequence: literals only */
-    if (left(w) < 2) return found(w, -EBADMSG, "LZ4 match offset cut at byte %zu", w->at);
-    uint64_t offset = little_endian(w->p + w->at, 2);
-    if (offset == 0 || offset > made)
-      return found(w, -EBADMSG, "LZ4 match at byte %zu reaches %llu bytes back, %llu made", w->at,
-                   (unsigned long long)offset, (unsigned long long)made);
-    w->at += 2;
-    if (match == 19 && lz4_length(w, &match) < 0) return -EBADMSG;
-    made += match;
-    if (made > expected) break;
-  }
-  if (made != expected)
-    return found(w, KVIK_EDECODED_SIZE, "the LZ4 block makes %s%llu bytes, not %llu",
-                 made > expected ? "over " : "", (unsigned long long)made,
-                 (unsigned long long)expected);
-  return 0;
-}
-
 /* ---- Snappy, gzip ------------------------------------------------------------------------ */
 
 static int snappy_check(walk *w, uint64_t expected) {
@@ -206,7 +164,6 @@ int kvik__frame_check(kvik_codec codec, const unsigned char *p, size_t size, siz
   if (len) why[0] = '\0';
   switch (codec) {
   case KVIK_CODEC_ZSTD: return zstd_check(&w, expected);
-  case KVIK_CODEC_LZ4: return lz4_check(&w, expected);
   case KVIK_CODEC_SNAPPY: return snappy_check(&w, expected);
   case KVIK_CODEC_GZIP: return gzip_check(&w, expected);
   default: return 0;
