@@ -16,7 +16,7 @@ build=$root/build-fuzz
 seconds=${1:-10}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(flags settings remote_url http_headers api_model)
+((${#targets[@]})) || targets=(flags settings remote_url http_headers api_model frame_check)
 jobs=${KVIK_FUZZ_JOBS:-1}
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [TARGET...]" >&2; exit 2; }
 

@@ -20,7 +20,8 @@ typedef struct walk {
   size_t len;
 } walk;
 
-static int found(const walk *w, int code, const char *format, ...) {
+__attribute__((format(printf, 3, 4))) static int found(const walk *w, int code, const char *format,
+                                                       ...) {
   if (w->len) {
     va_list args;
     va_start(args, format);
