@@ -1340,7 +1340,7 @@ KVIK_API int kvik_monitor_stop(kvik_monitor *monitor);
  * size other than that one (KVIK_EDECODED_SIZE). Worse, the real nvCOMP's zstd decoder faulted
  * the CUDA context (CUDA_ERROR_ILLEGAL_ADDRESS, which no later GPU work of the process survives)
  * on a truncated chunk. kvik_file_read_decompress, whose chunks pass through host memory, checks
- * each chunk's framing first (zstd frames and blocks, Snappy and gzip sizes) and
+ * each chunk's framing first (zstd frames and blocks, LZ4 sequences, Snappy and gzip sizes) and
  * fails a broken one alone; these calls get device memory and cannot. Decompress here only data
  * whose integrity is known: a checksum of it checked (Zarr's crc32c codec, a container's own), or
  * data this process wrote. -EINVAL names the first chunk that breaks an argument rule, with

@@ -1,5 +1,5 @@
-/* See frame_check.h. Formats: RFC 8878 (zstd), Snappy's format_description.txt, RFC 1952
- * (gzip). */
+/* See frame_check.h. Formats: RFC 8878 (zstd), lz4_Block_format.md (LZ4), Snappy's
+ * format_description.txt, RFC 1952 (gzip). */
 #include "frame_check.h"
 
 #include <errno.h>
@@ -130,6 +130,55 @@ static int zstd_check(walk *w, uint64_t expected) {
   return 0;
 }
 
+/* ---- LZ4 --------------------------------------------------------------------------------- */
+
+/* A length that goes on in bytes of 255 (the token's 15, then bytes added while they are 255);
+ * NULL where the chunk ends first. */
+static const unsigned char *lz4_length(const unsigned char *p, const unsigned char *end,
+                                       size_t *length) {
+  unsigned byte;
+  do {
+    if (p == end) return NULL;
+    byte = *p++;
+    *length += byte;
+  } while (byte == 255);
+  return p;
+}
+
+/* Every sequence of the block (a few bytes each: this loop is the check's cost). */
+static int lz4_check(walk *w, uint64_t expected) {
+  const unsigned char *p = w->p, *end = w->p + w->size;
+  uint64_t made = 0;
+  for (;;) {
+    if (p == end) return found(w, -EBADMSG, "LZ4 sequence cut at byte %zu", w->size);
+    unsigned token = *p++;
+    size_t literals = token >> 4, match = (token & 15) + 4;
+    if (literals == 15 && !(p = lz4_length(p, end, &literals)))
+      return found(w, -EBADMSG, "LZ4 length cut at byte %zu", w->size);
+    if (literals > (size_t)(end - p))
+      return found(w, -EBADMSG, "LZ4 literals at byte %zu run past the chunk's end",
+                   (size_t)(p - w->p));
+    p += literals;
+    made += literals;
+    if (p == end) break; /* the last sequence: literals only */
+    if (end - p < 2) return found(w, -EBADMSG, "LZ4 match offset cut at byte %zu", w->size);
+    size_t offset = (size_t)p[0] | (size_t)p[1] << 8;
+    if (offset == 0 || offset > made)
+      return found(w, -EBADMSG, "LZ4 match at byte %zu reaches %zu bytes back, %llu made",
+                   (size_t)(p - w->p), offset, (unsigned long long)made);
+    p += 2;
+    if (match == 19 && !(p = lz4_length(p, end, &match)))
+      return found(w, -EBADMSG, "LZ4 length cut at byte %zu", w->size);
+    made += match;
+    if (made > expected) break;
+  }
+  if (made != expected)
+    return found(w, KVIK_EDECODED_SIZE, "the LZ4 block makes %s%llu bytes, not %llu",
+                 made > expected ? "over " : "", (unsigned long long)made,
+                 (unsigned long long)expected);
+  return 0;
+}
+
 /* ---- Snappy, gzip ------------------------------------------------------------------------ */
 
 static int snappy_check(walk *w, uint64_t expected) {
@@ -159,12 +208,18 @@ static int gzip_check(walk *w, uint64_t expected) {
   return 0;
 }
 
+int kvik__frame_checked(kvik_codec codec) {
+  return codec == KVIK_CODEC_ZSTD || codec == KVIK_CODEC_LZ4 || codec == KVIK_CODEC_SNAPPY ||
+         codec == KVIK_CODEC_GZIP;
+}
+
 int kvik__frame_check(kvik_codec codec, const unsigned char *p, size_t size, size_t expected,
                       char *why, size_t len) {
   walk w = {.p = p, .size = size, .why = why, .len = len};
   if (len) why[0] = '\0';
   switch (codec) {
   case KVIK_CODEC_ZSTD: return zstd_check(&w, expected);
+  case KVIK_CODEC_LZ4: return lz4_check(&w, expected);
   case KVIK_CODEC_SNAPPY: return snappy_check(&w, expected);
   case KVIK_CODEC_GZIP: return gzip_check(&w, expected);
   default: return 0;

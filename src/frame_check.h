@@ -8,10 +8,11 @@
  *  - Snappy: the stated length is the size expected;
  *  - gzip: the header's magic, method and flags; the trailer's size (modulo 2^32) is the size
  *    expected;
- *  - LZ4, Deflate and the GPU-only formats: none. nvCOMP failed every corrupt and truncated LZ4
- *    and Deflate chunk seen cleanly, or decoded it to another size, which the fused read's size
- *    check fails; a walk of LZ4's sequences, a few bytes each, cost more than the decoding (on
- *    an H100 it held a fused read of 4 GiB to 1.7 GB/s).
+ *  - LZ4 (raw block): every sequence's lengths and match offset, within the input and the output
+ *    made so far; the output is exactly the size expected. The real nvCOMP decoded an LZ4 chunk
+ *    cut short by 7 bytes to its full size, garbage at its end, as a success. This walk costs
+ *    about a nanosecond a compressed byte: the fused read runs the checks on the pool;
+ *  - Deflate and the GPU-only formats: none (nvCOMP failed all the broken Deflate seen).
  * Corruption inside the payload that keeps the framing intact still reaches nvCOMP: a checksum of
  * the container (Zarr's crc32c) is what finds it. */
 #ifndef KVIK_SRC_FRAME_CHECK_H
@@ -20,6 +21,9 @@
 #include <stddef.h>
 
 #include "kvik.h"
+
+/* Whether kvik__frame_check() checks anything of the codec's chunks. */
+int kvik__frame_checked(kvik_codec codec);
 
 /* Check the chunk of `size` bytes at `p`, which must decode to `expected` bytes. Returns 0;
  * KVIK_EDECODED_SIZE where its framing states another size; -EBADMSG where its framing is broken.

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include "file.h"
 #include "frame_check.h"
 #include "memory.h"
+#include "pool.h"
 #include "sys.h"
 
 #define DEFAULT_BUDGET ((size_t)512 << 20) /* compressed bytes of a batch */
@@ -56,6 +58,19 @@ typedef struct arrays {
   int *nv_statuses, *own_statuses;
 } arrays;
 
+struct call;
+
+/* A chunk's framing check as a task of the pool: a walk of LZ4's sequences costs about a
+ * nanosecond a byte, so the checks of a step run on the pool's threads at once. */
+typedef struct check_task {
+  kvik__task base;
+  struct call *c;
+  const unsigned char *bytes;
+  size_t i;
+  int rc;
+  char why[128];
+} check_task;
+
 typedef struct call {
   kvik_codec codec;
   const kvik_compressed_chunk *chunks;
@@ -71,6 +86,10 @@ typedef struct call {
   CUevent decoded[SLOTS];
   void *host[2];
   CUevent copied[2];
+  check_task *checks; /* one a chunk */
+  pthread_mutex_t lock;
+  pthread_cond_t checked;
+  size_t checking; /* checks of the step that have not finished */
   /* the first chunk whose failure came with a message (a read's, the pipeline's), and it */
   size_t noted;
   char message[KVIK_MESSAGE_MAX];
@@ -180,6 +199,8 @@ static int arrays_alloc(call *c) {
   a->own_statuses = a->nv_statuses + n;
   if (!c->statuses) c->statuses = a->own_statuses;
   memset(c->statuses, 0, n * sizeof *c->statuses);
+  if (kvik__frame_checked(c->codec) && !(c->checks = kvik__calloc(n, sizeof *c->checks)))
+    return kvik__fail(-ENOMEM, "%s: no memory for %zu chunks' checks", fn, n);
   return 0;
 }
 
@@ -296,17 +317,49 @@ static void step_wait(call *c, const step *s) {
     if (c->a.futures[i]) read_wait(c, i);
 }
 
+static void check_run(kvik__task *task) {
+  check_task *t = (check_task *)(void *)task;
+  struct call *c = t->c;
+  const kvik_compressed_chunk *k = &c->chunks[t->i];
+  t->rc = kvik__frame_check(c->codec, t->bytes, k->compressed_size, k->uncompressed_size, t->why,
+                            sizeof t->why);
+  pthread_mutex_lock(&c->lock);
+  if (--c->checking == 0) pthread_cond_signal(&c->checked);
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* Check the framing of the step's chunks that were read, on the pool (on the calling thread
+ * where the pool cannot start), and wait. */
+static void step_frames(call *c, const step *s) {
+  kvik__task *first = NULL, **link = &first, *last = NULL;
+  size_t count = 0;
+  for (size_t i = s->first; i < s->last; i++) {
+    if (c->statuses[i]) continue;
+    check_task *t = &c->checks[i];
+    *t = (check_task){.base = {.run = check_run}, .c = c, .bytes = step_host(c, s, i), .i = i};
+    *link = last = &t->base;
+    link = &t->base.next;
+    count++;
+  }
+  if (!count) return;
+  c->checking = count;
+  if (kvik__pool_submit(KVIK__POOL_IO, first, last) < 0)
+    for (kvik__task *t = first, *next; t; t = next) {
+      next = t->next;
+      check_run(t);
+    }
+  pthread_mutex_lock(&c->lock);
+  while (c->checking) pthread_cond_wait(&c->checked, &c->lock);
+  pthread_mutex_unlock(&c->lock);
+  for (size_t i = s->first; i < s->last; i++)
+    if (!c->statuses[i] && c->checks[i].rc < 0)
+      note_failure(c, i, kvik__fail(c->checks[i].rc, "not decoded: %s", c->checks[i].why));
+}
+
 /* Wait for the step's reads and check what they read. */
 static void step_check(call *c, const step *s) {
   step_wait(c, s);
-  char why[KVIK_MESSAGE_MAX];
-  for (size_t i = s->first; i < s->last; i++) {
-    if (c->statuses[i]) continue;
-    const kvik_compressed_chunk *k = &c->chunks[i];
-    int rc = kvik__frame_check(c->codec, step_host(c, s, i), k->compressed_size,
-                               k->uncompressed_size, why, sizeof why);
-    if (rc < 0) note_failure(c, i, kvik__fail(rc, "not decoded: %s", why));
-  }
+  if (kvik__frame_checked(c->codec)) step_frames(c, s);
 }
 
 /* Copy the step to its batch's staging memory, on the batch's stream; the batch's first step
@@ -427,16 +480,25 @@ static int run_in_context(call *c) {
 
 int kvik_file_read_decompress(kvik_codec codec, const kvik_compressed_chunk *chunks,
                               size_t num_chunks, int *statuses) {
-  call c = {
-      .codec = codec, .chunks = chunks, .n = num_chunks, .statuses = statuses, .noted = SIZE_MAX};
+  call c = {.codec = codec,
+            .chunks = chunks,
+            .n = num_chunks,
+            .statuses = statuses,
+            .noted = SIZE_MAX,
+            .lock = PTHREAD_MUTEX_INITIALIZER,
+            .checked = PTHREAD_COND_INITIALIZER};
   int rc = check_call(&c);
   if (rc < 0 || num_chunks == 0) return rc;
   if (!(c.cu = kvik__cuda(fn))) return KVIK_ECUDA_UNAVAILABLE;
-  if ((rc = arrays_alloc(&c)) < 0) return rc;
+  if ((rc = arrays_alloc(&c)) < 0) {
+    free(c.block);
+    return rc;
+  }
   if ((rc = kvik__context_push_any(fn, c.cu)) == 0) {
     rc = run_in_context(&c);
     kvik__context_pop();
   }
+  free(c.checks);
   free(c.block);
   return rc;
 }
