@@ -79,7 +79,7 @@ typedef struct call {
   arrays a;
   void *block;
   size_t align; /* of chunks in a staging buffer */
-  size_t budget, step, staging_bytes, host_bytes, batches, steps;
+  size_t budget, step, staging_bytes, host_bytes, batches;
   const kvik__cuda_api *cu;
   CUstream stream[SLOTS];
   CUdeviceptr staging[SLOTS];
