@@ -40,8 +40,8 @@ def snappy_uncompress(data, length):
     assert SNAPPY.snappy_uncompress(data, ctypes.c_size_t(len(data)), out, ctypes.byref(size)) == 0
     return out.raw[:size.value]
 
+# libsnappy through ctypes, else cramjam's raw Snappy (a wheel, where no libsnappy is).
 def snappy_pair():
-    """libsnappy through ctypes, else cramjam's raw Snappy (a wheel, where no libsnappy is)."""
     if SNAPPY:
         return snappy_compress, snappy_uncompress
     try:
