@@ -1,6 +1,7 @@
 /* The machinery both fakes share: fake_common.h says what; each fake has its own copy. */
 #include "fake_common.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -106,4 +107,16 @@ int fake_list_remove(fake_list *l, const void *item) {
   long i = fake_list_find(l, item);
   if (i >= 0) fake_list_remove_at(l, (size_t)i);
   return i >= 0;
+}
+
+int fake_once_loaded(fake_loaded *once, const char *soname, int (*resolve)(void *lib)) {
+  if (atomic_load(&once->ready)) return 1;
+  pthread_mutex_lock(&once->lock);
+  if (!atomic_load(&once->ready)) {
+    void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (lib && resolve(lib)) atomic_store(&once->ready, 1);
+    else if (lib) dlclose(lib);
+  }
+  pthread_mutex_unlock(&once->lock);
+  return atomic_load(&once->ready);
 }

@@ -1,9 +1,10 @@
-/* The machinery both fakes share (fake_cuda.c, fake_cufile.c): call counting and failure injection
- * by exported symbol name, settings from the environment, fatal messages, and small helpers.
+/* The machinery the fakes share (fake_cuda.c, fake_cufile.c, fake_nvcomp.c): call counting and
+ * failure injection by exported symbol name, settings from the environment, fatal messages, the
+ * CUDA driver once loaded, and small helpers.
  *
- * fake_common.c is compiled into each fake, and each fake keeps its own fake_api, so the two never
- * share counters or armed failures. Everything declared here is hidden: with both fakes loaded in
- * one process, an exported name would bind the two to one copy of it. */
+ * fake_common.c is compiled into each fake, and each fake keeps its own fake_api, so no two
+ * share counters or armed failures. Everything declared here is hidden: with several fakes loaded
+ * in one process, an exported name would bind them to one copy of it. */
 #ifndef KVIK_TESTS_FAKE_COMMON_H
 #define KVIK_TESTS_FAKE_COMMON_H
 
@@ -96,6 +97,17 @@ void fake_list_remove_at(fake_list *l, size_t i);
 
 /* Removes item; 1 if it was there, else 0. */
 int fake_list_remove(fake_list *l, const void *item);
+
+/* A library a fake uses only once the process itself loaded it (the fake never loads it: a
+ * process without CUDA stays one), resolved once. */
+typedef struct fake_loaded {
+  atomic_int ready;
+  pthread_mutex_t lock;
+} fake_loaded;
+#define FAKE_LOADED_INIT {0, PTHREAD_MUTEX_INITIALIZER}
+
+/* 1 once `soname` is loaded and `resolve` took what it needs from it (now or before); else 0. */
+int fake_once_loaded(fake_loaded *once, const char *soname, int (*resolve)(void *lib));
 
 #pragma GCC visibility pop
 

@@ -223,8 +223,7 @@ typedef struct cuda_fns {
 } cuda_fns;
 
 static cuda_fns g_cuda;
-static atomic_int g_cuda_ready;
-static pthread_mutex_t g_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
+static fake_loaded g_cuda_loaded = FAKE_LOADED_INIT;
 
 static int cuda_resolve(void *lib) {
   static const char *const names[] = {"cuPointerGetAttributes", "cuMemcpyHtoD_v2",     "cuMemcpyDtoH_v2",
@@ -246,15 +245,7 @@ static int cuda_resolve(void *lib) {
  * someone loaded libcuda.so.1, so until then every pointer is host memory, and the fake does
  * not load CUDA itself just to learn that: a host-only test stays a process without CUDA. */
 static const cuda_fns *cuda(void) {
-  if (atomic_load(&g_cuda_ready)) return &g_cuda;
-  pthread_mutex_lock(&g_cuda_lock);
-  if (!atomic_load(&g_cuda_ready)) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (lib && cuda_resolve(lib)) atomic_store(&g_cuda_ready, 1);
-    else if (lib) dlclose(lib);
-  }
-  pthread_mutex_unlock(&g_cuda_lock);
-  return atomic_load(&g_cuda_ready) ? &g_cuda : NULL;
+  return fake_once_loaded(&g_cuda_loaded, "libcuda.so.1", cuda_resolve) ? &g_cuda : NULL;
 }
 
 static CUcontext current_ctx(const cuda_fns *cu) {

@@ -191,8 +191,7 @@ typedef struct cuda_fns {
 } cuda_fns;
 
 static cuda_fns g_cuda;
-static atomic_int g_cuda_ready;
-static pthread_mutex_t g_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
+static fake_loaded g_cuda_loaded = FAKE_LOADED_INIT;
 
 /* Only the fake CUDA driver's control API (fake_cuda.h): its stream work, and its view of device
  * memory, which also covers memory freed by cuMemFreeAsync after the batch was queued. */
@@ -205,15 +204,7 @@ static int cuda_resolve(void *lib) {
 /* The fake CUDA driver once the process has loaded it, else NULL: as the real nvCOMP, the fake
  * works only in a process that uses CUDA, and it needs the fake driver's stream work. */
 static const cuda_fns *cuda(void) {
-  if (atomic_load(&g_cuda_ready)) return &g_cuda;
-  pthread_mutex_lock(&g_cuda_lock);
-  if (!atomic_load(&g_cuda_ready)) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (lib && cuda_resolve(lib)) atomic_store(&g_cuda_ready, 1);
-    else if (lib) dlclose(lib);
-  }
-  pthread_mutex_unlock(&g_cuda_lock);
-  return atomic_load(&g_cuda_ready) ? &g_cuda : NULL;
+  return fake_once_loaded(&g_cuda_loaded, "libcuda.so.1", cuda_resolve) ? &g_cuda : NULL;
 }
 
 /* ---- The CPU libraries -------------------------------------------------------------------- */
