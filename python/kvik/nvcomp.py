@@ -303,9 +303,10 @@ def read_decompress(codec: Union[str, Codec], chunks: Sequence[Any]) -> List[Any
     the GIL is released meanwhile. Returns the outputs.
 
     A chunk that fails raises KvikError with ``chunk`` and ``statuses``, as decode() does; the
-    other chunks are decoded all the same. A chunk that nvCOMP decodes to another size than its
-    output's fails with KVIK_EDECODED_SIZE: nvCOMP 6 reports much corrupt data as decoded, and
-    the size is what kvik can check (corruption that keeps it needs a checksum)."""
+    other chunks are decoded all the same. kvik checks each chunk's framing before nvCOMP sees it
+    (zstd, LZ4, Snappy, gzip): a broken one fails with EBADMSG, one that states or decodes to
+    another size than its output's with KVIK_EDECODED_SIZE. Corruption that keeps the framing
+    needs a checksum to be found (kvik.h, "Compression")."""
     if isinstance(codec, str):
         if codec.lower() not in _NAMES:
             raise ValueError(f"unknown codec {codec!r}: one of {', '.join(_NAMES)}")
