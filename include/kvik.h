@@ -182,6 +182,7 @@ KVIK_API const char *kvik_last_error(void);
  *                                                             KVIK_REACTOR_PER_CHUNK
  *   KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS 256
  *   KVIK_SETTING_NVCOMP_LIBRARY KVIK_NVCOMP_LIBRARY           "" (the soname)
+ *   KVIK_SETTING_NVCOMP_MEMORY KVIK_NVCOMP_MEMORY             16 GiB
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_. What each
  * does, KVIK_SETTING_ left out (how the O_DIRECT, zero-copy and io_uring paths work, and why:
@@ -228,6 +229,11 @@ KVIK_API const char *kvik_last_error(void);
  *    may change at any time, taking effect for requests that start after.
  *  - NVCOMP_LIBRARY: the file that nvCOMP is loaded from, "" for the soname (see "Compression").
  *    Read when nvCOMP is first needed; a change after that has no effect in this process.
+ *  - NVCOMP_MEMORY: the device memory, per GPU, that kvik keeps between calls for its work with
+ *    nvCOMP (nvCOMP's temporary space, kvik_file_read_decompress()'s staging), so that a call
+ *    does not map again what the last one freed (see "Compression"). 0 keeps none. Memory above
+ *    it goes back to the device when the work that used it is waited for; a change applies from
+ *    the next such call on.
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
@@ -259,6 +265,7 @@ typedef enum kvik_setting {
   KVIK_SETTING_REMOTE_IO_REACTOR_DISPATCH,
   KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS,
   KVIK_SETTING_NVCOMP_LIBRARY,
+  KVIK_SETTING_NVCOMP_MEMORY,
   KVIK_SETTING_COUNT /* number of settings; not a setting */
 } kvik_setting;
 

@@ -2,9 +2,10 @@
  * "Compression").
  *
  * One call makes one pass on the caller's stream: the host arrays go to a pinned block, from
- * there in one copy to a device block (the pointer and size arrays nvCOMP reads, the sizes and
- * statuses it writes, its temporary space), nvCOMP runs, the sizes and statuses come back to the
- * pinned block in one copy, the device block is freed in stream order, and a host function of
+ * there in one copy to a device block from kvik's pool (device_pool.h: the pointer and size
+ * arrays nvCOMP reads, the sizes and statuses it writes, its temporary space), nvCOMP runs, the
+ * sizes and statuses come back to the pinned block in one copy, the device block is freed in
+ * stream order, and a host function of
  * the stream turns the statuses into kvik codes in the caller's arrays. A host function may make
  * no CUDA call, so it cannot free the pinned block: it puts it on a list that later calls take
  * their blocks from. */
@@ -18,6 +19,7 @@
 #include <strings.h>
 
 #include "cuda.h"
+#include "device_pool.h"
 #include "error.h"
 #include "memory.h"
 #include "nvcomp.h"
@@ -350,23 +352,6 @@ static int finish(const batch *b, const kvik__cuda_api *cu, CUstream stream, blo
   return rc < 0 ? rc : launch;
 }
 
-/* Allocate the device block, in stream order where the driver can. */
-static int device_alloc(const batch *b, const kvik__cuda_api *cu, size_t bytes, CUstream stream,
-                        CUdeviceptr *d) {
-  if (cu->cuMemAllocAsync)
-    return kvik__cuda_check(cu->cuMemAllocAsync(d, bytes, stream), b->fn, "cuMemAllocAsync");
-  return kvik__cuda_check(cu->cuMemAlloc(d, bytes), b->fn, "cuMemAlloc");
-}
-
-/* Free it after the stream's work: in stream order, or by waiting for the stream. */
-static int device_free(const batch *b, const kvik__cuda_api *cu, CUdeviceptr d, CUstream stream) {
-  if (cu->cuMemAllocAsync)
-    return kvik__cuda_check(cu->cuMemFreeAsync(d, stream), b->fn, "cuMemFreeAsync");
-  int rc = kvik__cuda_check(cu->cuStreamSynchronize(stream), b->fn, "cuStreamSynchronize");
-  /* Memory a failed stream may still use is left allocated. */
-  return rc < 0 ? rc : kvik__cuda_check(cu->cuMemFree(d), b->fn, "cuMemFree");
-}
-
 /* The pass of the file comment, in the stream's context. */
 static int run_in_context(const batch *b, const kvik__nvcomp_format_api *f,
                           const kvik__cuda_api *cu, CUstream stream) {
@@ -378,7 +363,7 @@ static int run_in_context(const batch *b, const kvik__nvcomp_format_api *f,
   if ((rc = block_take(b->fn, cu, l.in_bytes + l.out_bytes, &blk)) < 0) return rc;
   fill_inputs(b, blk, &l);
   CUdeviceptr d = 0;
-  if ((rc = device_alloc(b, cu, l.total, stream, &d)) < 0) {
+  if ((rc = kvik__device_pool_alloc(b->fn, cu, l.total, stream, &d)) < 0) {
     block_give_back(blk);
     return rc;
   }
@@ -390,7 +375,7 @@ static int run_in_context(const batch *b, const kvik__nvcomp_format_api *f,
                                                 d + l.out_offset, l.out_bytes, stream),
                           b->fn, "cuMemcpyDtoHAsync");
   rc = finish(b, cu, stream, blk, rc);
-  int freed = device_free(b, cu, d, stream);
+  int freed = kvik__device_pool_free(b->fn, cu, d, stream);
   return rc < 0 ? rc : freed;
 }
 

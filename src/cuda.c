@@ -166,6 +166,9 @@ static void load_locked(void) {
   *(void **)&api.cuStreamWriteValue32 = dlsym(handle, "cuStreamWriteValue32_v2");
   *(void **)&api.cuMemAllocAsync = dlsym(handle, "cuMemAllocAsync");
   *(void **)&api.cuMemFreeAsync = dlsym(handle, "cuMemFreeAsync");
+  *(void **)&api.cuMemPoolCreate = dlsym(handle, "cuMemPoolCreate");
+  *(void **)&api.cuMemPoolSetAttribute = dlsym(handle, "cuMemPoolSetAttribute");
+  *(void **)&api.cuMemAllocFromPoolAsync = dlsym(handle, "cuMemAllocFromPoolAsync");
   CUresult result = api.cuInit(0);
   if (result != CUDA_SUCCESS) {
     const char *name = NULL;

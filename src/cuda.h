@@ -14,6 +14,20 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef void (*CUhostFn)(void *user_data);
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+
+/* cuda.h's CUmemPoolProps, 88 bytes: the members kvik sets, then those it leaves 0 (maxSize 0:
+ * the pool may grow to the device's memory; usage; reserved). */
+typedef struct CUmemPoolProps {
+  int allocType;   /* CU_MEM_ALLOCATION_TYPE_PINNED */
+  int handleTypes; /* 0: no shareable handles */
+  struct {
+    int type; /* CU_MEM_LOCATION_TYPE_DEVICE */
+    int id;   /* the device's ordinal */
+  } location;
+  void *win32SecurityAttributes;
+  unsigned char unset[64];
+} CUmemPoolProps;
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_NOT_READY 600
@@ -39,6 +53,9 @@ typedef void (*CUhostFn)(void *user_data);
 #define CU_MEMHOSTREGISTER_PORTABLE 1
 #define CU_STREAM_WAIT_VALUE_GEQ 0
 #define CU_STREAM_WRITE_VALUE_DEFAULT 0
+#define CU_MEM_ALLOCATION_TYPE_PINNED 1
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4 /* its value: a cuuint64_t */
 
 /* Every driver function kvik calls: X(member, exported symbol, return type, parameters).
  * Versioned symbols (_v2) are the ones cuda.h maps the plain names to. */
@@ -55,6 +72,7 @@ typedef void (*CUhostFn)(void *user_data);
   X(cuCtxGetCurrent, "cuCtxGetCurrent", CUresult, (CUcontext * ctx))                               \
   X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", CUresult, (CUcontext ctx))                            \
   X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", CUresult, (CUcontext * ctx))                            \
+  X(cuCtxGetDevice, "cuCtxGetDevice", CUresult, (CUdevice * device))                               \
   X(cuPointerGetAttributes, "cuPointerGetAttributes", CUresult,                                    \
     (unsigned count, int *attributes, void **data, CUdeviceptr ptr))                               \
   X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr * ptr, size_t size))                       \
@@ -96,6 +114,11 @@ typedef struct kvik__cuda_api {
   /* Optional (CUDA 11.2 and later; NULL before): the stream-ordered allocator. */
   CUresult (*cuMemAllocAsync)(CUdeviceptr *ptr, size_t size, CUstream stream);
   CUresult (*cuMemFreeAsync)(CUdeviceptr ptr, CUstream stream);
+  /* Optional (CUDA 11.2 and later; NULL before): memory pools of one's own. */
+  CUresult (*cuMemPoolCreate)(CUmemoryPool *pool, const CUmemPoolProps *props);
+  CUresult (*cuMemPoolSetAttribute)(CUmemoryPool pool, int attribute, void *value);
+  CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *ptr, size_t size, CUmemoryPool pool,
+                                      CUstream stream);
 } kvik__cuda_api;
 
 /* The driver API, loading libcuda.so.1 and calling cuInit(0) on the first call. Returns NULL

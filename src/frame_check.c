@@ -213,6 +213,8 @@ int kvik__frame_checked(kvik_codec codec) {
          codec == KVIK_CODEC_GZIP;
 }
 
+int kvik__frame_check_walks_bytes(kvik_codec codec) { return codec == KVIK_CODEC_LZ4; }
+
 int kvik__frame_check(kvik_codec codec, const unsigned char *p, size_t size, size_t expected,
                       char *why, size_t len) {
   walk w = {.p = p, .size = size, .why = why, .len = len};

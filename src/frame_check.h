@@ -25,6 +25,9 @@
 /* Whether kvik__frame_check() checks anything of the codec's chunks. */
 int kvik__frame_checked(kvik_codec codec);
 
+/* Whether its check walks every byte of a chunk (LZ4), rather than headers a few bytes each. */
+int kvik__frame_check_walks_bytes(kvik_codec codec);
+
 /* Check the chunk of `size` bytes at `p`, which must decode to `expected` bytes. Returns 0;
  * KVIK_EDECODED_SIZE where its framing states another size; -EBADMSG where its framing is broken.
  * `why` (cut to `len` bytes) then says what was found. */

@@ -2,15 +2,15 @@
  * pinned host memory, checked there (frame_check.h), copied to staging device memory of kvik's
  * own, and decoded from there into their outputs.
  *
- * The chunks go in batches of at most `budget` compressed bytes, each one nvCOMP call on a stream
- * of its own with its own staging device memory (SLOTS of them, taken in turn: a slot is filled
- * again once the decoding of the batch that used it is done). A batch is read in steps of at
- * most `step` bytes, into two pinned host buffers that take turns: a step's chunks are read by
- * kvik__file_pread_pooled() (the pool's threads, whatever a chunk's size), checked, and copied
- * to the device on the batch's stream, while the next step is read into the other buffer. The
- * batch's decoding is enqueued after its last copy. nvCOMP's results land by the streams' host
- * functions (codec.c) and are judged after every stream was waited for. docs/design.md ("The
- * fused read") says why batches are large and several are in flight at once. */
+ * The chunks go in batches of at most `budget` compressed bytes and `batch_chunks` chunks, each
+ * one nvCOMP call on a stream of its own with its own staging device memory (SLOTS of them,
+ * taken in turn: a slot is filled again once the decoding of the batch that used it is done). A
+ * batch is read in steps of at most `step` bytes, into HOSTS pinned host buffers taken in turn:
+ * a step's chunks are read by kvik__file_pread_pooled() (the pool's threads, whatever a chunk's
+ * size), checked, and copied to the device on the batch's stream, while the next steps are read
+ * into the other buffers. The batch's decoding is enqueued after its last copy. nvCOMP's
+ * results land by the streams' host functions (codec.c) and are judged after every stream was
+ * waited for. docs/design.md ("The fused read") says why the sizes are what they are. */
 #define _GNU_SOURCE
 #include "read_decompress.h"
 
@@ -24,6 +24,7 @@
 
 #include "bounce.h"
 #include "cuda.h"
+#include "device_pool.h"
 #include "error.h"
 #include "file.h"
 #include "frame_check.h"
@@ -31,18 +32,21 @@
 #include "pool.h"
 #include "sys.h"
 
-#define DEFAULT_BUDGET ((size_t)512 << 20) /* compressed bytes of a batch */
-#define DEFAULT_STEP ((size_t)64 << 20)    /* compressed bytes read into pinned memory at once */
-#define SLOTS 4                            /* batches in flight */
+#define DEFAULT_BUDGET ((size_t)2 << 30) /* compressed bytes of a batch */
+#define DEFAULT_BATCH_CHUNKS 1024        /* chunks of a batch */
+#define DEFAULT_STEP ((size_t)16 << 20)  /* compressed bytes read into pinned memory at once */
+#define SLOTS 4                          /* batches in flight */
+#define HOSTS 4                          /* steps in flight */
 #define STAGING_ALIGN 256 /* a CUDA allocation's; above every nvCOMP 6 input alignment */
 #define PAGE ((size_t)4096)
 
 static const char fn[] = "kvik_file_read_decompress";
 
-static _Atomic size_t budget_for_tests, step_for_tests;
+static _Atomic size_t budget_for_tests, chunks_for_tests, step_for_tests;
 
-void kvik__read_decompress_sizes(size_t budget, size_t step) {
+void kvik__read_decompress_sizes(size_t budget, size_t chunks, size_t step) {
   budget_for_tests = budget;
+  chunks_for_tests = chunks;
   step_for_tests = step;
 }
 
@@ -79,13 +83,13 @@ typedef struct call {
   arrays a;
   void *block;
   size_t align; /* of chunks in a staging buffer */
-  size_t budget, step, staging_bytes, host_bytes, batches;
+  size_t budget, batch_chunks, step, staging_bytes, host_bytes, batches;
   const kvik__cuda_api *cu;
   CUstream stream[SLOTS];
   CUdeviceptr staging[SLOTS];
   CUevent decoded[SLOTS];
-  void *host[2];
-  CUevent copied[2];
+  void *host[HOSTS];
+  CUevent copied[HOSTS];
   check_task *checks; /* one a chunk */
   pthread_mutex_t lock;
   pthread_cond_t checked;
@@ -139,25 +143,30 @@ static size_t padded(const call *c, size_t bytes) {
 }
 
 /* Place each chunk in its batch's staging buffer: a batch ends where the next chunk would pass
- * the budget, but takes one chunk at least. The staging buffers hold the largest batch; the
- * pinned ones a step, or the largest chunk. */
+ * the budget or the count, but takes one chunk at least. The staging buffers hold the largest
+ * batch; the pinned ones a step, or the largest chunk. */
 static void plan(call *c) {
-  size_t budget = budget_for_tests, step = step_for_tests;
+  size_t budget = budget_for_tests, chunks = chunks_for_tests, step = step_for_tests;
   c->budget = budget ? budget : DEFAULT_BUDGET;
+  c->batch_chunks = chunks ? chunks : DEFAULT_BATCH_CHUNKS;
   c->step = step ? step : DEFAULT_STEP;
-  c->host_bytes = c->step;
-  size_t fill = 0;
+  size_t fill = 0, count = 0, total = 0;
   for (size_t i = 0; i < c->n; i++) {
     size_t bytes = padded(c, c->chunks[i].compressed_size);
-    if (i == 0 || (fill > 0 && (bytes > c->budget || fill > c->budget - bytes))) {
+    if (i == 0 || (fill > 0 && (bytes > c->budget || fill > c->budget - bytes)) ||
+        count == c->batch_chunks) {
       c->batches++;
-      fill = 0;
+      fill = count = 0;
     }
+    count++;
     c->a.staged[i] = fill;
     fill += bytes;
+    total += bytes;
     if (fill > c->staging_bytes) c->staging_bytes = fill;
     if (bytes > c->host_bytes) c->host_bytes = bytes;
   }
+  /* A step, or all there is; the largest chunk at least. */
+  if (c->host_bytes < c->step) c->host_bytes = total < c->step ? total : c->step;
   c->host_bytes = (c->host_bytes + PAGE - 1) / PAGE * PAGE;
 }
 
@@ -206,19 +215,20 @@ static int arrays_alloc(call *c) {
 
 static int cuda(CUresult result, const char *what) { return kvik__cuda_check(result, fn, what); }
 
-/* A stream, staging device memory and an event for each slot the batches use; two pinned
- * buffers and their events where the chunks take more than one step. */
+/* A stream, staging device memory (from kvik's pool, which keeps it for the next call) and an
+ * event for each slot the batches use; the pinned buffers and their events. */
 static int staging_alloc(call *c) {
   const kvik__cuda_api *cu = c->cu;
   int rc = 0;
   size_t slots = c->batches < SLOTS ? c->batches : SLOTS;
   for (size_t d = 0; rc == 0 && d < slots; d++) {
     rc = cuda(cu->cuStreamCreate(&c->stream[d], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    if (rc == 0) rc = cuda(cu->cuMemAlloc(&c->staging[d], c->staging_bytes), "cuMemAlloc");
+    if (rc == 0)
+      rc = kvik__device_pool_alloc(fn, cu, c->staging_bytes, c->stream[d], &c->staging[d]);
     if (rc == 0)
       rc = cuda(cu->cuEventCreate(&c->decoded[d], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   }
-  for (int h = 0; rc == 0 && h < 2; h++) {
+  for (int h = 0; rc == 0 && h < HOSTS; h++) {
     rc = kvik__pinned_get(fn, c->host_bytes, &c->host[h]);
     if (rc == 0)
       rc = cuda(cu->cuEventCreate(&c->copied[h], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
@@ -243,10 +253,10 @@ static void staging_free(call *c, int streams_idle) {
   const kvik__cuda_api *cu = c->cu;
   for (int d = 0; d < SLOTS; d++) {
     if (c->decoded[d]) cu->cuEventDestroy(c->decoded[d]);
-    if (c->staging[d] && streams_idle) cu->cuMemFree(c->staging[d]);
+    if (c->staging[d] && streams_idle) kvik__device_pool_free(fn, cu, c->staging[d], c->stream[d]);
     if (c->stream[d]) cu->cuStreamDestroy(c->stream[d]);
   }
-  for (int h = 0; h < 2; h++) {
+  for (int h = 0; h < HOSTS; h++) {
     if (c->copied[h]) cu->cuEventDestroy(c->copied[h]);
     if (c->host[h] && streams_idle) kvik__pinned_put(c->host[h], c->host_bytes);
   }
@@ -290,10 +300,12 @@ static void step_at(const call *c, size_t first, size_t k, size_t batch_first, i
   s->h = h;
 }
 
-/* The step after `s`, in its batch or the next one; 0 after the last. */
+/* The step after `s`, in its batch or the next one, into the next pinned buffer; 0 after the
+ * last. */
 static int step_next(const call *c, const step *s, step *next) {
-  if (s->last < s->batch_end) step_at(c, s->last, s->k, s->batch_first, !s->h, next);
-  else if (s->last < c->n) step_at(c, s->last, s->k + 1, s->last, !s->h, next);
+  int h = (s->h + 1) % HOSTS;
+  if (s->last < s->batch_end) step_at(c, s->last, s->k, s->batch_first, h, next);
+  else if (s->last < c->n) step_at(c, s->last, s->k + 1, s->last, h, next);
   else return 0;
   return 1;
 }
@@ -328,8 +340,9 @@ static void check_run(kvik__task *task) {
   pthread_mutex_unlock(&c->lock);
 }
 
-/* Check the framing of the step's chunks that were read, on the pool (on the calling thread
- * where the pool cannot start), and wait. */
+/* Check the framing of the step's chunks that were read, and wait: on the calling thread where
+ * the checks read only headers, else on the pool (on the calling thread where it cannot start).
+ * Tasks for the pool would queue behind the reads of the steps ahead. */
 static void step_frames(call *c, const step *s) {
   kvik__task *first = NULL, **link = &first, *last = NULL;
   size_t count = 0;
@@ -343,7 +356,7 @@ static void step_frames(call *c, const step *s) {
   }
   if (!count) return;
   c->checking = count;
-  if (kvik__pool_submit(KVIK__POOL_IO, first, last) < 0)
+  if (!kvik__frame_check_walks_bytes(c->codec) || kvik__pool_submit(KVIK__POOL_IO, first, last) < 0)
     for (kvik__task *t = first, *next; t; t = next) {
       next = t->next;
       check_run(t);
@@ -407,30 +420,52 @@ static void fail_rest(call *c, size_t first, int code) {
   for (size_t e = first; e < c->n; e++) c->a.chunk_of[e] = SIZE_MAX; /* nothing to judge */
 }
 
-/* The pipeline of the file comment: the reads of the next step run while this one is checked
+/* The steps read ahead: a ring of at most HOSTS, step i in pinned buffer i % HOSTS. */
+typedef struct ahead {
+  step steps[HOSTS];
+  size_t first, count, issued; /* the oldest's place in `steps`, how many, how many ever */
+} ahead;
+
+/* Start reading the step after the newest one, into the buffer of the oldest step, which was
+ * copied from (its copy was enqueued) or not used yet. 0 when all steps were issued, 1 when one
+ * was, or a failed wait's code. */
+static int read_ahead(call *c, ahead *q) {
+  step next;
+  if (q->issued == 0) step_at(c, 0, 0, 0, 0, &next);
+  else if (!step_next(c, &q->steps[(q->first + q->count - 1) % HOSTS], &next)) return 0;
+  if (q->issued >= HOSTS) {
+    int rc = cuda(c->cu->cuEventSynchronize(c->copied[next.h]), "cuEventSynchronize");
+    if (rc < 0) return rc;
+  }
+  step_read(c, &next);
+  q->steps[(q->first + q->count++) % HOSTS] = next;
+  q->issued++;
+  return 1;
+}
+
+/* The pipeline of the file comment: HOSTS steps are read ahead while the oldest one is checked
  * and copied. An error of its own stops it: the chunks of batches it had not enqueued fail with
  * it. */
 static void pipeline(call *c) {
-  step s, next;
-  step_at(c, 0, 0, 0, 0, &s);
-  step_read(c, &s);
-  for (int rc = 0;; s = next) {
-    int more = step_next(c, &s, &next);
-    /* The next step's buffer is free once the copy of the step before this one is done. */
-    if (more && s.first > 0)
-      rc = cuda(c->cu->cuEventSynchronize(c->copied[next.h]), "cuEventSynchronize");
-    int reading = more && rc == 0;
-    if (reading) step_read(c, &next);
+  ahead q = {0};
+  size_t enqueued = 0; /* the chunks before it are in batches enqueued */
+  int rc = 0;
+  while (q.count < HOSTS && (rc = read_ahead(c, &q)) > 0) continue;
+  while (rc >= 0 && q.count > 0) {
+    step s = q.steps[q.first];
+    q.first = (q.first + 1) % HOSTS;
+    q.count--;
     step_check(c, &s);
-    if (rc == 0) rc = step_copy(c, &s);
-    if (rc == 0 && s.last == s.batch_end)
-      rc = decode_batch(c, s.batch_first, s.batch_end, (int)(s.k % SLOTS));
+    rc = step_copy(c, &s);
+    if (rc == 0 && s.last == s.batch_end &&
+        (rc = decode_batch(c, s.batch_first, s.batch_end, (int)(s.k % SLOTS))) == 0)
+      enqueued = s.batch_end;
+    if (rc == 0) rc = read_ahead(c, &q);
     if (rc < 0) {
-      if (reading) step_wait(c, &next); /* its reads are done with the buffer */
-      fail_rest(c, s.batch_first, rc);
-      return;
+      for (; q.count > 0; q.count--, q.first = (q.first + 1) % HOSTS)
+        step_wait(c, &q.steps[q.first]); /* their reads are done with the buffers */
+      fail_rest(c, enqueued, rc);
     }
-    if (!more) return;
   }
 }
 

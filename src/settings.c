@@ -42,6 +42,7 @@ static const char *const backend_names[] = {"EASY_THREADPOOL", "MULTI_POLL"};
 static const char *const dispatch_names[] = {"PER_CHUNK", "PER_PREAD"};
 
 #define MiB (INT64_C(1) << 20)
+#define GiB (INT64_C(1) << 30)
 /* kvikio bounds its counts and sizes only by their C types. kvik's bounds, and why:
  *  - sizes: INT64_MAX, the most an int64_t setting holds (kvikio's size_t goes further);
  *  - threads, connections and attempts: UINT_MAX, as kvikio's unsigned int thread count; the
@@ -98,6 +99,8 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
                                                         NULL, KIND_COUNT, 0, MAX_BYTES, NULL},
     [KVIK_SETTING_NVCOMP_LIBRARY] = {"nvcomp_library", "KVIK_NVCOMP_LIBRARY", NULL, KIND_TEXT, 0, 0,
                                      NULL},
+    [KVIK_SETTING_NVCOMP_MEMORY] = {"nvcomp_memory", "KVIK_NVCOMP_MEMORY", NULL, KIND_BYTES, 0,
+                                    MAX_BYTES, NULL},
 };
 
 static _Atomic int64_t values[KVIK_SETTING_COUNT];
@@ -144,6 +147,9 @@ static int64_t default_value(kvik_setting s) {
   case KVIK_SETTING_IO_URING: return KVIK_AUTO;
   case KVIK_SETTING_REMOTE_IO_NUM_REACTORS: return 1;
   case KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS: return 256;
+  /* Enough for nvCOMP's zstd to decode 4 GiB at once and keep its temporary space (about 12.5
+   * GiB), a fifth of an 80 GB GPU's memory. */
+  case KVIK_SETTING_NVCOMP_MEMORY: return 16 * GiB;
   default: return 0;
   }
 }

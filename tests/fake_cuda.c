@@ -117,11 +117,11 @@ void fake_cuda_reset(void) {
 
 typedef enum live_kind {
   LIVE_DEVICE, LIVE_PINNED, LIVE_REGISTERED, LIVE_STREAMS, LIVE_EVENTS, LIVE_CONTEXTS,
-  LIVE_PRIMARY, LIVE_COUNT
+  LIVE_PRIMARY, LIVE_POOLS, LIVE_COUNT
 } live_kind;
 
 static const char *const live_names[LIVE_COUNT] = {
-    "device", "pinned", "registered", "streams", "events", "contexts", "primary"};
+    "device", "pinned", "registered", "streams", "events", "contexts", "primary", "pools"};
 static atomic_long g_live[LIVE_COUNT];
 
 long fake_cuda_live(const char *what) {
@@ -1178,6 +1178,71 @@ CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t size, CUstream stream) {
   if (result != CUDA_SUCCESS) return result;
   /* The memory is usable at once, which stream order also allows. */
   result = device_alloc(ptr, size, KIND_POOL, s->ctx);
+  stream_put(s);
+  return result;
+}
+
+/* Memory pools of one's own: their allocations are the default pool's (KIND_POOL); a pool keeps
+ * its device and release threshold, which fake_cuda_pool_threshold() reports. */
+struct CUmemPoolHandle_st {
+  CUdevice device;
+  unsigned long long release_threshold;
+};
+
+static _Atomic unsigned long long g_last_threshold;
+
+unsigned long long fake_cuda_pool_threshold(void) { return atomic_load(&g_last_threshold); }
+
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+  ENTER(cuMemPoolCreate);
+  if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      props->handleTypes != 0 || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      !device_valid(props->location.id))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < sizeof props->unset; i++)
+    if (props->unset[i]) return CUDA_ERROR_INVALID_VALUE;
+  CUmemoryPool p = calloc(1, sizeof *p);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  p->device = props->location.id;
+  atomic_fetch_add(&g_live[LIVE_POOLS], 1);
+  *pool = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  ENTER(cuMemPoolDestroy);
+  if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  atomic_fetch_sub(&g_live[LIVE_POOLS], 1);
+  free(pool);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attribute, void *value) {
+  ENTER(cuMemPoolSetAttribute);
+  if (!pool || !value || attribute != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+    return CUDA_ERROR_INVALID_VALUE;
+  memcpy(&pool->release_threshold, value, sizeof pool->release_threshold);
+  atomic_store(&g_last_threshold, pool->release_threshold);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attribute, void *value) {
+  ENTER(cuMemPoolGetAttribute);
+  if (!pool || !value || attribute != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+    return CUDA_ERROR_INVALID_VALUE;
+  memcpy(value, &pool->release_threshold, sizeof pool->release_threshold);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *ptr, size_t size, CUmemoryPool pool,
+                                 CUstream stream) {
+  ENTER(cuMemAllocFromPoolAsync);
+  if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  CUstream s;
+  CUresult result = stream_get(stream, &s);
+  if (result != CUDA_SUCCESS) return result;
+  result = s->ctx->device == pool->device ? device_alloc(ptr, size, KIND_POOL, s->ctx)
+                                          : CUDA_ERROR_INVALID_VALUE;
   stream_put(s);
   return result;
 }

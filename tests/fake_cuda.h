@@ -50,8 +50,13 @@ long fake_cuda_calls(const char *symbol);
  *                makes on demand are not counted)
  *   "events"     events made with cuEventCreate and not destroyed
  *   "contexts"   contexts made with cuCtxCreate and not destroyed
- *   "primary"    cuDevicePrimaryCtxRetain calls not yet matched by a release, over all devices */
+ *   "primary"    cuDevicePrimaryCtxRetain calls not yet matched by a release, over all devices
+ *   "pools"      memory pools made with cuMemPoolCreate and not destroyed */
 long fake_cuda_live(const char *what);
+
+/* The release threshold most recently set on any memory pool (cuMemPoolSetAttribute), 0 if none
+ * was. */
+unsigned long long fake_cuda_pool_threshold(void);
 
 /* Disarm every armed failure and zero the call counters. Live counts are left as they are. */
 void fake_cuda_reset(void);
@@ -100,10 +105,18 @@ typedef struct CUmod_st *CUmodule;
   X(cuCtxDestroy, "cuCtxDestroy_v2", CUresult, (CUcontext ctx))                                 \
   X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext ctx))                              \
   X(cuCtxSynchronize, "cuCtxSynchronize", CUresult, (void))                                     \
-  X(cuCtxGetDevice, "cuCtxGetDevice", CUresult, (CUdevice * device))                            \
   X(cuCtxGetId, "cuCtxGetId", CUresult, (CUcontext ctx, unsigned long long *id))                \
   X(cuMemAllocAsync, "cuMemAllocAsync", CUresult, (CUdeviceptr * ptr, size_t size, CUstream s)) \
   X(cuMemFreeAsync, "cuMemFreeAsync", CUresult, (CUdeviceptr ptr, CUstream stream))             \
+  X(cuMemPoolCreate, "cuMemPoolCreate", CUresult,                                               \
+    (CUmemoryPool * pool, const CUmemPoolProps *props))                                         \
+  X(cuMemPoolDestroy, "cuMemPoolDestroy", CUresult, (CUmemoryPool pool))                        \
+  X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", CUresult,                                   \
+    (CUmemoryPool pool, int attribute, void *value))                                            \
+  X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", CUresult,                                   \
+    (CUmemoryPool pool, int attribute, void *value))                                            \
+  X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", CUresult,                               \
+    (CUdeviceptr * ptr, size_t size, CUmemoryPool pool, CUstream stream))                       \
   X(cuMemAllocManaged, "cuMemAllocManaged", CUresult,                                           \
     (CUdeviceptr * ptr, size_t size, unsigned flags))                                           \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult, (CUdeviceptr dst, const void *src, size_t size)) \

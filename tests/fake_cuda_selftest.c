@@ -213,7 +213,7 @@ static void expect_no_context(void) {
   ASSERT_EQ(cu.cuMemcpyDtoHAsync(buf, 0x1000, sizeof buf, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_CONTEXT);
   ASSERT_EQ(cu.cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_ERROR_INVALID_CONTEXT);
   ASSERT_EQ(cx.cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
-  ASSERT_EQ(cx.cuCtxGetDevice(&dev), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_EQ(cu.cuCtxGetDevice(&dev), CUDA_ERROR_INVALID_CONTEXT);
   ASSERT_EQ(cu.cuCtxPopCurrent(&ctx), CUDA_ERROR_INVALID_CONTEXT);
 }
 
@@ -241,7 +241,7 @@ static void test_context_stack(CUcontext p0) {
   ASSERT(c1 != p0);
   ASSERT_EQ(fake_live("contexts"), 1);
   CUdevice dev = -1;
-  CU_OK(cx.cuCtxGetDevice(&dev));
+  CU_OK(cu.cuCtxGetDevice(&dev));
   ASSERT_EQ(dev, 1);
   CU_OK(cu.cuCtxPopCurrent(&popped));
   ASSERT(popped == c1);
@@ -256,7 +256,7 @@ static void test_context_stack(CUcontext p0) {
   CU_OK(cx.cuCtxSetCurrent(NULL));
   CU_OK(cu.cuCtxGetCurrent(&cur));
   ASSERT(cur == p0);
-  CU_OK(cx.cuCtxGetDevice(&dev));
+  CU_OK(cu.cuCtxGetDevice(&dev));
   ASSERT_EQ(dev, 0);
 
   /* Destroying pops it when current; a destroyed or primary context cannot be destroyed. */

@@ -204,6 +204,26 @@ static fake_nvcomp_fail_chunk_fn fake_nvcomp(void) {
 
 #define NOT_SUPPORTED (KVIK_ENVCOMP_BASE - 11) /* nvcompErrorNotSupported */
 
+/* The fake CUDA driver's control function `name` (tests/fake_cuda.h), NULL for a real driver. */
+static void *fake_cuda_symbol(const char *name) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return NULL;
+  void *sym = dlsym(lib, name);
+  dlclose(lib);
+  return sym;
+}
+
+/* On the fake driver, a device that refuses memory pools (before kvik made its own): nvCOMP's
+ * space then comes from the device's default pool, for good. Returns the fake's call counter,
+ * NULL for a real driver. */
+static long (*refuse_pools(void))(const char *) {
+  void (*fail)(const char *, int, int) =
+      (void (*)(const char *, int, int))fake_cuda_symbol("fake_cuda_fail");
+  if (!fail) return NULL;
+  fail("cuMemPoolCreate", 1, 801 /* CUDA_ERROR_NOT_SUPPORTED */);
+  return (long (*)(const char *))fake_cuda_symbol("fake_cuda_calls");
+}
+
 /* Returns 0 where nvCOMP does not compress the codec here (gzip on some GPUs, the fake's
  * GPU-only formats). */
 static int test_round_trip(kvik_codec codec) {
@@ -399,6 +419,7 @@ int main(int argc, char **argv) {
     printf("no CUDA driver: data tests skipped\n");
     return TEST_SKIP;
   }
+  long (*cuda_calls)(const char *) = refuse_pools();
   int tested = 0;
   for (int c = 0; c < KVIK_CODEC_COUNT; c++) {
     int supported = kvik_codec_supported((kvik_codec)c);
@@ -414,6 +435,12 @@ int main(int argc, char **argv) {
     tested++;
   }
   ASSERT(tested > 0);
+  if (cuda_calls) {
+    ASSERT_EQ(cuda_calls("cuMemPoolCreate"), 1);
+    ASSERT_EQ(cuda_calls("cuMemAllocFromPoolAsync"), 0);
+    ASSERT(cuda_calls("cuMemAllocAsync") >= tested);
+    printf("without memory pools: tested\n");
+  }
   test_oversize_is_no_success();
   test_threads(KVIK_CODEC_LZ4);
   return 0;

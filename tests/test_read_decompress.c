@@ -198,18 +198,20 @@ static void test_round_trip(kvik_codec codec) {
   set_make(&s, codec, 40, 11 + (uint64_t)codec, SHIM_NONE);
   static const char zeros[48 << 10] = {0};
   fake_nvcomp_calls_fn calls = (fake_nvcomp_calls_fn)fake_symbol("fake_nvcomp_calls");
-  /* Batch budgets, and read steps: several steps a batch, a step a chunk. */
-  size_t budgets[] = {0, 1, 64 << 10, 16 << 10, 64 << 10, 0};
-  size_t steps[] = {0, 0, 0, 0, 8 << 10, 1};
+  /* Batch budgets in bytes and in chunks, and read steps: several steps a batch, a step a
+   * chunk, more steps than pinned buffers. */
+  size_t budgets[] = {0, 1, 64 << 10, 16 << 10, 64 << 10, 0, 0};
+  size_t counts[] = {0, 0, 0, 0, 0, 0, 7};
+  size_t steps[] = {0, 0, 0, 0, 8 << 10, 1, 4 << 10};
   for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
-    kvik__read_decompress_sizes(budgets[b], steps[b]);
+    kvik__read_decompress_sizes(budgets[b], counts[b], steps[b]);
     for (size_t i = 0; i < s.n; i++) to_device(s.dst[i], zeros, s.chunks[i].uncompressed_size);
     long before = calls ? calls(DECOMPRESS[codec]) : 0;
     ASSERT_OK(run(&s));
     long batches = calls ? calls(DECOMPRESS[codec]) - before : -1;
-    printf("%s: budget %zu, step %zu: %ld batches\n", kvik_codec_name(codec), budgets[b], steps[b],
-           batches);
-    if (calls && budgets[b] == 0) ASSERT_EQ(batches, 1);
+    printf("%s: budget %zu, %zu chunks, step %zu: %ld batches\n", kvik_codec_name(codec),
+           budgets[b], counts[b], steps[b], batches);
+    if (calls && budgets[b] == 0) ASSERT_EQ(batches, counts[b] ? 6 : 1); /* 40 chunks by 7 */
     if (calls && budgets[b] == 1) ASSERT_EQ(batches, (long)s.n); /* a chunk each */
     if (calls && budgets[b] == 64 << 10) ASSERT(batches > 3 && batches < (long)s.n);
     for (size_t i = 0; i < s.n; i++) {
@@ -218,7 +220,7 @@ static void test_round_trip(kvik_codec codec) {
     }
   }
   ASSERT_OK(kvik_file_read_decompress(codec, s.chunks, s.n, NULL)); /* statuses may be NULL */
-  kvik__read_decompress_sizes(0, 0);
+  kvik__read_decompress_sizes(0, 0, 0);
   set_free(&s);
 }
 
@@ -246,7 +248,7 @@ static void expect_only(set *s, int rc, size_t bad, int code) {
 static void test_wrong_size(kvik_codec codec, size_t budget) {
   set s;
   set_make(&s, codec, 12, 5, SHIM_NONE);
-  kvik__read_decompress_sizes(budget, 0);
+  kvik__read_decompress_sizes(budget, 0, 0);
   size_t bad = 7, size = s.chunks[bad].uncompressed_size;
   device_free(s.dst[bad]);
   s.dst[bad] = device_alloc(size + 100);
@@ -259,7 +261,7 @@ static void test_wrong_size(kvik_codec codec, size_t budget) {
   snprintf(decoded, sizeof decoded, "%zu bytes, not %zu", size, size + 100);
   ASSERT(strstr(kvik_last_error(), decoded) != NULL);
   ASSERT(strstr(kvik_last_error(), s.paths[bad % FILES]) != NULL);
-  kvik__read_decompress_sizes(0, 0);
+  kvik__read_decompress_sizes(0, 0, 0);
   set_free(&s);
 }
 
@@ -358,7 +360,7 @@ static void test_small_chunks_in_parallel(kvik_codec codec) {
 static void test_read_error(kvik_codec codec) {
   set s;
   set_make(&s, codec, 20, 13, SHIM_LAST);
-  kvik__read_decompress_sizes(32 << 10, 0);
+  kvik__read_decompress_sizes(32 << 10, 0, 0);
   shim_reset();
   shim.read_errno = EIO;
   shim.read_fail_at = 1;
@@ -366,7 +368,7 @@ static void test_read_error(kvik_codec codec) {
   shim_reset();
   expect_only(&s, rc, s.n - 1, -EIO);
   ASSERT(strstr(kvik_last_error(), SHIM_TARGET_MARK) != NULL);
-  kvik__read_decompress_sizes(0, 0);
+  kvik__read_decompress_sizes(0, 0, 0);
   set_free(&s);
 }
 
@@ -387,7 +389,7 @@ static void test_nvcomp_failures(kvik_codec codec) {
   expect_only(&s, run(&s), 5, KVIK_ENVCOMP_BASE - CANNOT_DECOMPRESS);
   reset();
 
-  kvik__read_decompress_sizes(1, 0); /* a batch a chunk */
+  kvik__read_decompress_sizes(1, 0, 0); /* a batch a chunk */
   fail(DECOMPRESS[codec], 4, INTERNAL);
   int rc = run(&s);
   reset();
@@ -397,8 +399,54 @@ static void test_nvcomp_failures(kvik_codec codec) {
     ASSERT_EQ(s.statuses[i], i < 3 ? 0 : rc);
     if (i < 3) check_chunk(&s, i);
   }
-  kvik__read_decompress_sizes(0, 0);
+  kvik__read_decompress_sizes(0, 0, 0);
   set_free(&s);
+}
+
+/* The fake CUDA driver's control functions (tests/fake_cuda.h), NULL against a real driver. */
+static void *fake_cuda_symbol(const char *name) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return NULL;
+  void *sym = dlsym(lib, name);
+  dlclose(lib);
+  return sym;
+}
+
+/* The staging and nvCOMP's space come from kvik's own pool, made once, whose release threshold
+ * follows KVIK_SETTING_NVCOMP_MEMORY; a failed allocation fails the chunks it was for. */
+static void test_memory_pool(kvik_codec codec) {
+  long (*calls)(const char *) = (long (*)(const char *))fake_cuda_symbol("fake_cuda_calls");
+  long (*live)(const char *) = (long (*)(const char *))fake_cuda_symbol("fake_cuda_live");
+  unsigned long long (*threshold)(void) =
+      (unsigned long long (*)(void))fake_cuda_symbol("fake_cuda_pool_threshold");
+  void (*fail)(const char *, int, int) =
+      (void (*)(const char *, int, int))fake_cuda_symbol("fake_cuda_fail");
+  ASSERT(calls && live && threshold && fail);
+  set s;
+  set_make(&s, codec, 6, 15, SHIM_NONE);
+  long made = calls("cuMemPoolCreate"), taken = calls("cuMemAllocFromPoolAsync");
+  ASSERT_OK(run(&s));
+  ASSERT_EQ(live("pools"), 1);
+  ASSERT_EQ(calls("cuMemPoolCreate"), made); /* made by the first call of the process */
+  ASSERT(calls("cuMemAllocFromPoolAsync") >= taken + 2); /* staging, nvCOMP's block */
+  ASSERT_EQ(threshold(), 16ull << 30);
+
+  int64_t keep;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_NVCOMP_MEMORY, &keep));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NVCOMP_MEMORY, 12345));
+  ASSERT_OK(run(&s));
+  ASSERT_EQ(threshold(), 12345);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NVCOMP_MEMORY, keep));
+
+  fail("cuMemAllocFromPoolAsync", 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+  int rc = run(&s);
+  ASSERT(rc < 0);
+  ASSERT(strstr(kvik_last_error(), "cuMemAllocFromPoolAsync") != NULL);
+  for (size_t i = 0; i < s.n; i++) ASSERT_EQ(s.statuses[i], rc);
+  ASSERT_OK(run(&s));
+  for (size_t i = 0; i < s.n; i++) check_chunk(&s, i);
+  set_free(&s);
+  printf("%s: kvik's memory pool tested\n", kvik_codec_name(codec));
 }
 
 /* Checked before anything starts, nvCOMP or not where they need none. */
@@ -512,6 +560,7 @@ int main(void) {
     test_read_error(codec);
     test_small_chunks_in_parallel(codec);
     if (faked) test_nvcomp_failures(codec);
+    if (fake_cuda_symbol("fake_cuda_pool_threshold")) test_memory_pool(codec);
     test_chunk_checks(codec);
     printf("%s: tested\n", kvik_codec_name(codec));
     tested++;

@@ -24,6 +24,9 @@ Each setting starts from its environment variable (KvikIO's names: ``KVIKIO_NTHR
 - ``"io_uring"``: kvik's own, 0 OFF, 1 ON, 2 AUTO (the default): which host-memory operations of
   a batch the kernel's io_uring serves instead of the thread pool (see kvik.h,
   KVIK_SETTING_IO_URING).
+- ``"nvcomp_memory"``: kvik's own, the device memory per GPU (bytes, 16 GiB) that kvik keeps
+  between calls for its nvCOMP work (nvCOMP's temporary space, the fused read's staging); 0
+  keeps none (see kvik.h, KVIK_SETTING_NVCOMP_MEMORY).
 
 Remote files (kvik.RemoteFile) follow these; a failed request is tried again, after a pause that
 doubles each time from 0.5 s (at most 4 s), as kvikio's:
