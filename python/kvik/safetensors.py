@@ -251,6 +251,13 @@ def _no_constant(word):
     raise ValueError(f"the header holds {word}, which is not JSON")
 
 
+def _json_kind(value):
+    """What JSON calls the type of a parsed value, for messages."""
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number"}
+    return kinds.get(type(value), "null")
+
+
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -258,7 +265,7 @@ def _is_int(value):
 def _check_entry(name, entry):
     """The _Tensor an entry describes, or the problem with it as a ValueError's text."""
     if not isinstance(entry, dict):
-        raise ValueError(f"tensor {name!r}: its entry is a {type(entry).__name__}, not an object")
+        raise ValueError(f"tensor {name!r}: its entry is {_json_kind(entry)}, not an object")
     missing = [key for key in ("dtype", "shape", "data_offsets") if key not in entry]
     if missing:
         raise ValueError(f"tensor {name!r}: its entry lacks {', '.join(missing)}")
@@ -290,7 +297,7 @@ def _check_ranges(tensors, data_size):
                              f"data ({data_size} bytes)")
         if t.begin < at:
             raise ValueError(f"tensor {t.name!r}: data_offsets [{t.begin}, {t.end}] overlap "
-                             f"tensor {last.name!r}'s [{last.begin}, {last.end}]")
+                             f"tensor {last.name!r} at [{last.begin}, {last.end}]")
         if t.begin > at:
             raise ValueError(f"a gap in the data: bytes [{at}, {t.begin}) belong to no tensor")
         at, last = t.end, t
@@ -334,7 +341,7 @@ class _Shard:
         except json.JSONDecodeError as e:
             raise ValueError(f"the header is not JSON: {e}") from None
         if not isinstance(header, dict):
-            raise ValueError(f"the header is a JSON {type(header).__name__}, not an object")
+            raise ValueError(f"the header is {_json_kind(header)}, not a JSON object")
         self.metadata = header.pop("__metadata__", None)
         if self.metadata is not None and not (
                 isinstance(self.metadata, dict)
