@@ -194,8 +194,13 @@ class _Torch:
 
     def empty(self, nbytes):
         # The caching allocator aligns to 512 bytes; on the host, torch.empty to 64.
-        out = self.torch.empty(nbytes + (0 if self.device.type == "cuda" else _ALIGN),
-                               dtype=self.torch.uint8, device=self.device)
+        cuda = self.device.type == "cuda"
+        out = self.torch.empty(nbytes + (0 if cuda else _ALIGN), dtype=self.torch.uint8,
+                               device=self.device)
+        if cuda:
+            # The block may be one freed while kernels queued on PyTorch's stream still use it;
+            # kvik writes it from streams of its own.
+            self.torch.cuda.current_stream(self.device).synchronize()
         skip = -out.data_ptr() % _ALIGN
         return out[skip:skip + nbytes]
 
@@ -580,7 +585,11 @@ def _describe(name, tensor):
                              "not allowed. Call `.contiguous()` on it to pack it before saving.")
         dtype_name = str(tensor.dtype).split(".")[-1]
         flat = tensor.detach().reshape(-1).view(torch.uint8)
-        data = flat if flat.is_cuda else flat.cpu().numpy()
+        if flat.is_cuda:
+            # PyTorch's __cuda_array_interface__ names no stream to wait for: wait here for the
+            # kernels that may still be writing the tensor.
+            torch.cuda.current_stream(flat.device).synchronize()
+        data = flat if flat.is_cuda else flat.numpy()
         shape = list(tensor.shape)
     else:
         if not hasattr(tensor, "dtype") or not hasattr(tensor, "shape"):
