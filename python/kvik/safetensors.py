@@ -220,7 +220,8 @@ class _Torch:
         return out
 
 
-_FRAMEWORKS = {"pt": _Torch, "torch": _Torch, "np": _NumPy, "numpy": _NumPy, "cupy": _CuPy}
+_FRAMEWORKS = {"pt": _Torch, "torch": _Torch, "pytorch": _Torch, "np": _NumPy, "numpy": _NumPy,
+               "cupy": _CuPy}
 
 
 def _framework(framework, device, default_device):
@@ -404,6 +405,12 @@ class _Checkpoint:
     def keys(self):
         return sorted(self.where)
 
+    def offset_keys(self):
+        """The names in the order of their data: shard after shard, in the index's order."""
+        shards = {shard: i for i, shard in enumerate(dict.fromkeys(self.where.values()))}
+        return sorted(self.where, key=lambda n: (shards[self.where[n]],
+                                                 self.where[n].tensors[n].begin))
+
     def entry(self, name):
         if name not in self.where:
             raise KeyError(f"no tensor {name!r} in the checkpoint")
@@ -502,7 +509,7 @@ def load_file(path, device=None, framework="pt", *, names=None):
     """
     fw = _framework(framework, device, "cpu" if framework in ("np", "numpy") else "cuda:0")
     checkpoint = _Checkpoint(path)
-    return _load(checkpoint, checkpoint.keys() if names is None else list(names), fw)
+    return _load(checkpoint, checkpoint.offset_keys() if names is None else list(names), fw)
 
 
 class _Slice:
@@ -550,9 +557,7 @@ class safe_open:
 
     def offset_keys(self):
         """The tensor names in the order of their data, shard after shard."""
-        where = self._checkpoint.where
-        shards = list(dict.fromkeys(where.values()))
-        return sorted(where, key=lambda n: (shards.index(where[n]), where[n].tensors[n].begin))
+        return self._checkpoint.offset_keys()
 
     def metadata(self):
         """The header's __metadata__ (the index's "metadata" for a sharded checkpoint), or None."""

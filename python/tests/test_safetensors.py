@@ -203,6 +203,12 @@ def test_sharded(tmp_path, rng):
     for where in (tmp_path, index, str(index)):
         got = kst.load_file(where, framework="numpy")
         same_dicts(got, want)
+    # In the order of their data, shard after shard.
+    order = []
+    for s in range(4):
+        header = header_of(tmp_path / f"model-{s + 1:05d}-of-00004.safetensors")
+        order += sorted(header, key=lambda n: header[n]["data_offsets"])
+    assert list(got) == order
     assert len({id(root(a)) for a in got.values() if a.nbytes}) == 1
     with kst.safe_open(tmp_path, framework="np") as f:
         assert f.metadata() == {"total_size": sum(a.nbytes for a in want.values())}
