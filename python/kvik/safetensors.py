@@ -159,8 +159,8 @@ class _CuPy(_NumPy):
 
     def dtype(self, code):
         dtype = _numpy_dtype(code, "CuPy")
-        try:
-            self.cp.empty(0, dtype=dtype)
+        try:  # what view() will do
+            self.cp.empty(dtype.itemsize, dtype=self.cp.uint8).view(dtype)
         except Exception as e:  # CuPy's own error types for a dtype it cannot hold
             raise TypeError(f"CuPy cannot hold {dtype} (safetensors' {code}): {e}") from e
         return dtype
