@@ -433,11 +433,16 @@ def _ranges(tensors):
 
 def _load(checkpoint, names, fw):
     """{name: tensor} of `names`, in file order, shard after shard."""
+    entries = [checkpoint.entry(n) for n in names]
+    return _load_entries([(checkpoint.where[t.name], t) for t in entries], fw)
+
+
+def _load_entries(entries, fw):
+    """{name: tensor} of [(shard, _Tensor)], in file order, shard after shard."""
     by_shard = {}
-    for name in names:
-        t = checkpoint.entry(name)
+    for shard, t in entries:
         fw.dtype(t.dtype)  # an unusable dtype fails before any memory or IO
-        by_shard.setdefault(checkpoint.where[name], []).append(t)
+        by_shard.setdefault(shard, []).append(t)
     # Where each span of adjacent tensors lands, (shard, file begin, file end, offset): at an
     # offset congruent to its file offset modulo _ALIGN, the shards one after the other.
     spans, total = [], 0
@@ -513,10 +518,13 @@ def load_file(path, device=None, framework="pt", *, names=None):
 
 
 class _Slice:
-    """safe_open(...).get_slice(name): the shape and dtype without reading; indexing reads."""
+    """safe_open(...).get_slice(name): the shape and dtype without reading; indexing reads the
+    rows the first index selects (an int, or a slice of step 1), or else the whole tensor, and
+    gives the part asked for in memory of its own."""
 
     def __init__(self, handle, name):
         self._handle, self._name = handle, name
+        self._shard = handle._checkpoint.where.get(name)
         self._entry = handle._checkpoint.entry(name)
 
     def get_shape(self):
@@ -525,9 +533,32 @@ class _Slice:
     def get_dtype(self):
         return self._entry.dtype
 
+    def _rows(self, first):
+        """[begin, end) of the rows `first` selects, or None to read them all."""
+        rows = self._entry.shape[0] if self._entry.shape else 0
+        if not rows or self._entry.dtype in _PACKED:
+            return None
+        if _is_int(first) and -rows <= first < rows:
+            return first % rows, first % rows + 1
+        if isinstance(first, slice) and first.step in (None, 1):
+            begin, end, _ = first.indices(rows)
+            return begin, max(begin, end)
+        return None
+
     def __getitem__(self, index):
-        tensor = self._handle.get_tensor(self._name)
-        part = tensor[index]
+        t = self._entry
+        first, rest = (index[0], index[1:]) if isinstance(index, tuple) and index else (index, ())
+        rows = self._rows(first)
+        if rows is None:
+            part = self._handle.get_tensor(self._name)[index]
+        else:
+            size = (t.end - t.begin) // t.shape[0]
+            some = _Tensor(t.name, t.dtype, [rows[1] - rows[0]] + t.shape[1:],
+                           t.begin + rows[0] * size, t.begin + rows[1] * size)
+            tensor = _load_entries([(self._shard, some)], self._handle._fw)[t.name]
+            part = tensor[(0 if _is_int(first) else slice(None),) + tuple(rest)]
+            if not rest and not _is_int(first):
+                return part  # the rows read, in memory of their own already
         return part.clone() if hasattr(part, "clone") else part.copy()
 
 
