@@ -431,14 +431,15 @@ def _ranges(tensors):
     return merged
 
 
-def _load(checkpoint, names, fw):
+def _load(checkpoint, names, fw, files=None):
     """{name: tensor} of `names`, in file order, shard after shard."""
     entries = [checkpoint.entry(n) for n in names]
-    return _load_entries([(checkpoint.where[t.name], t) for t in entries], fw)
+    return _load_entries([(checkpoint.where[t.name], t) for t in entries], fw, files)
 
 
-def _load_entries(entries, fw):
-    """{name: tensor} of [(shard, _Tensor)], in file order, shard after shard."""
+def _load_entries(entries, fw, files=None):
+    """{name: tensor} of [(shard, _Tensor)], in file order, shard after shard. `files`: the
+    shards' open CuFiles to use and leave open (safe_open's), or None."""
     by_shard = {}
     for shard, t in entries:
         fw.dtype(t.dtype)  # an unusable dtype fails before any memory or IO
@@ -453,7 +454,7 @@ def _load_entries(entries, fw):
             spans.append((shard, begin, end, total))
             total += end - begin
     buf = fw.empty(total)
-    _read_all([span for span in spans if span[2] > span[1]], buf, fw)
+    _read_all([span for span in spans if span[2] > span[1]], buf, fw, files)
     out, i = {}, 0
     for shard, tensors in by_shard.items():
         for t in tensors:
@@ -463,9 +464,11 @@ def _load_entries(entries, fw):
     return out
 
 
-def _read_all(reads, buf, fw):
-    """Start every read (of every shard) before waiting for any; check each read all it asked."""
-    files, started = {}, []
+def _read_all(reads, buf, fw, files):
+    """Start every read (of every shard) before waiting for any; check each read all it asked.
+    `files` ({shard: CuFile}) keeps the files it opens, open; with None they close after."""
+    opened, started = {}, []
+    files = opened if files is None else files
     try:
         for shard, begin, end, at in reads:
             if shard not in files:
@@ -482,7 +485,7 @@ def _read_all(reads, buf, fw):
         # On an error, the futures still running are waited for as they go (each holds its part
         # of buf), before their files close.
         started.clear()
-        for f in files.values():
+        for f in opened.values():
             f.close()
 
 
@@ -555,7 +558,8 @@ class _Slice:
             size = (t.end - t.begin) // t.shape[0]
             some = _Tensor(t.name, t.dtype, [rows[1] - rows[0]] + t.shape[1:],
                            t.begin + rows[0] * size, t.begin + rows[1] * size)
-            tensor = _load_entries([(self._shard, some)], self._handle._fw)[t.name]
+            tensor = _load_entries([(self._shard, some)], self._handle._fw,
+                                   self._handle._files)[t.name]
             part = tensor[(0 if _is_int(first) else slice(None),) + tuple(rest)]
             if not rest and not _is_int(first):
                 return part  # the rows read, in memory of their own already
@@ -569,17 +573,22 @@ class safe_open:
             for name in f.keys():
                 tensors[name] = f.get_tensor(name)
 
-    The header (and every shard's, for a sharded checkpoint) is read and checked on opening.
+    The header (and every shard's, for a sharded checkpoint) is read and checked on opening;
+    each shard opens on its first read and stays open until the with block ends.
     """
 
     def __init__(self, filename, framework, device="cpu"):
         self._fw = _framework(framework, device, "cpu")
         self._checkpoint = _Checkpoint(filename)
+        self._files = {}
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
         return False
 
     def keys(self):
@@ -596,10 +605,10 @@ class safe_open:
 
     def get_tensor(self, name):
         """Read one tensor (its bytes only)."""
-        return _load(self._checkpoint, [name], self._fw)[name]
+        return _load(self._checkpoint, [name], self._fw, self._files)[name]
 
     def get_tensors(self):
-        return _load(self._checkpoint, self.offset_keys(), self._fw)
+        return _load(self._checkpoint, self.offset_keys(), self._fw, self._files)
 
     def get_slice(self, name):
         return _Slice(self, name)
