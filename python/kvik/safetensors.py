@@ -102,7 +102,7 @@ def _numpy_dtype(code, who):
     name = _DTYPES[code][1]
     if code in _PACKED or name is None:
         raise TypeError(f"{who} has no dtype for safetensors' {code}")
-    if hasattr(numpy, name) and code != "BF16" and not code.startswith("F8"):
+    if code != "BF16" and not code.startswith("F8"):
         return numpy.dtype(name)
     try:
         import ml_dtypes
@@ -160,7 +160,8 @@ class _CuPy(_NumPy):
     def dtype(self, code):
         dtype = _numpy_dtype(code, "CuPy")
         try:  # what view() will do
-            self.cp.empty(dtype.itemsize, dtype=self.cp.uint8).view(dtype)
+            with self.cp.cuda.Device(self.ordinal):
+                self.cp.empty(dtype.itemsize, dtype=self.cp.uint8).view(dtype)
         except Exception as e:  # CuPy's own error types for a dtype it cannot hold
             raise TypeError(f"CuPy cannot hold {dtype} (safetensors' {code}): {e}") from e
         return dtype

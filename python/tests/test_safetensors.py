@@ -723,18 +723,14 @@ def test_fake_device():
 # ---- PyTorch and CuPy on a GPU -----------------------------------------------------------------
 
 
-def _torch_cuda():
-    try:
-        import torch
-    except ImportError as e:
-        return None, f"PyTorch is not installed ({e})"
-    if not torch.cuda.is_available():
-        return None, "PyTorch sees no CUDA device"
-    return torch, None
-
-
-torch, TORCH_MISSING = _torch_cuda()
-needs_torch = pytest.mark.skipif(torch is None, reason=str(TORCH_MISSING))
+try:
+    import torch
+except ImportError as e:
+    torch, TORCH_MISSING = None, f"PyTorch is not installed ({e})"
+else:
+    TORCH_MISSING = None if torch.cuda.is_available() else "PyTorch sees no CUDA device"
+needs_torch_cpu = pytest.mark.skipif(torch is None, reason=str(TORCH_MISSING))
+needs_torch = pytest.mark.skipif(TORCH_MISSING is not None, reason=str(TORCH_MISSING))
 
 TORCH_DTYPES = ["float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
                 "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "int64", "int32",
@@ -767,6 +763,37 @@ def torch_same(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape and g.device == w.device, name
         # Bits, not values: fp8 has no equality kernels everywhere, and NaN != NaN.
         assert torch.equal(g.reshape(-1).view(torch.uint8), w.reshape(-1).view(torch.uint8)), name
+
+
+@needs_torch_cpu
+def test_torch_cpu(tmp_path):
+    """Host tensors: every dtype against safetensors.torch, both ways, and F4 (packed)."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = torch_tensors(seed=3)
+    path = tmp_path / "a.safetensors"
+    save_file(tensors, path, metadata={"format": "pt"})
+    got = kst.load_file(path, device="cpu")
+    torch_same(got, load_file(path))
+    assert len({t.untyped_storage().data_ptr() for t in got.values() if t.numel()}) == 1
+    kst.save_file(tensors, tmp_path / "ours.safetensors", metadata={"format": "pt"})
+    assert (tmp_path / "ours.safetensors").read_bytes() == path.read_bytes()
+    with kst.safe_open(path, framework="pt") as f:
+        torch_same({"int16.11": f.get_tensor("int16.11")}, {"int16.11": tensors["int16.11"]})
+        assert torch.equal(f.get_slice("float32.1")[1:], tensors["float32.1"][1:])
+    f4 = getattr(torch, "float4_e2m1fn_x2", None)
+    if f4 is not None:
+        packed = {"p": torch.arange(12, dtype=torch.uint8).view(f4).reshape(3, 4)}
+        save_file(packed, tmp_path / "f4.safetensors")
+        assert header_of(tmp_path / "f4.safetensors")["p"]["shape"] == [3, 8]
+        kst.save_file(packed, tmp_path / "f4_ours.safetensors")
+        assert (tmp_path / "f4_ours.safetensors").read_bytes() == \
+            (tmp_path / "f4.safetensors").read_bytes()
+        got = kst.load_file(tmp_path / "f4.safetensors", device="cpu")["p"]
+        assert got.dtype == f4 and got.shape == (3, 4)
+        assert torch.equal(got.view(torch.uint8), packed["p"].view(torch.uint8))
+    with pytest.raises(ValueError, match="non contiguous tensor: `t`"):
+        kst.save_file({"t": torch.zeros(4, 4).t()}, tmp_path / "x.safetensors")
 
 
 @needs_torch
@@ -841,18 +868,21 @@ def test_torch_memory_returns_to_the_allocator(tmp_path):
     assert torch.cuda.memory_allocated() == before
 
 
-@needs_torch
+@needs_torch_cpu
 def test_torch_transformers_flow(tmp_path):
+    """A small Llama saved by save_pretrained, then model.load_state_dict(load_file(...)): on
+    "cuda:0" where PyTorch has a GPU, else on the host."""
     transformers = pytest.importorskip("transformers")
+    device = "cpu" if TORCH_MISSING else "cuda:0"
     config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2,
                                       vocab_size=256)
     model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(tmp_path)
-    fresh = transformers.LlamaForCausalLM(config).to(torch.bfloat16).cuda()
-    fresh.load_state_dict(kst.load_file(tmp_path / "model.safetensors", device="cuda:0"))
+    fresh = transformers.LlamaForCausalLM(config).to(torch.bfloat16).to(device)
+    fresh.load_state_dict(kst.load_file(tmp_path / "model.safetensors", device=device))
     for name, p in model.state_dict().items():
-        assert torch.equal(p.cuda(), fresh.state_dict()[name]), name
+        assert torch.equal(p.to(device), fresh.state_dict()[name]), name
 
 
 def _cupy():
