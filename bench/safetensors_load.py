@@ -18,6 +18,7 @@ posix_fadvise(DONTNEED); the pages still resident after are printed), the median
 passes, with `dd iflag=direct` and buffered `dd` of the one file as baselines. CPU s/GB: the
 child's user+system time over the load, per GB of tensor data.
 
+--device cpu: PyTorch tensors on the host (safetensors maps the file there: no copy to time).
 --framework numpy: the same on the host with NumPy arrays (safetensors.numpy, kvik with
 framework "numpy"; no fastsafetensors; F16 in place of bf16, which safetensors.numpy lacks), a
 smoke run for machines without a GPU.
@@ -126,7 +127,7 @@ def files_of(path):
 # ---- a pass, in a child ------------------------------------------------------------------------
 
 
-def load(contender, path, framework):
+def load(contender, path, framework, device):
     """The tensors of `path` (a file or a sharded directory) by `contender`, usable."""
     files = files_of(path)
     if framework == "numpy":
@@ -142,21 +143,22 @@ def load(contender, path, framework):
     if contender == "kvik":
         import kvik.safetensors
 
-        out = kvik.safetensors.load_file(path, device="cuda:0")
+        out = kvik.safetensors.load_file(path, device=device)
     elif contender == "safetensors":
         from safetensors.torch import load_file
 
-        out = {k: v for f in files for k, v in load_file(f, device="cuda:0").items()}
+        out = {k: v for f in files for k, v in load_file(f, device=device).items()}
     else:  # fastsafetensors; FASTSAFETENSORS_ODIRECT set by the parent
         from fastsafetensors import SafeTensorsFileLoader
 
-        loader = SafeTensorsFileLoader(None, "cuda:0", nogds=True, max_threads=16)
+        loader = SafeTensorsFileLoader(None, device, nogds=True, max_threads=16)
         loader.add_filenames({0: files})
         buffers = loader.copy_files_to_device()
         out = {k: buffers.get_tensor(k) for k in loader.get_keys()}
         buffers.close()
         loader.close()
-    torch.cuda.synchronize()
+    if device != "cpu":
+        torch.cuda.synchronize()
     return out
 
 
@@ -181,12 +183,12 @@ def child(args):
         import safetensors.torch  # noqa: F401
         import torch
 
-        torch.zeros(1, device="cuda:0")
+        torch.zeros(1, device=args.device)
         if args.child.startswith("fst"):
             import fastsafetensors  # noqa: F401
     base, before = peak_mib(), resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
-    tensors = load(args.child, args.path, args.framework)
+    tensors = load(args.child, args.path, args.framework, args.device)
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_SELF)
     nbytes = sum(t.nbytes for t in tensors.values())
@@ -195,9 +197,9 @@ def child(args):
                       "base_mib": base, "peak_mib": peak_mib()}))
 
 
-def run_child(contender, path, framework, env=None):
+def run_child(contender, path, args, env=None):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", contender, "--path", path,
-           "--framework", framework]
+           "--framework", args.framework, "--device", args.device]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if done.returncode != 0:
         raise RuntimeError(f"{contender} on {path} failed:\n{done.stderr[-3000:]}")
@@ -256,12 +258,12 @@ def contenders(framework):
 
 def measure(name, env, path, args):
     files = files_of(path)
-    run_child(name, path, args.framework, env)  # untimed: the pages cached, the code warm
-    warm = [run_child(name, path, args.framework, env) for _ in range(args.repeat)]
+    run_child(name, path, args, env)  # untimed: the pages cached, the code warm
+    warm = [run_child(name, path, args, env) for _ in range(args.repeat)]
     cold, resident = [], []
     for _ in range(0 if args.no_cold else args.cold_repeat):
         resident.append(drop_pages(files))
-        cold.append(run_child(name, path, args.framework, env))
+        cold.append(run_child(name, path, args, env))
     nbytes = warm[0]["bytes"]
     rate = (lambda runs: nbytes / statistics.median(r["seconds"] for r in runs) / GB
             if runs else float("nan"))
@@ -321,6 +323,7 @@ def main():
     parser.add_argument("--cold-repeat", type=int, default=3)
     parser.add_argument("--no-cold", action="store_true")
     parser.add_argument("--framework", choices=["torch", "numpy"], default="torch")
+    parser.add_argument("--device", default="cuda:0", help="PyTorch's device (cpu: a smoke run)")
     parser.add_argument("--only", help="comma-separated contenders to run")
     parser.add_argument("--flow", action="store_true", help="the transformers flow only")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -336,10 +339,11 @@ def main():
     one, sharded, tensors = make_checkpoint(args.dir, args.size, dtype)
     sizes = sorted(2 * math.prod(s) for _, s in tensors)
     print(f"# {len(tensors)} {dtype} tensors, {sizes[0]} B to {sizes[-1] / (1 << 20):.0f} MiB, "
-          f"{os.path.getsize(one) / GB:.2f} GB; framework {args.framework}; {args.dir}")
+          f"{os.path.getsize(one) / GB:.2f} GB; framework {args.framework}, device "
+          f"{'cpu' if args.framework == 'numpy' else args.device}; {args.dir}")
+    chosen = contenders(args.framework)
     print(f"{'contender':24s} {'warm GB/s':>9s} {'cold GB/s':>9s} {'CPU s/GB':>8s} "
           f"{'peak MiB':>8s} {'base MiB':>8s} {'resident':>8s}")
-    chosen = contenders(args.framework)
     if args.only:
         chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
     for name, env in chosen.items():
