@@ -281,35 +281,36 @@ def flow(args):
 import json, os, sys, time, torch, transformers
 config = transformers.LlamaConfig(hidden_size=1024, intermediate_size=4096, num_hidden_layers=16,
                                   num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)
-directory, how = sys.argv[1], sys.argv[2]
+directory, how, device = sys.argv[1], sys.argv[2], sys.argv[3]
 path = os.path.join(directory, "model.safetensors")
 if how == "save":
     transformers.LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(directory)
     sys.exit(0)
-with torch.device("cuda:0"):
+sync = torch.cuda.synchronize if device != "cpu" else lambda: None
+with torch.device(device):
     model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
-torch.cuda.synchronize()
+sync()
 if how == "kvik":
     import kvik.safetensors
-    load = lambda: kvik.safetensors.load_file(path, device="cuda:0")
+    load = lambda: kvik.safetensors.load_file(path, device=device)
 else:
     import safetensors.torch
-    load = lambda: safetensors.torch.load_file(path, device="cuda:0")
+    load = lambda: safetensors.torch.load_file(path, device=device)
 start = time.perf_counter()
 model.load_state_dict(load())
-torch.cuda.synchronize()
+sync()
 print(json.dumps({"seconds": time.perf_counter() - start, "bytes": os.path.getsize(path)}))
 """
     os.makedirs(directory, exist_ok=True)
     if not os.path.exists(os.path.join(directory, "model.safetensors")):
-        subprocess.run([sys.executable, "-c", code, directory, "save"], check=True)
+        subprocess.run([sys.executable, "-c", code, directory, "save", "cpu"], check=True)
     print("\nmodel.load_state_dict(load_file(...)), a Llama of "
           f"{os.path.getsize(os.path.join(directory, 'model.safetensors')) / GB:.2f} GB, warm:")
     for how in ("safetensors", "kvik"):
         runs = []
         for i in range(args.repeat + 1):
-            done = subprocess.run([sys.executable, "-c", code, directory, how], check=True,
-                                  capture_output=True, text=True)
+            done = subprocess.run([sys.executable, "-c", code, directory, how, args.device],
+                                  check=True, capture_output=True, text=True)
             runs.append(json.loads(done.stdout.splitlines()[-1])["seconds"])
         print(f"  {how:12s} {statistics.median(runs[1:]) * 1e3:8.1f} ms (median of {args.repeat})")
 
