@@ -131,7 +131,7 @@ def test_every_dtype(tmp_path, rng, code):
 
 
 def test_random_mix(tmp_path, rng):
-    """Many tensors of random dtypes and shapes in one file, against safetensors' loader."""
+    """Many tensors of random dtypes and shapes in one file written by safetensors."""
     codes = list(NUMPY_DTYPES)
     tensors = {f"layer.{i}.w": random_array(rng, NUMPY_DTYPES[codes[rng.integers(len(codes))]],
                                             random_shape(rng)) for i in range(120)}
@@ -161,25 +161,30 @@ def test_one_allocation_aligned(tmp_path, rng):
 
 
 def test_unaligned_tensor_is_copied(tmp_path):
-    """safetensors does not promise aligned offsets: an F32 at byte 1 of the data cannot be a view,
-    and comes in memory of its own; the others stay views."""
+    """safetensors does not promise aligned offsets: an F32 at byte 1 of the data (and the I16 and
+    F64 after it) cannot be a view, and each comes in memory of its own; the rest stay views."""
     header = {"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
               "b": {"dtype": "F32", "shape": [3], "data_offsets": [1, 13]},
               "c": {"dtype": "I16", "shape": [2], "data_offsets": [13, 17]},
-              "d": {"dtype": "F64", "shape": [1], "data_offsets": [17, 25]}}
+              "d": {"dtype": "F64", "shape": [1], "data_offsets": [17, 25]},
+              "e": {"dtype": "U8", "shape": [3], "data_offsets": [25, 28]},
+              "f": {"dtype": "F32", "shape": [1], "data_offsets": [28, 32]}}
     b = numpy.array([1.5, -2.25, 3e30], dtype="<f4")
     c = numpy.array([-7, 300], dtype="<i2")
     d = numpy.array([2.0 ** 0.5])
+    f = numpy.array([-0.5], dtype="<f4")
     path = hand_made(tmp_path / "odd.safetensors", header,
-                     b"\x05" + b.tobytes() + c.tobytes() + d.tobytes())
+                     b"\x05" + b.tobytes() + c.tobytes() + d.tobytes() + b"xyz" + f.tobytes())
     got = kst.load_file(path, framework="numpy")
     same(got["a"], numpy.array([5], numpy.uint8))
     same(got["b"], b)
     same(got["c"], c)
     same(got["d"], d)
+    same(got["f"], f)
     for name in "bcd":
         assert got[name].ctypes.data % got[name].itemsize == 0
         assert root(got[name]) is not root(got["a"])
+    assert root(got["e"]) is root(got["f"]) is root(got["a"])  # F32 at 28: a view
     # The same file through safetensors, which copies every tensor.
     same_dicts(got, safetensors_numpy.load_file(path))
 
