@@ -655,6 +655,35 @@ def _describe(name, tensor):
     return code, shape, data
 
 
+def _refuse_shared(tensors):
+    """RuntimeError where PyTorch tensors overlap in one storage, as safetensors.torch.save_file:
+    the file would hold their bytes twice, and loading would part them."""
+    groups = {}
+    for name, t in tensors.items():
+        if type(t).__module__.startswith("torch") and t.device.type != "meta":
+            storage = t.untyped_storage()
+            if storage.data_ptr() and storage.nbytes():
+                key = (t.device, storage.data_ptr(), storage.nbytes())
+                end = t.data_ptr() + t.numel() * t.element_size()
+                groups.setdefault(key, []).append((t.data_ptr(), end, name))
+    failing = []
+    for areas in groups.values():
+        areas.sort()
+        stop, run = areas[0][1], [areas[0][2]]
+        for begin, end, name in areas[1:]:
+            if begin < stop:
+                run.append(name)
+            else:
+                failing += [sorted(run)] if len(run) > 1 else []
+                run = [name]
+            stop = end
+        failing += [sorted(run)] if len(run) > 1 else []
+    if failing:
+        raise RuntimeError(f"Some tensors share memory, this will lead to duplicate memory on "
+                           f"disk and potential differences when loading them again: {failing}. "
+                           "Save one of each, or clone the others.")
+
+
 def _header(tensors, metadata):
     """(header bytes, [(begin, end, data)]): the JSON and its padding as safetensors writes them
     (largest dtype first, then by name; compact JSON; spaces up to a multiple of 8 bytes)."""
@@ -663,6 +692,7 @@ def _header(tensors, metadata):
         raise ValueError("metadata must be a dict of str to str")
     if not isinstance(tensors, dict) or not all(isinstance(name, str) for name in tensors):
         raise ValueError("tensors must be a dict of names to tensors")
+    _refuse_shared(tensors)
     described = sorted(((-_RANK[code], name, code, shape, data) for name, (code, shape, data) in
                         ((n, _describe(n, t)) for n, t in tensors.items())))
     header = {} if metadata is None else {"__metadata__": metadata}
@@ -684,7 +714,8 @@ def save_file(tensors, filename, metadata=None):
 
     The header is written from host memory and each tensor's bytes from its own memory (device
     memory through kvik's device write pipeline), all at once. A non-contiguous PyTorch tensor is
-    refused with ValueError, as safetensors does; NumPy and CuPy arrays are made contiguous.
+    refused with ValueError, and PyTorch tensors that overlap in memory (tied weights) with
+    RuntimeError, as safetensors does; NumPy and CuPy arrays are made contiguous.
     """
     head, writes = _header(tensors, metadata)
     with CuFile(os.fspath(filename), "w") as f:

@@ -801,6 +801,29 @@ def test_torch_cpu(tmp_path):
         kst.save_file({"t": torch.zeros(4, 4).t()}, tmp_path / "x.safetensors")
 
 
+@needs_torch_cpu
+def test_torch_save_shared(tmp_path):
+    """Tensors overlapping in one storage are refused, as safetensors.torch does; parts of one
+    storage that do not overlap are written."""
+    from safetensors.torch import save_file
+
+    base = torch.arange(12, dtype=torch.float32)
+    for tensors, refused in (({"a": base, "b": base}, True),
+                             ({"a": base, "b": base[2:5]}, True),
+                             ({"a": base[:6], "b": base[6:]}, False),
+                             ({"a": base[:6], "b": base[5:7], "c": base[8:]}, True)):
+        ours, theirs = tmp_path / "ours.safetensors", tmp_path / "theirs.safetensors"
+        if refused:
+            with pytest.raises(RuntimeError, match="Some tensors share memory"):
+                save_file(tensors, theirs)
+            with pytest.raises(RuntimeError, match=r"Some tensors share memory.*\['a', 'b'\]"):
+                kst.save_file(tensors, ours)
+        else:
+            save_file(tensors, theirs)
+            kst.save_file(tensors, ours)
+            assert ours.read_bytes() == theirs.read_bytes()
+
+
 @needs_torch
 def test_torch_every_dtype_cuda(tmp_path):
     from safetensors.torch import load_file, save_file
