@@ -17,6 +17,8 @@ tensors byte for byte as safetensors.torch.save_file, and CuPy arrays.
 import json
 import os
 import struct
+import subprocess
+import sys
 
 import numpy
 import pytest
@@ -111,6 +113,14 @@ def write_sharded(tmp_path, shards, metadata=None):
     index = {"metadata": metadata or {"total_size": total}, "weight_map": weight_map}
     (tmp_path / kst.INDEX_NAME).write_text(json.dumps(index, indent=2))
     return tmp_path / kst.INDEX_NAME
+
+
+def test_submodule_on_first_use():
+    code = ("import sys, kvik\n"
+            "assert 'kvik.safetensors' not in sys.modules and 'safetensors' in dir(kvik)\n"
+            "assert kvik.safetensors.load_file.__module__ == 'kvik.safetensors'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 # ---- host: every dtype, shapes, files of safetensors --------------------------------------------
