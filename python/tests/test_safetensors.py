@@ -335,7 +335,7 @@ def test_numpy_without_ml_dtypes(tmp_path, monkeypatch, rng):
     path = tmp_path / "a.safetensors"
     safetensors_numpy.save_file({"a": random_array(rng, NUMPY_DTYPES["BF16"], (3,)),
                                  "b": numpy.arange(3)}, path)
-    monkeypatch.setitem(__import__("sys").modules, "ml_dtypes", None)
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)
     with pytest.raises(TypeError, match="NumPy needs the ml_dtypes package for safetensors' BF16"):
         kst.load_file(path, framework="numpy")
     same(kst.load_file(path, framework="numpy", names=["b"])["b"], numpy.arange(3))
