@@ -12,8 +12,8 @@ Remote objects (HTTP, S3, WebHDFS) read the same way through kvik.RemoteFile.
 The submodules kvikio code reaches as attributes are there after ``import kvik``: kvik.buffer,
 kvik.cufile, kvik.cufile_driver, kvik.defaults, kvik.mmap, kvik.nsys, kvik.remote_file,
 kvik.statistics, kvik.stream and kvik.utils; and kvik.numpy, kvik.zarr, kvik.numcodecs,
-kvik.nvcomp and kvik.benchmarks, which load on first use (the first three import NumPy, Zarr and
-Numcodecs).
+kvik.nvcomp, kvik.safetensors and kvik.benchmarks, which load on first use (the first three import
+NumPy, Zarr and Numcodecs).
 
 Everything runs on libkvik, compiled into the extension module kvik._lib: a machine without a GPU
 runs the same package, with host memory.
@@ -128,8 +128,8 @@ __all__ = [
 
 # Submodules that import a third-party package load on first use, so that `import kvik` stays
 # cheap (NumPy alone takes longer to import than kvik) and works without Zarr or Numcodecs; the
-# benchmarks package, which nothing at run time needs, too.
-_LAZY_SUBMODULES = ("benchmarks", "numcodecs", "numpy", "nvcomp", "zarr")
+# benchmarks package, which nothing at run time needs, and safetensors, too.
+_LAZY_SUBMODULES = ("benchmarks", "numcodecs", "numpy", "nvcomp", "safetensors", "zarr")
 
 
 def __getattr__(name):

@@ -1,0 +1,729 @@
+"""safetensors files read into and written from host or GPU memory through kvik.
+
+The names are the `safetensors` package's: load_file(), safe_open() and save_file(), for PyTorch
+("pt"), CuPy ("cupy") and NumPy ("np") arrays::
+
+    import kvik.safetensors
+
+    weights = kvik.safetensors.load_file("model.safetensors", device="cuda:0")
+    model.load_state_dict(weights)
+
+How it reads: the header is parsed and checked here (strict JSON, every range), then ONE allocation
+per call holds the data of every tensor asked for, each shard's data goes into it by ONE parallel
+kvik request (kvik picks its path: zero-copy from the page cache, the bounce pipeline, O_DIRECT or
+cuFile), the requests of all shards run at once, and the tensors are views into the allocation.
+The allocation comes from the framework (torch.empty, cupy.empty, numpy.empty), so freeing the
+tensors gives the memory back to it. A tensor whose offset in the file is not a multiple of its
+item size cannot be a view: it alone is copied to memory of its own. docs/safetensors.md says more.
+
+A path names a file, or a sharded checkpoint: the directory that holds
+model.safetensors.index.json, or the index itself ({"metadata": ..., "weight_map": {tensor: shard
+file}}, as transformers writes it).
+
+Bad input raises ValueError naming the file and the problem, before any tensor is returned.
+"""
+import json
+import math
+import os
+import sys
+
+from ._lib import CuFile
+
+__all__ = ["load_file", "safe_open", "save_file"]
+
+INDEX_NAME = "model.safetensors.index.json"
+_BIG_ENDIAN = sys.byteorder == "big"
+
+# The safetensors package's limit on the header (MAX_HEADER_SIZE): a longer one is not a header.
+_MAX_HEADER = 100_000_000
+
+# Where each read lands in the allocation: at an offset congruent to its offset in the file's data
+# section, modulo this. A tensor aligned in the file is aligned in memory, and a view.
+_ALIGN = 256
+
+# Every dtype of safetensors 0.8.0, in the order of its Rust enum (the order save_file sorts by,
+# the largest first): code -> (bits per element, the framework's name for it). A packed dtype
+# (F4, two per byte) has its name on the storage type, whose last dimension is half the header's.
+_DTYPES = {
+    "BOOL": (8, "bool"),
+    "F4": (4, "float4_e2m1fn_x2"),
+    "F6_E2M3": (6, None),
+    "F6_E3M2": (6, None),
+    "U8": (8, "uint8"),
+    "I8": (8, "int8"),
+    "F8_E5M2": (8, "float8_e5m2"),
+    "F8_E4M3": (8, "float8_e4m3fn"),
+    "F8_E8M0": (8, "float8_e8m0fnu"),
+    "F8_E4M3FNUZ": (8, "float8_e4m3fnuz"),
+    "F8_E5M2FNUZ": (8, "float8_e5m2fnuz"),
+    "I16": (16, "int16"),
+    "U16": (16, "uint16"),
+    "F16": (16, "float16"),
+    "BF16": (16, "bfloat16"),
+    "I32": (32, "int32"),
+    "U32": (32, "uint32"),
+    "F32": (32, "float32"),
+    "C64": (64, "complex64"),
+    "F64": (64, "float64"),
+    "I64": (64, "int64"),
+    "U64": (64, "uint64"),
+}
+_RANK = {code: rank for rank, code in enumerate(_DTYPES)}
+_CODE_OF_NAME = {name: code for code, (_, name) in _DTYPES.items() if name}
+_PACKED = {"F4": 2}  # elements per storage item
+
+
+# ---- devices and frameworks ------------------------------------------------------------------
+
+
+def _parse_device(device):
+    """("cpu", None) or ("cuda", ordinal) from "cpu", "cuda", "cuda:N", N or a torch.device."""
+    if isinstance(device, int) and not isinstance(device, bool):
+        if device < 0:
+            raise ValueError(f"device {device} is not a CUDA device ordinal")
+        return "cuda", device
+    if type(device).__name__ == "device" and hasattr(device, "type"):  # torch.device
+        device = str(device)
+    if not isinstance(device, str):
+        raise TypeError("device must be a str, an int or a torch.device, not "
+                        f"{type(device).__name__}")
+    kind, _, ordinal = device.partition(":")
+    if kind == "cpu" and not ordinal:
+        return "cpu", None
+    if kind == "cuda" and (not ordinal or ordinal.isdigit()):
+        return "cuda", int(ordinal) if ordinal else 0
+    raise ValueError(f"device {device!r} is neither 'cpu' nor 'cuda', 'cuda:N'")
+
+
+def _numpy_dtype(code, who):
+    """The NumPy dtype of a safetensors dtype: bf16 and fp8 through ml_dtypes where installed."""
+    import numpy
+
+    name = _DTYPES[code][1]
+    if code in _PACKED or name is None:
+        raise TypeError(f"{who} has no dtype for safetensors' {code}")
+    if code != "BF16" and not code.startswith("F8"):
+        return numpy.dtype(name)
+    try:
+        import ml_dtypes
+    except ImportError as e:
+        raise TypeError(f"{who} needs the ml_dtypes package for safetensors' {code}: {e}") from e
+    if not hasattr(ml_dtypes, name):
+        raise TypeError(f"this ml_dtypes ({ml_dtypes.__version__}) has no {name} for {code}")
+    return numpy.dtype(getattr(ml_dtypes, name))
+
+
+class _NumPy:
+    """Host memory from numpy.empty."""
+
+    name = "NumPy"
+
+    def __init__(self, kind, ordinal):
+        if kind != "cpu":
+            raise ValueError("framework 'numpy' holds host memory: device must be 'cpu'")
+        import numpy
+
+        self.np = numpy
+
+    def dtype(self, code):
+        return _numpy_dtype(code, "NumPy")
+
+    def empty(self, nbytes):
+        raw = self.np.empty(nbytes + _ALIGN, dtype=self.np.uint8)
+        skip = -raw.ctypes.data % _ALIGN
+        return raw[skip:skip + nbytes]
+
+    def region(self, buf, start, stop):
+        return buf[start:stop]
+
+    def view(self, buf, start, stop, dtype, shape):
+        return buf[start:stop].view(dtype).reshape(shape)
+
+    def copy(self, buf, start, stop):
+        out = self.empty(stop - start)
+        out[:] = buf[start:stop]
+        return out
+
+
+class _CuPy(_NumPy):
+    """Device memory from cupy.empty, on the device asked for."""
+
+    name = "CuPy"
+
+    def __init__(self, kind, ordinal):
+        if kind != "cuda":
+            raise ValueError("framework 'cupy' holds device memory: device must be 'cuda[:N]'")
+        import cupy
+
+        self.cp, self.ordinal = cupy, ordinal
+
+    def dtype(self, code):
+        dtype = _numpy_dtype(code, "CuPy")
+        try:  # what view() will do
+            with self.cp.cuda.Device(self.ordinal):
+                self.cp.empty(dtype.itemsize, dtype=self.cp.uint8).view(dtype)
+        except Exception as e:  # CuPy's own error types for a dtype it cannot hold
+            raise TypeError(f"CuPy cannot hold {dtype} (safetensors' {code}): {e}") from e
+        return dtype
+
+    def empty(self, nbytes):
+        with self.cp.cuda.Device(self.ordinal):  # CuPy's pool aligns to 512 bytes
+            return self.cp.empty(nbytes, dtype=self.cp.uint8)
+
+    def copy(self, buf, start, stop):
+        with self.cp.cuda.Device(self.ordinal):
+            return buf[start:stop].copy()
+
+
+class _Torch:
+    """Memory from torch.empty (PyTorch's caching allocator on CUDA), viewed as each dtype."""
+
+    name = "PyTorch"
+
+    def __init__(self, kind, ordinal):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device("cpu" if kind == "cpu" else f"cuda:{ordinal}")
+
+    def dtype(self, code):
+        name = _DTYPES[code][1]
+        dtype = getattr(self.torch, name, None) if name else None
+        if not isinstance(dtype, self.torch.dtype):
+            raise TypeError(f"this PyTorch ({self.torch.__version__}) has no dtype for {code}")
+        return dtype
+
+    def empty(self, nbytes):
+        # The caching allocator aligns to 512 bytes; on the host, torch.empty to 64.
+        cuda = self.device.type == "cuda"
+        out = self.torch.empty(nbytes + (0 if cuda else _ALIGN), dtype=self.torch.uint8,
+                               device=self.device)
+        if cuda:
+            # The block may be one freed while kernels queued on PyTorch's stream still use it;
+            # kvik writes it from streams of its own.
+            self.torch.cuda.current_stream(self.device).synchronize()
+        skip = -out.data_ptr() % _ALIGN
+        return out[skip:skip + nbytes]
+
+    def region(self, buf, start, stop):
+        # A host tensor reaches kvik as the NumPy array that shares its memory.
+        part = buf[start:stop]
+        return part if self.device.type == "cuda" else part.numpy()
+
+    def view(self, buf, start, stop, dtype, shape):
+        if start == stop:  # view(dtype) needs an offset its item size divides; nothing to keep
+            return self.torch.empty(shape, dtype=dtype, device=self.device)
+        return buf[start:stop].view(dtype).view(shape)
+
+    def copy(self, buf, start, stop):
+        out = self.empty(stop - start)
+        out.copy_(buf[start:stop])
+        return out
+
+
+_FRAMEWORKS = {"pt": _Torch, "torch": _Torch, "pytorch": _Torch, "np": _NumPy, "numpy": _NumPy,
+               "cupy": _CuPy}
+
+
+def _framework(framework, device, default_device):
+    if not isinstance(framework, str):
+        return framework  # the tests' own adapter, with the methods of _NumPy
+    if framework not in _FRAMEWORKS:
+        raise ValueError(f"framework {framework!r} is not one of {', '.join(_FRAMEWORKS)}")
+    kind, ordinal = _parse_device(default_device if device is None else device)
+    return _FRAMEWORKS[framework](kind, ordinal)
+
+
+# ---- the header ------------------------------------------------------------------------------
+
+
+class _Tensor:
+    """One entry of a header: its dtype, shape and byte range in the data section."""
+
+    __slots__ = ("name", "dtype", "shape", "begin", "end")
+
+    def __init__(self, name, dtype, shape, begin, end):
+        self.name, self.dtype, self.shape, self.begin, self.end = name, dtype, shape, begin, end
+
+
+def _no_duplicates(pairs):
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        twice = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(f"the header names {', '.join(map(repr, twice))} twice")
+    return dict(pairs)
+
+
+def _no_constant(word):
+    raise ValueError(f"the header holds {word}, which is not JSON")
+
+
+def _json_kind(value):
+    """What JSON calls the type of a parsed value, for messages."""
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number"}
+    return kinds.get(type(value), "null")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_entry(name, entry):
+    """The _Tensor an entry describes, or the problem with it as a ValueError's text."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"tensor {name!r}: its entry is {_json_kind(entry)}, not an object")
+    missing = [key for key in ("dtype", "shape", "data_offsets") if key not in entry]
+    if missing:
+        raise ValueError(f"tensor {name!r}: its entry lacks {', '.join(missing)}")
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if dtype not in _DTYPES:
+        raise ValueError(f"tensor {name!r}: unknown dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(_is_int(n) and n >= 0 for n in shape):
+        raise ValueError(f"tensor {name!r}: shape {shape!r} is not a list of non-negative ints")
+    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_is_int, offsets))
+            or not 0 <= offsets[0] <= offsets[1]):
+        raise ValueError(f"tensor {name!r}: data_offsets {offsets!r} are not two ints "
+                         "0 <= begin <= end")
+    bits = _DTYPES[dtype][0] * math.prod(shape)
+    if bits % 8 or (dtype in _PACKED and shape and shape[-1] % _PACKED[dtype]):
+        raise ValueError(f"tensor {name!r}: shape {shape} of {dtype} is not a whole number of "
+                         "bytes")
+    if bits // 8 != offsets[1] - offsets[0]:
+        raise ValueError(f"tensor {name!r}: shape {shape} of {dtype} is {bits // 8} bytes, but "
+                         f"its data_offsets {offsets} hold {offsets[1] - offsets[0]}")
+    return _Tensor(name, dtype, shape, offsets[0], offsets[1])
+
+
+def _check_ranges(tensors, data_size):
+    """The ranges must tile the data section: no overlap, no gap, nothing past its end."""
+    at, last = 0, None
+    for t in sorted(tensors, key=lambda t: (t.begin, t.end)):
+        if t.end > data_size:
+            raise ValueError(f"tensor {t.name!r}: data_offsets [{t.begin}, {t.end}] run past the "
+                             f"data ({data_size} bytes)")
+        if t.begin < at:
+            raise ValueError(f"tensor {t.name!r}: data_offsets [{t.begin}, {t.end}] overlap "
+                             f"tensor {last.name!r} at [{last.begin}, {last.end}]")
+        if t.begin > at:
+            raise ValueError(f"a gap in the data: bytes [{at}, {t.begin}) belong to no tensor")
+        at, last = t.end, t
+    if at != data_size:
+        raise ValueError(f"a gap in the data: bytes [{at}, {data_size}) belong to no tensor")
+
+
+class _Shard:
+    """One safetensors file, its header read and checked: metadata, tensors (in header order),
+    and where its data section starts."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            self.size = os.fstat(fd).st_size
+            try:
+                self._parse(fd)
+            except ValueError as e:
+                raise ValueError(f"{self.path}: {e}") from None
+        finally:
+            os.close(fd)
+
+    def _parse(self, fd):
+        if self.size < 8:
+            raise ValueError(f"truncated: {self.size} bytes, less than the 8-byte header length")
+        length = int.from_bytes(os.pread(fd, 8, 0), "little")
+        if length > self.size - 8:
+            raise ValueError(f"header length {length} is past the end of the file "
+                             f"({self.size} bytes): truncated, or not a safetensors file")
+        if length > _MAX_HEADER:
+            raise ValueError(f"header length {length} is over safetensors' limit of {_MAX_HEADER}")
+        raw = os.pread(fd, length, 8)
+        if len(raw) != length:
+            raise ValueError(f"the header shrank while it was read: {len(raw)} of {length} bytes")
+        try:
+            header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates,
+                                parse_constant=_no_constant)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"the header is not UTF-8: {e}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"the header is not JSON: {e}") from None
+        if not isinstance(header, dict):
+            raise ValueError(f"the header is {_json_kind(header)}, not a JSON object")
+        self.metadata = header.pop("__metadata__", None)
+        if self.metadata is not None and not (
+                isinstance(self.metadata, dict)
+                and all(isinstance(v, str) for v in self.metadata.values())):
+            raise ValueError("__metadata__ is not an object of strings")
+        self.data_start = 8 + length
+        self.data_size = self.size - self.data_start
+        self.tensors = {name: _check_entry(name, entry) for name, entry in header.items()}
+        _check_ranges(self.tensors.values(), self.data_size)
+
+
+def _read_index(path):
+    """(metadata, {tensor: shard path}) of a sharded checkpoint's index."""
+    try:
+        with open(path, "rb") as f:
+            index = json.loads(f.read().decode("utf-8"), object_pairs_hook=_no_duplicates,
+                               parse_constant=_no_constant)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: the index is not UTF-8: {e}") from None
+    except ValueError as e:
+        raise ValueError(f"{path}: the index is not JSON: {e}") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise ValueError(f"{path}: the index has no weight_map of tensor names to shard files")
+    base = os.path.dirname(path)
+    return index.get("metadata"), {name: os.path.join(base, f) for name, f in weight_map.items()}
+
+
+class _Checkpoint:
+    """A file or a sharded checkpoint: its shards' headers, and which shard holds each tensor."""
+
+    def __init__(self, path):
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            path = os.path.join(path, INDEX_NAME)
+            if not os.path.isfile(path):
+                raise ValueError(f"{os.path.dirname(path)}: a directory without {INDEX_NAME}")
+        if path.endswith(".index.json"):
+            self.metadata, where = _read_index(path)
+            shards = {}
+            for name, file in where.items():
+                if file not in shards:
+                    if not os.path.isfile(file):
+                        raise ValueError(f"{path}: shard {os.path.basename(file)!r} (of tensor "
+                                         f"{name!r}) does not exist")
+                    shards[file] = _Shard(file)
+                if name not in shards[file].tensors:
+                    raise ValueError(f"{path}: tensor {name!r} is not in its shard {file}")
+            self.where = {name: shards[file] for name, file in where.items()}
+        else:
+            shard = _Shard(path)
+            self.metadata = shard.metadata
+            self.where = {name: shard for name in shard.tensors}
+
+    def keys(self):
+        return sorted(self.where)
+
+    def offset_keys(self):
+        """The names in the order of their data: shard after shard, in the index's order."""
+        shards = {shard: i for i, shard in enumerate(dict.fromkeys(self.where.values()))}
+        return sorted(self.where, key=lambda n: (shards[self.where[n]],
+                                                 self.where[n].tensors[n].begin))
+
+    def entry(self, name):
+        if name not in self.where:
+            raise KeyError(f"no tensor {name!r} in the checkpoint")
+        return self.where[name].tensors[name]
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+def _ranges(tensors):
+    """The byte ranges that hold `tensors` (of one shard), adjacent ones merged, in file order."""
+    merged = []
+    for t in sorted(tensors, key=lambda t: (t.begin, t.end)):
+        if merged and t.begin <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], t.end)
+        else:
+            merged.append([t.begin, t.end])
+    return merged
+
+
+def _load(checkpoint, names, fw, files=None):
+    """{name: tensor} of `names`, in file order, shard after shard."""
+    entries = [checkpoint.entry(n) for n in names]
+    return _load_entries([(checkpoint.where[t.name], t) for t in entries], fw, files)
+
+
+def _load_entries(entries, fw, files=None):
+    """{name: tensor} of [(shard, _Tensor)], in file order, shard after shard. `files`: the
+    shards' open CuFiles to use and leave open (safe_open's), or None."""
+    by_shard = {}
+    for shard, t in entries:
+        fw.dtype(t.dtype)  # an unusable dtype fails before any memory or IO
+        by_shard.setdefault(shard, []).append(t)
+    # Where each span of adjacent tensors lands, (shard, file begin, file end, offset): at an
+    # offset congruent to its file offset modulo _ALIGN, the shards one after the other.
+    spans, total = [], 0
+    for shard, tensors in by_shard.items():
+        tensors.sort(key=lambda t: (t.begin, t.end))
+        for begin, end in _ranges(tensors):
+            total += (begin - total) % _ALIGN
+            spans.append((shard, begin, end, total))
+            total += end - begin
+    buf = fw.empty(total)
+    _read_all([span for span in spans if span[2] > span[1]], buf, fw, files)
+    out, i = {}, 0
+    for shard, tensors in by_shard.items():
+        for t in tensors:
+            while not (spans[i][0] is shard and spans[i][1] <= t.begin and t.end <= spans[i][2]):
+                i += 1
+            out[t.name] = _make(fw, buf, spans[i][3] + t.begin - spans[i][1], t)
+    return out
+
+
+def _read_all(reads, buf, fw, files):
+    """Start every read (of every shard) before waiting for any; check each read all it asked.
+    `files` ({shard: CuFile}) keeps the files it opens, open; with None they close after."""
+    opened, started = {}, []
+    files = opened if files is None else files
+    try:
+        for shard, begin, end, at in reads:
+            if shard not in files:
+                files[shard] = CuFile(shard.path, "r")
+            future = files[shard].pread(fw.region(buf, at, at + end - begin), end - begin,
+                                        shard.data_start + begin)
+            started.append((future, shard, begin, end))
+        for future, shard, begin, end in started:
+            got = future.get()
+            if got != end - begin:
+                raise ValueError(f"{shard.path}: short read, {got} of {end - begin} bytes at "
+                                 f"{shard.data_start + begin}: the file shrank while it was read")
+    finally:
+        # On an error, the futures still running are waited for as they go (each holds its part
+        # of buf), before their files close.
+        started.clear()
+        for f in opened.values():
+            f.close()
+
+
+def _make(fw, buf, at, t):
+    """Tensor `t` as a view of buf[at:], or as a copy where its offset is not a multiple of its
+    item size (safetensors does not promise aligned offsets)."""
+    dtype = fw.dtype(t.dtype)
+    shape = list(t.shape)
+    if t.dtype in _PACKED and shape:
+        shape[-1] //= _PACKED[t.dtype]
+    item = max(1, _DTYPES[t.dtype][0] // 8)
+    nbytes = t.end - t.begin
+    if at % item == 0 or nbytes == 0:
+        return fw.view(buf, at, at + nbytes, dtype, shape)
+    return fw.view(fw.copy(buf, at, at + nbytes), 0, nbytes, dtype, shape)
+
+
+def load_file(path, device=None, framework="pt", *, names=None):
+    """Load the tensors of a safetensors file or sharded checkpoint: {name: tensor}, in file order.
+
+    `device`: "cpu", "cuda", "cuda:N", an int N or a torch.device; None is "cuda:0" for PyTorch
+    ("pt", "torch") and CuPy ("cupy"), and "cpu" for NumPy ("np", "numpy"), which holds host memory
+    only. `names`: load only these tensors (an iterable of names; KeyError for a name not there);
+    only their bytes are read, into an allocation of their size.
+
+    Raises ValueError for a malformed file or checkpoint (the message names the file and the
+    problem), TypeError for a dtype the framework cannot hold (bf16 and fp8 in NumPy and CuPy need
+    ml_dtypes), OSError for a file that cannot be read.
+    """
+    fw = _framework(framework, device, "cpu" if framework in ("np", "numpy") else "cuda:0")
+    checkpoint = _Checkpoint(path)
+    return _load(checkpoint, checkpoint.offset_keys() if names is None else list(names), fw)
+
+
+class _Slice:
+    """safe_open(...).get_slice(name): the shape and dtype without reading; indexing reads the
+    rows the first index selects (an int, or a slice of step 1), or else the whole tensor, and
+    gives the part asked for in memory of its own."""
+
+    def __init__(self, handle, name):
+        self._handle, self._name = handle, name
+        self._shard = handle._checkpoint.where.get(name)
+        self._entry = handle._checkpoint.entry(name)
+
+    def get_shape(self):
+        return list(self._entry.shape)
+
+    def get_dtype(self):
+        return self._entry.dtype
+
+    def _rows(self, first):
+        """[begin, end) of the rows `first` selects, or None to read them all."""
+        rows = self._entry.shape[0] if self._entry.shape else 0
+        if not rows or self._entry.dtype in _PACKED:
+            return None
+        if _is_int(first) and -rows <= first < rows:
+            return first % rows, first % rows + 1
+        if isinstance(first, slice) and first.step in (None, 1):
+            begin, end, _ = first.indices(rows)
+            return begin, max(begin, end)
+        return None
+
+    def __getitem__(self, index):
+        t = self._entry
+        first, rest = (index[0], index[1:]) if isinstance(index, tuple) and index else (index, ())
+        rows = self._rows(first)
+        if rows is None:
+            part = self._handle.get_tensor(self._name)[index]
+        else:
+            size = (t.end - t.begin) // t.shape[0]
+            some = _Tensor(t.name, t.dtype, [rows[1] - rows[0]] + t.shape[1:],
+                           t.begin + rows[0] * size, t.begin + rows[1] * size)
+            tensor = _load_entries([(self._shard, some)], self._handle._fw,
+                                   self._handle._files)[t.name]
+            part = tensor[(0 if _is_int(first) else slice(None),) + tuple(rest)]
+            if not rest and not _is_int(first):
+                return part  # the rows read, in memory of their own already
+        return part.clone() if hasattr(part, "clone") else part.copy()
+
+
+class safe_open:
+    """A checkpoint opened for reading tensor by tensor, as safetensors.safe_open::
+
+        with kvik.safetensors.safe_open("model.safetensors", framework="pt", device="cuda:0") as f:
+            for name in f.keys():
+                tensors[name] = f.get_tensor(name)
+
+    The header (and every shard's, for a sharded checkpoint) is read and checked on opening;
+    each shard opens on its first read and stays open until the with block ends.
+    """
+
+    def __init__(self, filename, framework, device="cpu"):
+        self._fw = _framework(framework, device, "cpu")
+        self._checkpoint = _Checkpoint(filename)
+        self._files = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+        return False
+
+    def keys(self):
+        """The tensor names, sorted."""
+        return self._checkpoint.keys()
+
+    def offset_keys(self):
+        """The tensor names in the order of their data, shard after shard."""
+        return self._checkpoint.offset_keys()
+
+    def metadata(self):
+        """The header's __metadata__ (the index's "metadata" for a sharded checkpoint), or None."""
+        return self._checkpoint.metadata
+
+    def get_tensor(self, name):
+        """Read one tensor (its bytes only)."""
+        return _load(self._checkpoint, [name], self._fw, self._files)[name]
+
+    def get_tensors(self):
+        return _load(self._checkpoint, self.offset_keys(), self._fw, self._files)
+
+    def get_slice(self, name):
+        return _Slice(self, name)
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+
+def _describe(name, tensor):
+    """(safetensors dtype, header shape, something kvik writes the bytes from) of one tensor."""
+    if type(tensor).__module__.startswith("torch"):
+        import torch
+
+        if tensor.layout != torch.strided:
+            raise ValueError(f"tensor {name!r} is sparse; safetensors stores dense tensors")
+        if not tensor.is_contiguous():
+            # As safetensors.torch.save_file: a view of part of a tensor is refused, not copied.
+            raise ValueError(f"You are trying to save a non contiguous tensor: `{name}` which is "
+                             "not allowed. Call `.contiguous()` on it to pack it before saving.")
+        dtype_name = str(tensor.dtype).split(".")[-1]
+        flat = tensor.detach().reshape(-1).view(torch.uint8)
+        if flat.is_cuda:
+            # PyTorch's __cuda_array_interface__ names no stream to wait for: wait here for the
+            # kernels that may still be writing the tensor.
+            torch.cuda.current_stream(flat.device).synchronize()
+        data = flat if flat.is_cuda else flat.numpy()
+        shape = list(tensor.shape)
+    else:
+        if not hasattr(tensor, "dtype") or not hasattr(tensor, "shape"):
+            raise ValueError(f"tensor {name!r} is a {type(tensor).__name__}, not an array")
+        if hasattr(tensor, "flags") and not tensor.flags.c_contiguous:
+            tensor = tensor.copy()  # NumPy and CuPy copy to C order
+        if tensor.dtype.byteorder == ">" or (tensor.dtype.byteorder == "=" and _BIG_ENDIAN):
+            tensor = tensor.astype(tensor.dtype.newbyteorder("<"))  # as safetensors.numpy swaps
+        # As bytes: NumPy gives no buffer of bfloat16 or float8 (ml_dtypes) arrays.
+        data = tensor.reshape(-1).view("u1") if hasattr(tensor, "reshape") else tensor
+        dtype_name, shape = tensor.dtype.name, list(tensor.shape)
+    code = _CODE_OF_NAME.get(dtype_name)
+    if code is None:
+        raise ValueError(f"tensor {name!r}: safetensors has no dtype for {dtype_name}")
+    if code in _PACKED and shape:
+        shape[-1] *= _PACKED[code]
+    return code, shape, data
+
+
+def _refuse_shared(tensors):
+    """RuntimeError where PyTorch tensors overlap in one storage, as safetensors.torch.save_file:
+    the file would hold their bytes twice, and loading would part them."""
+    groups = {}
+    for name, t in tensors.items():
+        if type(t).__module__.startswith("torch") and t.device.type != "meta":
+            storage = t.untyped_storage()
+            if storage.data_ptr() and storage.nbytes():
+                key = (t.device, storage.data_ptr(), storage.nbytes())
+                end = t.data_ptr() + t.numel() * t.element_size()
+                groups.setdefault(key, []).append((t.data_ptr(), end, name))
+    failing = []
+    for areas in groups.values():
+        areas.sort()
+        stop, run = areas[0][1], [areas[0][2]]
+        for begin, end, name in areas[1:]:
+            if begin < stop:
+                run.append(name)
+            else:
+                failing += [sorted(run)] if len(run) > 1 else []
+                run = [name]
+            stop = end
+        failing += [sorted(run)] if len(run) > 1 else []
+    if failing:
+        raise RuntimeError(f"Some tensors share memory, this will lead to duplicate memory on "
+                           f"disk and potential differences when loading them again: {failing}. "
+                           "Save one of each, or clone the others.")
+
+
+def _header(tensors, metadata):
+    """(header bytes, [(begin, end, data)]): the JSON and its padding as safetensors writes them
+    (largest dtype first, then by name; compact JSON; spaces up to a multiple of 8 bytes)."""
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+        raise ValueError("metadata must be a dict of str to str")
+    if not isinstance(tensors, dict) or not all(isinstance(name, str) for name in tensors):
+        raise ValueError("tensors must be a dict of names to tensors")
+    _refuse_shared(tensors)
+    described = sorted(((-_RANK[code], name, code, shape, data) for name, (code, shape, data) in
+                        ((n, _describe(n, t)) for n, t in tensors.items())))
+    header = {} if metadata is None else {"__metadata__": metadata}
+    writes, at = [], 0
+    for _, name, code, shape, data in described:
+        nbytes = _DTYPES[code][0] * math.prod(shape) // 8
+        header[name] = {"dtype": code, "shape": shape, "data_offsets": [at, at + nbytes]}
+        writes.append((at, at + nbytes, data))
+        at += nbytes
+    text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text, writes
+
+
+def save_file(tensors, filename, metadata=None):
+    """Write `tensors` ({name: tensor}, PyTorch, CuPy or NumPy, on the host or a GPU) to
+    `filename` in safetensors format, byte for byte as safetensors.torch.save_file and
+    safetensors.numpy.save_file write them. `metadata`: a dict of str to str, or None.
+
+    The header is written from host memory and each tensor's bytes from its own memory (device
+    memory through kvik's device write pipeline), all at once. A non-contiguous PyTorch tensor is
+    refused with ValueError, and PyTorch tensors that overlap in memory (tied weights) with
+    RuntimeError, as safetensors does; NumPy and CuPy arrays are made contiguous.
+    """
+    head, writes = _header(tensors, metadata)
+    with CuFile(os.fspath(filename), "w") as f:
+        started = [(f.pwrite(head), len(head))]
+        for begin, end, data in writes:
+            if end > begin:
+                started.append((f.pwrite(data, end - begin, len(head) + begin), end - begin))
+        for future, nbytes in started:
+            got = future.get()
+            if got != nbytes:
+                raise OSError(f"{os.fspath(filename)}: short write, {got} of {nbytes} bytes")
