@@ -46,16 +46,15 @@ static CUmemoryPool pool_of(const kvik__cuda_api *cu, CUdevice device) {
   CUmemoryPool pool = pools[device].state == MADE ? pools[device].pool : NULL;
   if (pool && pools[device].threshold != keep) {
     uint64_t value = (uint64_t)keep;
-    if (cu->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value) ==
-        CUDA_SUCCESS)
+    if (cu->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value) == CUDA_SUCCESS)
       pools[device].threshold = keep;
   }
   pthread_mutex_unlock(&lock);
   return pool;
 }
 
-int kvik__device_pool_alloc(const char *fn, const kvik__cuda_api *cu, size_t bytes,
-                            CUstream stream, CUdeviceptr *d) {
+int kvik__device_pool_alloc(const char *fn, const kvik__cuda_api *cu, size_t bytes, CUstream stream,
+                            CUdeviceptr *d) {
   CUdevice device;
   int rc = kvik__cuda_check(cu->cuCtxGetDevice(&device), fn, "cuCtxGetDevice");
   if (rc < 0) return rc;

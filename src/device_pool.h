@@ -17,8 +17,8 @@
 
 /* Store in *d `bytes` of device memory of the current context's device, usable by work queued on
  * `stream` from now on, and return 0; or return a code with a message naming `fn`. */
-int kvik__device_pool_alloc(const char *fn, const kvik__cuda_api *cu, size_t bytes,
-                            CUstream stream, CUdeviceptr *d);
+int kvik__device_pool_alloc(const char *fn, const kvik__cuda_api *cu, size_t bytes, CUstream stream,
+                            CUdeviceptr *d);
 
 /* Give back memory from kvik__device_pool_alloc() once the work queued on `stream` so far has
  * run. Returns 0 or a code with a message naming `fn`; the memory is then left allocated, as a

@@ -35,8 +35,10 @@
 #define DEFAULT_BUDGET ((size_t)2 << 30) /* compressed bytes of a batch */
 #define DEFAULT_BATCH_CHUNKS 1024        /* chunks of a batch */
 #define DEFAULT_STEP ((size_t)16 << 20)  /* compressed bytes read into pinned memory at once */
-#define SLOTS 4                          /* batches in flight */
-#define HOSTS 4                          /* steps in flight */
+/* ... where the checks walk every byte, on the pool: enough chunks to keep its threads busy */
+#define DEFAULT_WALKED_STEP ((size_t)64 << 20)
+#define SLOTS 4           /* batches in flight */
+#define HOSTS 4           /* steps in flight */
 #define STAGING_ALIGN 256 /* a CUDA allocation's; above every nvCOMP 6 input alignment */
 #define PAGE ((size_t)4096)
 
@@ -149,7 +151,9 @@ static void plan(call *c) {
   size_t budget = budget_for_tests, chunks = chunks_for_tests, step = step_for_tests;
   c->budget = budget ? budget : DEFAULT_BUDGET;
   c->batch_chunks = chunks ? chunks : DEFAULT_BATCH_CHUNKS;
-  c->step = step ? step : DEFAULT_STEP;
+  c->step = step                                      ? step
+            : kvik__frame_check_walks_bytes(c->codec) ? DEFAULT_WALKED_STEP
+                                                      : DEFAULT_STEP;
   size_t fill = 0, count = 0, total = 0;
   for (size_t i = 0; i < c->n; i++) {
     size_t bytes = padded(c, c->chunks[i].compressed_size);
