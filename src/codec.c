@@ -369,6 +369,12 @@ static int run_in_context(const batch *b, const kvik__nvcomp_format_api *f,
   }
   rc = kvik__cuda_check(cu->cuMemcpyHtoDAsync(d, blk->pinned, l.in_bytes, stream), b->fn,
                         "cuMemcpyHtoDAsync");
+  /* nvCOMP gets its results' place and temporary space zeroed, as newly mapped memory is: on an
+   * H100 its zstd decoder, given a corrupt chunk and temporary space that an earlier call had
+   * used (kept by kvik's pool), never finished; given zeroed space, it failed the chunk. */
+  if (rc == 0)
+    rc = kvik__cuda_check(cu->cuMemsetD8Async(d + l.out_offset, 0, l.total - l.out_offset, stream),
+                          b->fn, "cuMemsetD8Async");
   if (rc == 0) rc = enqueue_codec(b, f, d, &l, temp, stream);
   if (rc == 0)
     rc = kvik__cuda_check(cu->cuMemcpyDtoHAsync((char *)blk->pinned + l.out_offset,

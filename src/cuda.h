@@ -85,6 +85,8 @@ typedef struct CUmemPoolProps {
     (CUdeviceptr dst, const void *src, size_t size, CUstream stream))                              \
   X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult,                                           \
     (void *dst, CUdeviceptr src, size_t size, CUstream stream))                                    \
+  X(cuMemsetD8Async, "cuMemsetD8Async", CUresult,                                                  \
+    (CUdeviceptr dst, unsigned char value, size_t size, CUstream stream))                          \
   X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream * stream, unsigned flags))               \
   X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream stream))                            \
   X(cuStreamSynchronize, "cuStreamSynchronize", CUresult, (CUstream stream))                       \

@@ -657,6 +657,7 @@ CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id) {
 
 typedef enum op_kind {
   OP_COPY,        /* memcpy after the copy delay */
+  OP_FILL,        /* cuMemsetD8Async: memset after the copy delay */
   OP_HOST_FN,     /* cuLaunchHostFunc */
   OP_DRIVER_WORK, /* fake_cuda_launch_driver_work: a host function that may call the driver */
   OP_EVENT,       /* cuEventRecord: marks the event reached */
@@ -722,6 +723,10 @@ static void op_run(op *o) {
   case OP_COPY:
     fake_sleep_us(g_copy_delay_us);
     memcpy(o->dst, o->src, o->size);
+    break;
+  case OP_FILL:
+    fake_sleep_us(g_copy_delay_us);
+    memset(o->dst, (int)o->value, o->size);
     break;
   case OP_HOST_FN:
     t_in_host_fn = 1;
@@ -1433,7 +1438,9 @@ static int host_range(const void *ptr, size_t size, record **held) {
 
 /* The checks every asynchronous copy makes when it is queued, in the real driver's order:
  * a current context, a stream of that context, then the memory ranges. */
-static CUresult copy_async(int to_device, CUdeviceptr device, void *host, size_t size,
+/* A copy between device and host memory, or where `fill` is a byte value (not -1) a fill of the
+ * device memory with it, queued on the stream. */
+static CUresult copy_async(int to_device, CUdeviceptr device, void *host, size_t size, int fill,
                            CUstream stream) {
   CUcontext ctx;
   CUresult result = current_ctx(&ctx);
@@ -1452,9 +1459,11 @@ static CUresult copy_async(int to_device, CUdeviceptr device, void *host, size_t
   op *o = calloc(1, sizeof *o);
   unsigned char *cpu = o ? device_range(device, size, &o->holds[0]) : NULL;
   if (!o) result = CUDA_ERROR_OUT_OF_MEMORY;
-  else if (!cpu || !host_range(host, size, &o->holds[1])) result = CUDA_ERROR_INVALID_VALUE;
+  else if (!cpu || (fill < 0 && !host_range(host, size, &o->holds[1])))
+    result = CUDA_ERROR_INVALID_VALUE;
   if (result == CUDA_SUCCESS) {
-    o->kind = OP_COPY;
+    o->kind = fill < 0 ? OP_COPY : OP_FILL;
+    o->value = (uint32_t)fill;
     o->size = size;
     o->dst = to_device ? (void *)cpu : host;
     o->src = to_device ? (const void *)host : cpu;
@@ -1472,12 +1481,17 @@ static CUresult copy_async(int to_device, CUdeviceptr device, void *host, size_t
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t size, CUstream stream) {
   ENTER(cuMemcpyHtoDAsync);
   if (atomic_load(&g_registering) > 0) atomic_fetch_add(&g_copies_beside, 1);
-  return copy_async(1, dst, (void *)(uintptr_t)src, size, stream);
+  return copy_async(1, dst, (void *)(uintptr_t)src, size, -1, stream);
 }
 
 CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t size, CUstream stream) {
   ENTER(cuMemcpyDtoHAsync);
-  return copy_async(0, src, dst, size, stream);
+  return copy_async(0, src, dst, size, -1, stream);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t size, CUstream stream) {
+  ENTER(cuMemsetD8Async);
+  return copy_async(1, dst, NULL, size, value, stream);
 }
 
 /* The synchronous copies and memset run at once in the calling thread, without the delay: they
