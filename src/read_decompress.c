@@ -35,7 +35,9 @@
 #define DEFAULT_BUDGET ((size_t)2 << 30) /* compressed bytes of a batch */
 #define DEFAULT_BATCH_CHUNKS 1024        /* chunks of a batch */
 #define DEFAULT_STEP ((size_t)16 << 20)  /* compressed bytes read into pinned memory at once */
-/* ... where the checks walk every byte, on the pool: enough chunks to keep its threads busy */
+/* Where the checks walk every byte (LZ4), on the pool: steps of enough chunks to keep its threads
+ * busy, and smaller batches, whose fast decoding overlaps the checks of the next. */
+#define DEFAULT_WALKED_BUDGET ((size_t)512 << 20)
 #define DEFAULT_WALKED_STEP ((size_t)64 << 20)
 #define SLOTS 4           /* batches in flight */
 #define HOSTS 4           /* steps in flight */
@@ -149,11 +151,10 @@ static size_t padded(const call *c, size_t bytes) {
  * batch; the pinned ones a step, or the largest chunk. */
 static void plan(call *c) {
   size_t budget = budget_for_tests, chunks = chunks_for_tests, step = step_for_tests;
-  c->budget = budget ? budget : DEFAULT_BUDGET;
+  int walked = kvik__frame_check_walks_bytes(c->codec);
+  c->budget = budget ? budget : walked ? DEFAULT_WALKED_BUDGET : DEFAULT_BUDGET;
   c->batch_chunks = chunks ? chunks : DEFAULT_BATCH_CHUNKS;
-  c->step = step                                      ? step
-            : kvik__frame_check_walks_bytes(c->codec) ? DEFAULT_WALKED_STEP
-                                                      : DEFAULT_STEP;
+  c->step = step ? step : walked ? DEFAULT_WALKED_STEP : DEFAULT_STEP;
   size_t fill = 0, count = 0, total = 0;
   for (size_t i = 0; i < c->n; i++) {
     size_t bytes = padded(c, c->chunks[i].compressed_size);
