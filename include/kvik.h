@@ -1332,7 +1332,9 @@ KVIK_API int kvik_monitor_stop(kvik_monitor *monitor);
  * (the calling thread's current context, or device 0's primary one, for the default streams),
  * and chunks must not overlap each other's output. kvik copies the host arrays before the call
  * returns, and allocates the device memory nvCOMP needs (pointer and size arrays, temporary
- * space; stream-ordered, cuMemAllocAsync, where the driver has it, and freed the same way).
+ * space), in stream order from a memory pool of kvik's own on the device, which keeps up to
+ * KVIK_SETTING_NVCOMP_MEMORY bytes of it mapped between calls (from the device's default pool
+ * where the driver has no pools of one's own; cuMemAlloc before CUDA 11.2).
  *
  * Results: `sizes[i]` gets chunk i's decompressed (compressed) size and `statuses[i]` 0 or the
  * chunk's error: an nvCOMP code (KVIK_IS_NVCOMP_ERROR: nvcompErrorCannotDecompress for corrupt
@@ -1489,11 +1491,12 @@ typedef struct kvik_compressed_chunk {
  * kvik's own in the calling thread's current context (device 0's primary one where none is
  * current); nvCOMP decodes from there on streams of kvik's own in that context, which must reach
  * every `dst` (device memory of that context, or of one it can access; aligned as
- * kvik_codec_alignment() says). The chunks go in batches of up to 512 MiB of compressed bytes (a
- * larger chunk alone), in their order, each one nvCOMP call on its own stream, up to 4 in flight:
- * the next batch is read while the last ones decode (docs/design.md#the-fused-read). Device
- * memory: the staging (up to 4 batches), and nvCOMP's temporary space, which for zstd is about
- * three times a batch's decoded bytes; all is freed before the call returns.
+ * kvik_codec_alignment() says). The chunks go in batches of up to 1024 chunks and 2 GiB of
+ * compressed bytes (LZ4: 512 MiB; a larger chunk alone), in their order, each one nvCOMP call on
+ * its own stream, up to 4 in flight; the reads run ahead of the copies and decoding
+ * (docs/design.md#the-fused-read). Device memory: the staging (up to 4 batches), and nvCOMP's
+ * temporary space, which for zstd is about three times a batch's decoded bytes; both come from
+ * kvik's pool, which keeps up to KVIK_SETTING_NVCOMP_MEMORY of them for the next call.
  * Chunks may share files and overlap in them; their outputs must not overlap.
  * `statuses` (may be NULL) gets each chunk's result: 0 when it was read and decoded to exactly
  * its `uncompressed_size`; else the error of its read (those of reads and writes; -ENODATA where
