@@ -232,8 +232,8 @@ KVIK_API const char *kvik_last_error(void);
  *  - NVCOMP_MEMORY: the device memory, per GPU, that kvik keeps between calls for its work with
  *    nvCOMP (nvCOMP's temporary space, kvik_file_read_decompress()'s staging), so that a call
  *    does not map again what the last one freed (see "Compression"). 0 keeps none. Memory above
- *    it goes back to the device when the work that used it is waited for; a change applies from
- *    the next such call on.
+ *    it goes back to the device when the work that used it is waited for; a change gives back at
+ *    once what kvik holds above the new value (0: all of it) and no work uses.
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept

@@ -169,6 +169,7 @@ static void load_locked(void) {
   *(void **)&api.cuMemPoolCreate = dlsym(handle, "cuMemPoolCreate");
   *(void **)&api.cuMemPoolSetAttribute = dlsym(handle, "cuMemPoolSetAttribute");
   *(void **)&api.cuMemAllocFromPoolAsync = dlsym(handle, "cuMemAllocFromPoolAsync");
+  *(void **)&api.cuMemPoolTrimTo = dlsym(handle, "cuMemPoolTrimTo");
   CUresult result = api.cuInit(0);
   if (result != CUDA_SUCCESS) {
     const char *name = NULL;

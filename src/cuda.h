@@ -121,6 +121,7 @@ typedef struct kvik__cuda_api {
   CUresult (*cuMemPoolSetAttribute)(CUmemoryPool pool, int attribute, void *value);
   CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *ptr, size_t size, CUmemoryPool pool,
                                       CUstream stream);
+  CUresult (*cuMemPoolTrimTo)(CUmemoryPool pool, size_t keep);
 } kvik__cuda_api;
 
 /* The driver API, loading libcuda.so.1 and calling cuInit(0) on the first call. Returns NULL

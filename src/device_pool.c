@@ -1,5 +1,5 @@
 /* kvik's device memory pools (device_pool.h): one a device, made on first use, whose release
- * threshold follows KVIK_SETTING_NVCOMP_MEMORY. */
+ * threshold follows KVIK_SETTING_NVCOMP_MEMORY; a change of the setting trims them at once. */
 #define _GNU_SOURCE
 #include "device_pool.h"
 
@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "init.h"
 #include "settings.h"
 
 #define MAX_DEVICES 64
@@ -52,6 +53,27 @@ static CUmemoryPool pool_of(const kvik__cuda_api *cu, CUdevice device) {
   pthread_mutex_unlock(&lock);
   return pool;
 }
+
+/* The setting's watcher: each pool keeps `keep` bytes from now on, and gives back at once what it
+ * holds above that and no work uses. Without CUDA loaded (or in a child after fork()) there is
+ * no pool to tell. */
+static int keep_changed(int64_t keep) {
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  if (!cu) return 0;
+  pthread_mutex_lock(&lock);
+  for (int d = 0; d < MAX_DEVICES; d++) {
+    if (pools[d].state != MADE) continue;
+    uint64_t value = (uint64_t)keep;
+    if (cu->cuMemPoolSetAttribute(pools[d].pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value) ==
+        CUDA_SUCCESS)
+      pools[d].threshold = keep;
+    if (cu->cuMemPoolTrimTo) cu->cuMemPoolTrimTo(pools[d].pool, (size_t)keep);
+  }
+  pthread_mutex_unlock(&lock);
+  return 0;
+}
+
+KVIK__ON_LOAD(watch_setting) { kvik__setting_watch(KVIK_SETTING_NVCOMP_MEMORY, keep_changed); }
 
 int kvik__device_pool_alloc(const char *fn, const kvik__cuda_api *cu, size_t bytes, CUstream stream,
                             CUdeviceptr *d) {

@@ -4,7 +4,8 @@
  * call does not map again what the last one freed: for nvCOMP's zstd, whose temporary space is
  * about three times the bytes it decodes, that mapping was a third of a call's time on an H100
  * (docs/design.md, "The fused read"). Memory in the pool serves only kvik: the setting bounds
- * what it holds from the rest of the process.
+ * what it holds from the rest of the process, and a change of it gives back at once what the
+ * pools hold above the new value.
  *
  * Where the driver has no pools (before CUDA 11.2, or a device without them) the memory comes
  * from the device's default pool (cuMemAllocAsync), else from cuMemAlloc. */

@@ -1239,6 +1239,13 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attribute, void *value) {
   return CUDA_SUCCESS;
 }
 
+/* The fake's pools hold nothing between allocations: there is nothing to give back. */
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+  ENTER(cuMemPoolTrimTo);
+  (void)keep;
+  return pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *ptr, size_t size, CUmemoryPool pool,
                                  CUstream stream) {
   ENTER(cuMemAllocFromPoolAsync);

@@ -117,6 +117,7 @@ typedef struct CUmod_st *CUmodule;
     (CUmemoryPool pool, int attribute, void *value))                                            \
   X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", CUresult,                               \
     (CUdeviceptr * ptr, size_t size, CUmemoryPool pool, CUstream stream))                       \
+  X(cuMemPoolTrimTo, "cuMemPoolTrimTo", CUresult, (CUmemoryPool pool, size_t keep))             \
   X(cuMemAllocManaged, "cuMemAllocManaged", CUresult,                                           \
     (CUdeviceptr * ptr, size_t size, unsigned flags))                                           \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult, (CUdeviceptr dst, const void *src, size_t size)) \

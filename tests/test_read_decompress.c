@@ -433,10 +433,14 @@ static void test_memory_pool(kvik_codec codec) {
 
   int64_t keep;
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_NVCOMP_MEMORY, &keep));
-  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NVCOMP_MEMORY, 12345));
+  long trims = calls("cuMemPoolTrimTo");
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NVCOMP_MEMORY, 12345)); /* applies at once */
+  ASSERT_EQ(threshold(), 12345);
+  ASSERT_EQ(calls("cuMemPoolTrimTo"), trims + 1);
   ASSERT_OK(run(&s));
   ASSERT_EQ(threshold(), 12345);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NVCOMP_MEMORY, keep));
+  ASSERT_EQ(threshold(), (unsigned long long)keep);
 
   fail("cuMemAllocFromPoolAsync", 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
   int rc = run(&s);
