@@ -183,7 +183,8 @@ static void load_locked(void) {
 }
 
 static load_state current_state(int try_load) {
-  if (atomic_load(&state) == LOADED) return LOADED;
+  load_state now = atomic_load(&state);
+  if (now == LOADED || !try_load) return now; /* a look needs no lock: every request looks */
   pthread_mutex_lock(&lock);
   if (state == NOT_TRIED && try_load) load_locked();
   load_state s = state;
@@ -241,9 +242,14 @@ const kvik__cuda_api *kvik__cuda_if_present(void) {
   return s == LOADED ? &api : NULL;
 }
 
+/* As kvik__cuda_if_present(), asking soname_loaded() once: it is most of a host request's cost
+ * in a process without CUDA. */
 int kvik__cuda_for_pointers(const char *fn, const kvik__cuda_api **out) {
-  *out = kvik__cuda_if_present();
-  if (*out || atomic_load(&state) != NOT_TRIED || !soname_loaded()) return 0;
+  load_state s = current_state(0);
+  int in_process = s == NOT_TRIED && soname_loaded();
+  if (in_process) s = current_state(1);
+  *out = s == LOADED ? &api : NULL;
+  if (*out || !in_process || atomic_load(&state) != NOT_TRIED) return 0;
   char why[sizeof why_unavailable];
   copy_why(why, sizeof why);
   return kvik__fail(KVIK_ECUDA_UNAVAILABLE,

@@ -56,40 +56,38 @@ static void lock(void) {
 
 static void unlock(void) { pthread_mutex_unlock(&completion_lock); }
 
-int kvik__owner_acquire(kvik__owner *owner) {
-  lock();
-  int closed = owner->closed;
-  if (!closed) owner->pending++;
-  unlock();
-  return closed ? -EBADF : 0;
-}
-
-/* Called with the lock held. */
+/* The last release after a close wakes the closing thread: under the lock, which that thread
+ * holds from its look at `pending` until it waits, so that the wake-up cannot come in between. */
 static void owner_release_locked(kvik__owner *owner) {
-  if (--owner->pending == 0 && owner->closed) pthread_cond_broadcast(&completion_cond);
+  if (atomic_fetch_sub(&owner->pending, 1) == 1 && atomic_load(&owner->closed))
+    pthread_cond_broadcast(&completion_cond);
 }
 
 void kvik__owner_release(kvik__owner *owner) {
+  if (atomic_fetch_sub(&owner->pending, 1) != 1 || !atomic_load(&owner->closed)) return;
   lock();
-  owner_release_locked(owner);
+  pthread_cond_broadcast(&completion_cond);
   unlock();
+}
+
+/* Counted first, then the close looked at, while a close marks first, then looks at the count
+ * (both sequentially consistent): either this sees the close, or the close sees this count. */
+int kvik__owner_acquire(kvik__owner *owner) {
+  atomic_fetch_add(&owner->pending, 1);
+  if (!atomic_load(&owner->closed)) return 0;
+  kvik__owner_release(owner);
+  return -EBADF;
 }
 
 int kvik__owner_close(kvik__owner *owner) {
   lock();
-  int was_closed = owner->closed;
-  owner->closed = 1;
-  while (owner->pending > 0) pthread_cond_wait(&completion_cond, &completion_lock);
+  int was_closed = atomic_exchange(&owner->closed, 1);
+  while (atomic_load(&owner->pending) > 0) pthread_cond_wait(&completion_cond, &completion_lock);
   unlock();
   return was_closed ? -EBADF : 0;
 }
 
-int kvik__owner_is_closed(const kvik__owner *owner) {
-  lock();
-  int closed = owner->closed;
-  unlock();
-  return closed;
-}
+int kvik__owner_is_closed(const kvik__owner *owner) { return atomic_load(&owner->closed); }
 
 kvik_future *kvik__future_new(kvik__owner *owner, size_t ntasks, size_t requested, size_t extra) {
   kvik_future *future = kvik__calloc(1, sizeof *future + extra);

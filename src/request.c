@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cancel.h"
 #include "cuda.h"
@@ -307,14 +308,18 @@ static int submit(kvik_future *future, size_t ntasks) {
   return rc;
 }
 
-int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
-  if (out) *out = NULL;
+/* Whether the request runs as one task on the calling thread (kvik_file_pread states the rule). */
+static int runs_inline(const kvik__request *req, int blocking) {
   size_t task_size =
       req->task_size ? req->task_size : (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
-  int inline_run =
-      req->size == 0 ||
-      (!req->pooled && ((blocking && (req->size <= task_size || appends(req))) ||
-                        req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD)));
+  return req->size == 0 ||
+         (!req->pooled && ((blocking && (req->size <= task_size || appends(req))) ||
+                           req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD)));
+}
+
+int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
+  if (out) *out = NULL;
+  int inline_run = runs_inline(req, blocking);
   size_t ntasks = 0;
   int rc = prepare(req, inline_run, out, &ntasks);
   if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
@@ -328,10 +333,37 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   return rc;
 }
 
+/* A blocking request of host memory that one task on the calling thread serves, but for appends:
+ * the source's transfer alone, without a future, so that a small read or write costs its system
+ * call and little else (no allocation; the owner's lock, taken twice). It ends as a future would
+ * have: the bytes moved, or the error with how many moved, counted by the monitors. */
+static ssize_t run_on_caller(kvik__request *req) {
+  kvik__source *src = req->source;
+  if (kvik__owner_acquire(&src->owner) < 0)
+    return kvik__stats_refuse(
+        &req->stats, kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, src->name));
+  kvik__device_settle(); /* as run_task() does before a host transfer */
+  size_t done = 0;
+  int rc = src->transfer(src->self, req->op, req->buf, req->size, req->offset, &done);
+  kvik__owner_release(&src->owner);
+  kvik__stats_end(&req->stats, done, rc < 0);
+  if (rc < 0) {
+    char why[KVIK_MESSAGE_MAX];
+    snprintf(why, sizeof why, "%s", kvik_last_error());
+    return kvik__fail(rc, "%s (%zu of %zu bytes transferred)", why, done, req->size);
+  }
+  return (ssize_t)done;
+}
+
 ssize_t kvik__request_run(kvik__request *req) {
+  kvik__memory mem;
+  int rc = kvik__request_check_args(req);
+  if (rc == 0) rc = kvik__memory_classify(req->fn, req->buf, &mem);
+  if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
+  if (!kvik__memory_on_device(&mem) && !appends(req) && runs_inline(req, 1))
+    return run_on_caller(req);
   kvik_future *future = NULL;
-  int rc = kvik__request_start(req, 1, &future);
-  if (rc < 0) return rc;
+  if ((rc = kvik__request_start(req, 1, &future)) < 0) return rc;
   ssize_t result = kvik_future_wait(future);
   kvik_future_free(future);
   return result;
