@@ -441,7 +441,9 @@ KVIK_API int64_t kvik_file_size(const kvik_file *file);
 /* Read `size` bytes at `file_offset` into `buf` (host or device memory: see "Device memory"), in
  * parallel on the thread pool in tasks of KVIK_SETTING_TASK_SIZE bytes, and wait for them. As
  * pread(2), the read stops at the end of the file; bytes of `buf` past it are left untouched.
- * Interrupted and short system calls are retried.
+ * Interrupted and short system calls are retried. A read of host memory of at most one task (or
+ * below KVIK_SETTING_GDS_THRESHOLD) runs on the calling thread and allocates nothing: its cost
+ * is the system call's and a few atomic operations (kvik_file_write likewise).
  * Returns: the bytes read, fewer than `size` only where the file ends first. Errors: those of reads
  * and writes (above). On -EFAULT the bytes the process can write may have been read all the same:
  * the message says how many. Threads: safe. */
