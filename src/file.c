@@ -16,6 +16,7 @@
 #include "file.h"
 #include "gds.h"
 #include "init.h"
+#include "page_cache.h"
 #include "posix_io.h"
 #include "request.h"
 #include "settings.h"
@@ -220,10 +221,10 @@ static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_
                          size_t *done) {
   kvik_file *file = self;
   if (file->append && op == KVIK__WRITE) {
-    kvik__posix_target target = {file->fd, -1, file->path};
+    kvik__posix_target target = {file->fd, -1, file->path, NULL};
     return kvik__posix_append(&target, buf, size, done);
   }
-  kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
+  kvik__posix_target target = {file->fd, direct_for(file, op), file->path, kvik__page_cache_mostly};
   int refused = 0;
   kvik__posix_range range = {.op = op, .buf = buf, .size = size, .offset = offset};
   int rc = kvik__posix_io(&target, &range, done, &refused);
@@ -251,9 +252,13 @@ int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t siz
   if (!buf_aligned || !kvik__direct_aligned(size) || !kvik__direct_aligned((uintptr_t)offset) ||
       size == 0)
     return file->fd;
-  kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
+  kvik__posix_target target = {file->fd, direct_for(file, op), file->path, NULL};
   int fd = target.direct_fd;
-  if (fd >= 0 && op == KVIK__READ && kvik__direct_readable(&target, offset, size) < size) fd = -1;
+  /* A read the page cache holds goes buffered, as in kvik__posix_io(). */
+  if (fd >= 0 && op == KVIK__READ &&
+      (kvik__direct_readable(&target, offset, size) < size ||
+       kvik__page_cache_mostly(file->fd, offset, size)))
+    fd = -1;
   *direct = fd >= 0;
   return fd >= 0 ? fd : file->fd;
 }
