@@ -11,6 +11,10 @@
  * with 4 MiB psync calls, job j a contiguous 1/THREADS of the file (kvik's tasks are 4 MiB, dealt
  * to its threads in turn); its rate is its own count of bytes over its run time.
  *
+ * Then what kvik's question to the page cache costs per task of 4 MiB, warm and cold, asked as
+ * kvik asks it (src/page_cache.c): one cachestat(2) call; mincore(2) on a mapping of the task,
+ * about all its pages, and about the sample kvik takes (4 runs of 64 pages, first to last page).
+ *
  * With KVIK_BENCH_NO_CACHESTAT=1, cachestat(2) is refused (a seccomp filter), as on kernels
  * before 6.5: kvik then asks mincore(2), as it also does on overlayfs.
  *
@@ -24,8 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -149,6 +155,67 @@ static int round_of(const bench *b, int fio, double *best, double *best_cpu) {
   return 0;
 }
 
+#define TASK ((size_t)4 << 20)
+#define PAGE ((size_t)4096)
+#define PROBES 256
+
+/* The resident pages among `runs` runs of `run` pages spread over a task, by mincore(2) on a new
+ * mapping of it. */
+static long mincore_task(int fd, size_t at, size_t runs, size_t run) {
+  static unsigned char vec[TASK / PAGE];
+  char *map = mmap(NULL, TASK, PROT_READ, MAP_SHARED, fd, (off_t)at);
+  if (map == MAP_FAILED) return -1;
+  long resident = 0;
+  for (size_t r = 0; r < runs; r++) {
+    size_t first = runs == 1 ? 0 : r * (TASK / PAGE - run) / (runs - 1);
+    if (mincore(map + first * PAGE, run * PAGE, vec) != 0) resident = -1;
+    for (size_t i = 0; resident >= 0 && i < run; i++) resident += vec[i] & 1;
+  }
+  munmap(map, TASK);
+  return resident;
+}
+
+/* One way to ask about a task (0: cachestat, 1: mincore of all, 2: mincore of the sample), over
+ * PROBES tasks of the file: microseconds per task, or -1 where the system refuses it. */
+static double probe(int fd, size_t size, int how) {
+  double t0 = now();
+  for (size_t i = 0; i < PROBES; i++) {
+    size_t at = i * TASK % (size - size % TASK);
+    struct {
+      uint64_t off, len;
+    } range = {at, TASK};
+    uint64_t counts[5];
+    long r = how == 0   ? syscall(451 /* cachestat */, fd, &range, counts, 0)
+             : how == 1 ? mincore_task(fd, at, 1, TASK / PAGE)
+                        : mincore_task(fd, at, 4, 64);
+    if (r < 0) return -1;
+  }
+  return (now() - t0) / PROBES * 1e6;
+}
+
+/* The cost of each way to ask, warm and cold. */
+static int report_probes(const bench *b) {
+  static const char *const hows[] = {"cachestat", "mincore, all 1024 pages",
+                                     "mincore, 4 runs of 64 pages"};
+  double us[2][3];
+  for (int cold = 0; cold < 2; cold++) {
+    if (prepare(b, cold ? 0 : b->size) != 0) return -1;
+    FILE *f = fopen(b->path, "r");
+    if (!f) {
+      perror(b->path);
+      return -1;
+    }
+    for (int how = 0; how < 3; how++) us[cold][how] = probe(fileno(f), b->size, how);
+    fclose(f);
+  }
+  printf("%-34s %8s %8s\n", "asking about a 4 MiB task, us", "warm", "cold");
+  for (int how = 0; how < 3; how++) {
+    if (us[0][how] < 0 || us[1][how] < 0) printf("%-34s refused\n", hows[how]);
+    else printf("%-34s %8.2f %8.2f\n", hows[how], us[0][how], us[1][how]);
+  }
+  return 0;
+}
+
 static int write_file(const bench *b) {
   kvik_file *f;
   if (kvik_file_open(b->path, "w", 0644, &f) < 0) return fail("kvik_file_open");
@@ -213,6 +280,7 @@ int main(int argc, char **argv) {
   int rc = write_file(&b);
   for (int r = 0; r < repeat && rc == 0; r++) rc = round_of(&b, fio, best, best_cpu);
   if (rc == 0) report(&b, repeat, fio, best, best_cpu);
+  if (rc == 0 && b.size >= TASK) rc = report_probes(&b);
   unlink(path);
   free(b.data);
   free(b.buf);
