@@ -5,9 +5,11 @@
  *
  * A file of SIZE MiB (default 1024) in DIR, read whole by kvik_file_read on THREADS threads
  * (default 2) into a page-aligned buffer, each read checked. The ways take turns within each of
- * REPEAT rounds (default 3); the best of each is printed as GB/s and CPU seconds per GB (user +
- * system, all threads), then the two targets of the issue and whether this run meets them: direct
- * on at least 0.9x direct off on the warm file, and at least 0.95x fio on the cold one. fio reads
+ * REPEAT rounds (default 5), in reverse order every other round; the best and the median of each
+ * are printed as GB/s, with the CPU seconds per GB of the best (user + system, all threads) and
+ * the share of the file it read from storage (/proc/self/io's read_bytes, O_DIRECT included), then
+ * the two targets of the issue and whether this run's medians meet them: direct on at least 0.9x
+ * direct off on the warm file, and at least 0.95x fio on the cold one. fio reads
  * with 4 MiB psync calls, job j a contiguous 1/THREADS of the file (kvik's tasks are 4 MiB, dealt
  * to its threads in turn); its rate is its own count of bytes over its run time.
  *
@@ -62,6 +64,17 @@ static double cpu_seconds(void) {
   return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (double)usec * 1e-6;
 }
 
+/* The bytes this process has had read from storage (/proc/self/io), or -1. */
+static long long storage_bytes(void) {
+  FILE *f = fopen("/proc/self/io", "r");
+  char line[256];
+  long long bytes = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "read_bytes:", 11) == 0) bytes = atoll(line + 11);
+  if (f) fclose(f);
+  return bytes;
+}
+
 static int fail(const char *what) {
   fprintf(stderr, "%s: %s\n", what, kvik_last_error());
   return -1;
@@ -94,17 +107,20 @@ static int prepare(const bench *b, size_t cached) {
   return n == (ssize_t)cached ? 0 : fail("kvik_file_read");
 }
 
-/* One timed read of the whole file by kvik: seconds and CPU seconds, or -1. */
-static int read_kvik(const bench *b, int direct, double *seconds, double *cpu) {
+/* One timed read of the whole file by kvik: seconds, CPU seconds and bytes read from storage, or
+ * -1. */
+static int read_kvik(const bench *b, int direct, double *seconds, double *cpu, double *storage) {
   kvik_file *f;
   if (kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, direct) < 0)
     return fail("kvik_setting_set");
   if (kvik_file_open(b->path, "r", 0, &f) < 0) return fail("kvik_file_open");
   memset(b->buf, 0, b->size);
+  long long s0 = storage_bytes();
   double t0 = now(), c0 = cpu_seconds();
   ssize_t n = kvik_file_read(f, b->buf, b->size, 0);
   *seconds = now() - t0;
   *cpu = cpu_seconds() - c0;
+  *storage = (double)(storage_bytes() - s0);
   kvik_file_free(f);
   if (n != (ssize_t)b->size) return fail("kvik_file_read");
   if (memcmp(b->buf, b->data, b->size) != 0) {
@@ -130,8 +146,8 @@ static int read_fio(const bench *b, double *seconds) {
   int status = pclose(p);
   /* Terse version 3: ...;error;read KiB;read KiB/s;read IOPS;read run time in ms;... */
   double kib = 0, ms = 0;
-  if (got && status == 0 && sscanf(line, "3;%*[^;];%*[^;];%*[^;];%*[^;];%lf;%*[^;];%*[^;];%lf",
-                                   &kib, &ms) == 2 &&
+  if (got && status == 0 &&
+      sscanf(line, "3;%*[^;];%*[^;];%*[^;];%*[^;];%lf;%*[^;];%*[^;];%lf", &kib, &ms) == 2 &&
       kib * 1024 == (double)(part * (size_t)b->threads) && ms > 0) {
     *seconds = ms / 1e3;
     return 0;
@@ -140,19 +156,31 @@ static int read_fio(const bench *b, double *seconds) {
   return -1;
 }
 
-/* One round: each way once, in turn; best[] and best_cpu[] keep the lowest. */
-static int round_of(const bench *b, int fio, double *best, double *best_cpu) {
-  for (int w = 0; w < WAYS; w++) {
+/* The seconds and CPU seconds of each way, round by round. */
+typedef struct results {
+  double *seconds[WAYS], *cpu[WAYS], *storage[WAYS];
+} results;
+
+/* Round r: each way once, in turn, backwards when r is odd. */
+static int round_of(const bench *b, int fio, int r, results *res) {
+  for (int i = 0; i < WAYS; i++) {
+    int w = r % 2 ? WAYS - 1 - i : i;
     if (w == COLD_FIO && !fio) continue;
     size_t cached = w <= WARM_ON ? b->size : w <= HALF_ON ? b->size / 2 : 0;
     if (prepare(b, cached) != 0) return -1;
-    double s, c = 0;
-    int rc = w == COLD_FIO ? read_fio(b, &s) : read_kvik(b, w % 2, &s, &c);
+    double s, c = 0, storage = 0;
+    int rc = w == COLD_FIO ? read_fio(b, &s) : read_kvik(b, w % 2, &s, &c, &storage);
     if (rc != 0) return -1;
-    if (s < best[w]) best[w] = s;
-    if (c < best_cpu[w]) best_cpu[w] = c;
+    res->seconds[w][r] = s;
+    res->cpu[w][r] = c;
+    res->storage[w][r] = storage;
   }
   return 0;
+}
+
+static int by_value(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
 }
 
 #define TASK ((size_t)4 << 20)
@@ -224,28 +252,37 @@ static int write_file(const bench *b) {
   return n == (ssize_t)b->size ? 0 : fail("kvik_file_write");
 }
 
-static void report(const bench *b, int repeat, int fio, const double *best,
-                   const double *best_cpu) {
-  double gb = (double)b->size / 1e9;
-  printf("%s, %zu MiB, %d thread(s), best of %d%s\n", b->path, b->size >> 20, b->threads, repeat,
+static void report(const bench *b, int repeat, int fio, const results *res) {
+  double gb = (double)b->size / 1e9, best[WAYS], median[WAYS];
+  printf("%s, %zu MiB, %d thread(s), %d rounds%s\n", b->path, b->size >> 20, b->threads, repeat,
          getenv("KVIK_BENCH_NO_CACHESTAT") ? ", cachestat refused (mincore)" : "");
-  printf("%-24s %8s %9s\n", "", "GB/s", "CPU s/GB");
+  printf("%-24s %10s %12s %15s %13s\n", "", "best GB/s", "median GB/s", "CPU s/GB (best)",
+         "from storage");
   for (int w = 0; w < WAYS; w++) {
     if (w == COLD_FIO && !fio) continue;
-    if (w == COLD_FIO) printf("%-24s %8.2f\n", way_names[w], gb / best[w]);
-    else printf("%-24s %8.2f %9.3f\n", way_names[w], gb / best[w], best_cpu[w] / gb);
+    int fastest = 0;
+    for (int r = 1; r < repeat; r++)
+      fastest = res->seconds[w][r] < res->seconds[w][fastest] ? r : fastest;
+    double cpu = res->cpu[w][fastest], storage = res->storage[w][fastest];
+    best[w] = res->seconds[w][fastest];
+    qsort(res->seconds[w], (size_t)repeat, sizeof(double), by_value);
+    median[w] = (res->seconds[w][(repeat - 1) / 2] + res->seconds[w][repeat / 2]) / 2;
+    printf("%-24s %10.2f %12.2f", way_names[w], gb / best[w], gb / median[w]);
+    if (w == COLD_FIO) printf("\n");
+    else printf(" %15.3f %13.2f\n", cpu / gb, storage / (double)b->size);
   }
-  double warm = best[WARM_OFF] / best[WARM_ON];
-  printf("warm: direct on / off  = %.2fx (target >= 0.90x: %s)\n", warm,
-         warm >= 0.9 ? "met" : "NOT MET");
+  double warm = median[WARM_OFF] / median[WARM_ON];
+  printf("warm: direct on / off = %.2fx, best %.2fx (target >= 0.90x: %s)\n", warm,
+         best[WARM_OFF] / best[WARM_ON], warm >= 0.9 ? "met" : "NOT MET");
   if (fio) {
-    double cold = best[COLD_FIO] / best[COLD_ON];
-    printf("cold: direct on / fio  = %.2fx (target >= 0.95x: %s)\n", cold,
-           cold >= 0.95 ? "met" : "NOT MET");
+    double cold = median[COLD_FIO] / median[COLD_ON];
+    printf("cold: direct on / fio = %.2fx, best %.2fx (target >= 0.95x: %s)\n", cold,
+           best[COLD_FIO] / best[COLD_ON], cold >= 0.95 ? "met" : "NOT MET");
   } else {
     printf("cold: no fio in PATH, the cold target is not measured\n");
   }
-  printf("half warm: direct on / off = %.2fx\n", best[HALF_OFF] / best[HALF_ON]);
+  printf("half warm: direct on / off = %.2fx, best %.2fx\n", median[HALF_OFF] / median[HALF_ON],
+         best[HALF_OFF] / best[HALF_ON]);
 }
 
 int main(int argc, char **argv) {
@@ -257,7 +294,7 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s/kvik-direct-cache.bin", argv[1]);
   bench b = {path, (argc > 2 ? strtoull(argv[2], NULL, 10) : 1024) << 20,
              argc > 3 ? atoi(argv[3]) : 2, NULL, NULL};
-  int repeat = argc > 4 ? atoi(argv[4]) : 3;
+  int repeat = argc > 4 ? atoi(argv[4]) : 5;
   if (b.size == 0 || b.threads < 1 || repeat < 1) {
     fprintf(stderr, "SIZE_MIB, THREADS and REPEAT must be positive\n");
     return 2;
@@ -275,14 +312,24 @@ int main(int argc, char **argv) {
     return 1;
   }
   for (size_t i = 0; i < b.size; i++) b.data[i] = (unsigned char)(i * 2654435761u >> 13);
-  double best[WAYS], best_cpu[WAYS];
-  for (int w = 0; w < WAYS; w++) best[w] = best_cpu[w] = 1e30;
+  results res;
+  for (int w = 0; w < WAYS; w++) {
+    res.seconds[w] = calloc((size_t)repeat, sizeof(double));
+    res.cpu[w] = calloc((size_t)repeat, sizeof(double));
+    res.storage[w] = calloc((size_t)repeat, sizeof(double));
+    if (!res.seconds[w] || !res.cpu[w] || !res.storage[w]) return fail("allocation");
+  }
   int rc = write_file(&b);
-  for (int r = 0; r < repeat && rc == 0; r++) rc = round_of(&b, fio, best, best_cpu);
-  if (rc == 0) report(&b, repeat, fio, best, best_cpu);
+  for (int r = 0; r < repeat && rc == 0; r++) rc = round_of(&b, fio, r, &res);
+  if (rc == 0) report(&b, repeat, fio, &res);
   if (rc == 0 && b.size >= TASK) rc = report_probes(&b);
   unlink(path);
   free(b.data);
   free(b.buf);
+  for (int w = 0; w < WAYS; w++) {
+    free(res.seconds[w]);
+    free(res.cpu[w]);
+    free(res.storage[w]);
+  }
   return rc == 0 ? 0 : 1;
 }
