@@ -73,8 +73,8 @@ int64_t kvik__page_cache_pages(int fd, const char *map, int64_t offset, size_t l
 /* What mincore(2) asks about a range when cachestat(2) cannot tell: runs of SAMPLE_PAGES pages,
  * SAMPLE_RUNS of them spread from its first page to its last (all its pages when fewer). Mapping a
  * range costs about 1 us at any length, but mincore costs 6-18 ns a page and 0.3 us a call: 7 to
- * 20 us for all of a 4 MiB task, against 0.2 us for cachestat; this sample bounds it to 4-7 us
- * at any task size (docs/benchmarks.md, "Direct reads and the page cache"). */
+ * 20 us for all of a 4 MiB task, against 0.2-0.6 us for cachestat; this sample bounds it to 4-8
+ * us at any task size (docs/benchmarks.md, "Direct reads and the page cache"). */
 #define SAMPLE_RUNS 4
 #define SAMPLE_PAGES 64
 
