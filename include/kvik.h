@@ -201,7 +201,9 @@ KVIK_API const char *kvik_last_error(void);
  *    middle of a range where the file system allows it; results and errors stay the same. A read
  *    asks the page cache first, once per task (and per io_uring operation): a middle of which the
  *    cache holds at least 9 pages in 10 is copied out of it instead, as a read without the setting
- *    would, so that a file already in memory is not read again from the device.
+ *    would, so that a file already in memory is not read again from the device. io_uring
+ *    operations ask cachestat(2) alone: where it is missing (before Linux 6.5) or counts nothing
+ *    (overlayfs), they take O_DIRECT; tasks then ask mincore(2).
  *  - ZERO_COPY_READ: reads of a file into device memory may let the GPU copy straight out of the
  *    page cache, through a mapping that the handle registers read-only with CUDA in granules of
  *    64 MiB as reads reach them. OFF: never. AUTO: granules whose every page is in the page

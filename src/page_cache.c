@@ -94,7 +94,7 @@ static int64_t mincore_sample(const char *map, size_t pages, size_t page, size_t
   return resident;
 }
 
-int kvik__page_cache_mostly(int fd, int64_t offset, size_t len) {
+int kvik__page_cache_mostly(int fd, int64_t offset, size_t len, int sample) {
   assert(offset >= 0 && len > 0);
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   int64_t start = offset & ~(int64_t)(page - 1);
@@ -102,6 +102,7 @@ int kvik__page_cache_mostly(int fd, int64_t offset, size_t len) {
   int64_t cached = cachestat_pages(fd, offset, len);
   if (cached > 0) return (size_t)cached * MOSTLY_DEN >= pages * MOSTLY_NUM;
   /* None counted is asked again, as in kvik__page_cache_pages(). */
+  if (!sample) return 0;
   void *map = kvik__mmap(pages * page, PROT_READ, MAP_SHARED, fd, (off_t)start);
   if (map == MAP_FAILED) return 0;
   size_t asked = 0;
