@@ -198,7 +198,12 @@ KVIK_API const char *kvik_last_error(void);
  *    buffers it allocates up to whole pages (4 KiB), but for pinned buffers below a page, which
  *    are allocated at the setting rounded up to 64 bytes.
  *  - AUTO_DIRECT_IO_READ/WRITE: reads (writes) of host memory take O_DIRECT for the page-aligned
- *    middle of a range where the file system allows it; results and errors stay the same.
+ *    middle of a range where the file system allows it; results and errors stay the same. A read
+ *    asks the page cache first, once per task (and per io_uring operation): a middle of which the
+ *    cache holds at least 9 pages in 10 is copied out of it instead, as a read without the setting
+ *    would, so that a file already in memory is not read again from the device. io_uring
+ *    operations ask cachestat(2) alone: where it is missing (before Linux 6.5) or counts nothing
+ *    (overlayfs), they take O_DIRECT; tasks then ask mincore(2).
  *  - ZERO_COPY_READ: reads of a file into device memory may let the GPU copy straight out of the
  *    page cache, through a mapping that the handle registers read-only with CUDA in granules of
  *    64 MiB as reads reach them. OFF: never. AUTO: granules whose every page is in the page
@@ -215,10 +220,11 @@ KVIK_API const char *kvik_last_error(void);
  *  - IO_URING: which operations of a batch the kernel's io_uring serves instead of the thread
  *    pool. OFF: none. AUTO: those below GDS_THRESHOLD, and those that go through O_DIRECT
  *    (AUTO_DIRECT_IO_READ/WRITE on; offset and size multiples of 4096, and so the address of
- *    host memory). ON: all. Writes to append handles always go to the pool. Results are the same
- *    either way, and where the kernel refuses io_uring the pool serves all (see
- *    kvik_io_uring_supported). A batch that gives device memory to io_uring holds a pinned
- *    staging arena of 64 MiB, for operations of up to 16 MiB.
+ *    host memory; a read of a range the page cache does not hold). ON: all. Writes to append
+ *    handles always go to the pool. Results are the same either way, and where the kernel
+ *    refuses io_uring the pool serves all (see kvik_io_uring_supported). A batch that gives
+ *    device memory to io_uring holds a pinned staging arena of 64 MiB, for operations of up to
+ *    16 MiB.
  *  - HTTP_* and REMOTE_*: see "Remote files".
  *  - REMOTE_IO_*: KvikIO's choice of remote engine, read back as set. kvik has one engine,
  *    requests on the thread pool (KvikIO's EASY_THREADPOOL); under either backend reads work

@@ -16,6 +16,7 @@
 #include "file.h"
 #include "gds.h"
 #include "init.h"
+#include "page_cache.h"
 #include "posix_io.h"
 #include "request.h"
 #include "settings.h"
@@ -214,16 +215,22 @@ static int direct_for(kvik_file *file, kvik__op op) {
   return direct_descriptor(file);
 }
 
+/* The hook of kvik__posix_io(): a task's middle is megabytes, worth a mincore(2) sample where
+ * cachestat(2) cannot tell. */
+static int cached_middle(int fd, int64_t offset, size_t len) {
+  return kvik__page_cache_mostly(fd, offset, len, 1);
+}
+
 /* An append handle's writes go through its O_APPEND descriptor, in the page cache, where the
  * kernel places them (kvik__posix_append): `offset` is not used. */
 static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_t offset,
                          size_t *done) {
   kvik_file *file = self;
   if (file->append && op == KVIK__WRITE) {
-    kvik__posix_target target = {file->fd, -1, file->path};
+    kvik__posix_target target = {file->fd, -1, file->path, NULL};
     return kvik__posix_append(&target, buf, size, done);
   }
-  kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
+  kvik__posix_target target = {file->fd, direct_for(file, op), file->path, cached_middle};
   int refused = 0;
   kvik__posix_range range = {.op = op, .buf = buf, .size = size, .offset = offset};
   int rc = kvik__posix_io(&target, &range, done, &refused);
@@ -251,9 +258,14 @@ int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t siz
   if (!buf_aligned || !kvik__direct_aligned(size) || !kvik__direct_aligned((uintptr_t)offset) ||
       size == 0)
     return file->fd;
-  kvik__posix_target target = {file->fd, direct_for(file, op), file->path};
+  kvik__posix_target target = {file->fd, direct_for(file, op), file->path, NULL};
   int fd = target.direct_fd;
-  if (fd >= 0 && op == KVIK__READ && kvik__direct_readable(&target, offset, size) < size) fd = -1;
+  /* A read the page cache holds goes buffered, as in kvik__posix_io(), asked with cachestat(2)
+   * alone: a mapping for mincore(2) would cost a small read more than the read. */
+  if (fd >= 0 && op == KVIK__READ &&
+      (kvik__direct_readable(&target, offset, size) < size ||
+       kvik__page_cache_mostly(file->fd, offset, size, 0)))
+    fd = -1;
   *direct = fd >= 0;
   return fd >= 0 ? fd : file->fd;
 }

@@ -18,6 +18,10 @@ typedef struct kvik__posix_target {
   int fd;           /* buffered descriptor */
   int direct_fd;    /* O_DIRECT descriptor on the same file, or -1 to use none */
   const char *path; /* for messages */
+  /* NULL, or whether the page cache holds (nearly) all of the `len` bytes at `offset` of `fd`:
+   * a read's aligned middle that it holds goes through fd instead of direct_fd. A hook, as the
+   * page-cache tools (page_cache.c) open files through this file. */
+  int (*cached)(int fd, int64_t offset, size_t len);
 } kvik__posix_target;
 
 /* A transfer of `size` bytes between `buf` and the file at `offset`. */
@@ -31,7 +35,8 @@ typedef struct kvik__posix_range {
 /* Transfer the range. Interrupted and short system calls are retried. With a direct_fd, the
  * page-aligned middle of the range goes through it (through a bounce buffer when the buffer is
  * not aligned) and the unaligned head and tail through the buffered descriptor; nothing outside
- * the range is written.
+ * the range is written. A read's middle that target->cached finds in the page cache goes through
+ * the buffered descriptor too, with the same result.
  *
  * Returns 0, or a negative code with a detail message. *done is the number of bytes transferred,
  * also on failure; for a read, *done < size without error means the file ended. Sets

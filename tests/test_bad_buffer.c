@@ -166,6 +166,9 @@ static void set_up_io(const bad_case *c) {
 static void run_case(const bad_case *c) {
   set_up_io(c);
   test_write_file(env.path, env.old_bytes, FILE_BYTES);
+  /* A direct read of what the page cache holds reads from the cache (issue 29): out of it, the
+   * read takes the O_DIRECT path whose bad buffers this checks. */
+  if (c->direct && !c->write) ASSERT_OK(kvik_page_cache_drop(env.path));
   unsigned char *map =
       mmap(NULL, MAP_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT(map != MAP_FAILED);

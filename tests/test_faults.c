@@ -73,10 +73,64 @@ static void test_direct_io_refused(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
   shim_reset();
   atomic_store(&shim.refuse_direct_io, 1);
+  ASSERT_OK(kvik_page_cache_drop(path)); /* a read the page cache holds tries no O_DIRECT */
   read_all_and_compare();
   ASSERT_EQ(atomic_load(&shim_direct_io_calls), 1);
   write_all_and_compare();
   ASSERT_EQ(atomic_load(&shim_direct_io_calls), 2); /* one per handle: the "r" above, the "w" here */
+  shim_reset();
+  set_direct(0);
+}
+
+/* A read of `size` bytes at `offset` into `area` + `skew` with direct reads on, compared with
+ * the file; the O_DIRECT preads it made. */
+static long direct_read(unsigned char *area, size_t skew, size_t size, size_t offset) {
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path, "r", 0, &f));
+  memset(area, 0, FILE_BYTES + skew);
+  shim_reset();
+  ASSERT_EQ(kvik_file_read(f, area + skew, size, (int64_t)offset), size);
+  long calls = atomic_load(&shim_direct_io_calls);
+  ASSERT_SAME_BYTES(area + skew, ref + offset, size);
+  kvik_file_free(f);
+  return calls;
+}
+
+/* AUTO_DIRECT_IO_READ reads through the page cache what it holds (issue 29): random ranges of a
+ * file made resident, into aligned and unaligned buffers, make no O_DIRECT pread; once the file
+ * is dropped from the cache (before each read: the buffered head and tail of a read bring pages
+ * back), each read with a task of whole blocks makes some. Both give the file's bytes. */
+static void test_direct_knows_page_cache(void) {
+  if (kvik_direct_io_supported(dir) != 1) {
+    printf("skip test_direct_knows_page_cache: no O_DIRECT in %s\n", dir);
+    return;
+  }
+  set_direct(1);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 2));
+  uint64_t rng = 29;
+  void *mem;
+  ASSERT_EQ(posix_memalign(&mem, 4096, FILE_BYTES + 4096), 0);
+  unsigned char *area = mem;
+  size_t n, whole_blocks_end = FILE_BYTES & ~(size_t)4095;
+  free(test_read_file(path, &n)); /* resident */
+  ASSERT_EQ(n, FILE_BYTES);
+  for (int cold = 0; cold < 2; cold++) {
+    long total = 0;
+    for (int i = 0; i < 40; i++) {
+      size_t size = 1 + test_below(&rng, FILE_BYTES);
+      size_t offset = test_below(&rng, FILE_BYTES - size + 1);
+      size_t skew = test_below(&rng, 2) ? 0 : 1 + test_below(&rng, 4095);
+      if (cold) ASSERT_OK(kvik_page_cache_drop(path));
+      long calls = direct_read(area, skew, size, offset);
+      total += calls;
+      if (!cold && calls != 0)
+        FAIL_AT("a read of %zu cached bytes at %zu made %ld O_DIRECT preads", size, offset, calls);
+      if (cold && size >= TASK && offset + TASK <= whole_blocks_end && calls == 0)
+        FAIL_AT("a read of %zu bytes at %zu, not cached, made no O_DIRECT pread", size, offset);
+    }
+    if (cold && total == 0) FAIL_AT("no read of the dropped file went through O_DIRECT");
+  }
+  free(mem);
   shim_reset();
   set_direct(0);
 }
@@ -186,6 +240,7 @@ static void test_failure_skips_queued_tasks(void) {
 }
 
 int main(void) {
+  test_without_cachestat_if_asked();
   dir = test_mkdtemp();
   path = test_path(dir, SHIM_TARGET_MARK);
   ref = malloc(FILE_BYTES);
@@ -197,6 +252,7 @@ int main(void) {
   test_eintr_and_short_counts();
   test_direct_open_refused();
   test_direct_io_refused();
+  test_direct_knows_page_cache();
   test_enospc_part_way();
   test_real_enospc();
   test_read_eio();
