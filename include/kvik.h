@@ -189,7 +189,8 @@ KVIK_API const char *kvik_last_error(void);
  * docs/design.md):
  *  - COMPAT_MODE: whether a file's device memory goes through cuFile, read when the file opens
  *    (see "Device memory: POSIX or cuFile").
- *  - NUM_THREADS: the threads of the pool that runs the tasks of requests.
+ *  - NUM_THREADS: the threads of the pool that runs the tasks of requests (a buffered write of
+ *    host memory takes one: see kvik_file_write).
  *  - TASK_SIZE: the bytes of one task; a request has at most 16384 tasks (see kvik_file_pread).
  *  - GDS_THRESHOLD: smaller requests run on the calling thread; on files that cuFile serves,
  *    device memory goes through cuFile from this size on.
@@ -456,7 +457,11 @@ KVIK_API int64_t kvik_file_size(const kvik_file *file);
 KVIK_API ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset);
 
 /* Write `size` bytes from `buf` at `file_offset` in parallel, and wait; on an append handle at
- * the end of the file, on the calling thread (see kvik_file_open).
+ * the end of the file, on the calling thread (see kvik_file_open). A write of host memory that
+ * goes through the page cache (KVIK_SETTING_AUTO_DIRECT_IO_WRITE off, or O_DIRECT refused on the
+ * file) also runs on the calling thread, in pwrite(2) calls of KVIK_SETTING_TASK_SIZE bytes one
+ * after the other: the kernel takes the file's lock for each buffered write, so that threads
+ * writing one file only take turns, and waiting for the lock would cost them CPU time.
  * Returns: `size`. Errors: those of reads and writes (above). A write that cannot complete returns
  * its errno (-ENOSPC, -EIO, -EFBIG, -EFAULT ...), and the message says how many bytes were written,
  * not necessarily one contiguous range. Threads: safe. */
@@ -489,7 +494,8 @@ typedef struct kvik_future kvik_future;
 KVIK_API int kvik_file_pread(kvik_file *file, void *buf, size_t size, int64_t file_offset,
                              size_t task_size, kvik_future **future);
 
-/* Start a write like kvik_file_write() without waiting; see kvik_file_pread().
+/* Start a write like kvik_file_write() without waiting; see kvik_file_pread(). A buffered write
+ * of host memory (see kvik_file_write) is one task on the pool, in calls of `task_size` bytes.
  * Returns: 0, with a new future in *future; its result is kvik_file_write()'s. Errors: those of
  * reads and writes (above) found before IO starts. Threads: safe. Lifetime: `buf` until the future
  * is done (see futures, above). */

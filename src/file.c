@@ -281,6 +281,14 @@ int kvik__file_transfer(kvik_file *file, kvik__op op, char *buf, size_t size, in
   return rc;
 }
 
+/* Whether the kernel serialises this handle's writes (kvik__request.serial_writes): each
+ * buffered write to a file takes its inode lock, so that threads writing one file take turns.
+ * A handle that may write with O_DIRECT (KVIK_SETTING_AUTO_DIRECT_IO_WRITE) keeps its writes in
+ * parallel tasks, as the kernel may run those side by side. */
+static int writes_serialise(kvik_file *file) {
+  return !kvik__setting(KVIK_SETTING_AUTO_DIRECT_IO_WRITE) || atomic_load(&file->direct_refused);
+}
+
 /* The checks only a file needs; kvik__request checks the rest. `fn` is the public function. */
 static int check_access(const char *fn, kvik_file *file, kvik__op op) {
   if (!file) return kvik__fail(-EINVAL, "%s: NULL handle", fn);
@@ -346,6 +354,7 @@ int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file
   int rc = counted_request(fn, file, &stats, buf, file_offset, &req);
   if (rc < 0) return rc;
   req.task_size = task_size;
+  req.serial_writes = (unsigned char)writes_serialise(file);
   return kvik__request_start(&req, 0, future);
 }
 
@@ -362,7 +371,9 @@ ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t f
   kvik__stats_op stats = kvik__stats_observe(KVIK_IO_POSIX, KVIK__WRITE, size);
   kvik__request req;
   int rc = counted_request(fn, file, &stats, buf, file_offset, &req);
-  return rc < 0 ? rc : kvik__request_run(&req);
+  if (rc < 0) return rc;
+  req.serial_writes = (unsigned char)writes_serialise(file);
+  return kvik__request_run(&req);
 }
 
 int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset, void *stream,

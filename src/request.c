@@ -29,6 +29,7 @@ typedef struct io_task {
   size_t start; /* the task's first byte, counted from the request's */
   size_t task_size;
   int via_cufile;         /* cuFile moves this task's bytes (see plan()) */
+  int in_pieces;          /* a serial write (kvik__request.serial_writes): calls of task_size */
   kvik__device_read read; /* the state of a read into device memory */
   /* With zc.split set, a task of a zero-copy read (zero_copy_read.h), whose range is the
    * request's: it takes its pieces of it, and says where the file ended. */
@@ -79,6 +80,22 @@ static void run_append_task(io_task *t) {
   task_done(t, done, rc);
 }
 
+/* The task's bytes between host memory and its source: in one call, or for a serial write in
+ * calls of task_size, each of which the source finishes or fails. */
+static int host_transfer(io_task *t, size_t *done) {
+  kvik__source *src = t->source;
+  size_t piece = t->in_pieces ? t->task_size : t->size;
+  *done = 0;
+  int rc = 0;
+  do {
+    size_t n = t->size - *done < piece ? t->size - *done : piece, moved = 0;
+    rc = src->transfer(src->self, t->op, t->buf + *done, n, t->offset + (int64_t)*done, &moved);
+    *done += moved;
+    if (moved < n) break;
+  } while (rc == 0 && *done < t->size);
+  return rc;
+}
+
 /* Reads into device memory on pool threads may complete after the task returns (see
  * kvik__device_read_end); everything else completes here, after the thread's deferred reads
  * (kvik__device_write settles them itself). */
@@ -116,7 +133,7 @@ static void run_task(io_task *t) {
     rc = kvik__device_write(&io, &done);
   } else {
     kvik__device_settle(); /* a host task may take long: finish the device reads before it */
-    rc = t->source->transfer(t->source->self, t->op, t->buf, t->size, t->offset, &done);
+    rc = host_transfer(t, &done);
   }
   task_done(t, done, rc);
 }
@@ -264,16 +281,24 @@ static void lay_out_zero_copy(const kvik__request *req, const kvik__memory *mem,
   }
 }
 
+/* Whether the request is a serial write (see kvik__request.serial_writes): from host memory. */
+static int serial_write(const kvik__request *req, const kvik__memory *mem) {
+  return req->serial_writes && req->op == KVIK__WRITE && !kvik__memory_on_device(mem);
+}
+
 /* Everything up to running: checks, classification, the owner's acquisition, and a future with
- * its tasks laid out (one task when `single` or for an append, besides a cuFile head and tail). */
-static int prepare(kvik__request *req, int single, kvik_future **out, size_t *ntasks_out) {
+ * its tasks laid out (one task when `single`, for an append or for a serial write, whose task
+ * moves its bytes in pieces, besides a cuFile head and tail). *serial says which it is. */
+static int prepare(kvik__request *req, int single, kvik_future **out, size_t *ntasks_out,
+                   int *serial) {
   kvik__memory mem;
   int rc = kvik__request_check(req, out, &mem);
   if (rc < 0) return rc;
   kvik__source *src = req->source;
   if (kvik__owner_acquire(&src->owner) < 0)
     return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, src->name);
-  if (appends(req)) single = 1;
+  *serial = serial_write(req, &mem);
+  if (appends(req) || *serial) single = 1;
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
   req->task_size = capped_task_size(req->size, req->task_size);
   plan p = plan_request(req, &mem, single);
@@ -293,6 +318,8 @@ static int prepare(kvik__request *req, int single, kvik_future **out, size_t *nt
   if (zc_count)
     lay_out_zero_copy(req, &mem, future, tasks, ntasks, (kvik__zc_split *)(void *)(tasks + ntasks));
   else lay_out_tasks(req, &mem, &p, future, tasks, ntasks);
+  assert(!*serial || ntasks == 1);
+  tasks[0].in_pieces = *serial;
   *out = future;
   *ntasks_out = ntasks;
   return 0;
@@ -321,9 +348,10 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   if (out) *out = NULL;
   int inline_run = runs_inline(req, blocking);
   size_t ntasks = 0;
-  int rc = prepare(req, inline_run, out, &ntasks);
+  int serial = 0;
+  int rc = prepare(req, inline_run, out, &ntasks, &serial);
   if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
-  if (inline_run) {
+  if (inline_run || (serial && blocking && !req->pooled)) {
     io_task *tasks = kvik__future_extra(*out);
     for (size_t i = 0; i < ntasks; i++) run_io_task(&tasks[i].base);
   } else if ((rc = submit(*out, ntasks)) < 0) {

@@ -41,6 +41,11 @@ typedef struct kvik__request {
   /* Run on the pool whatever the size: for callers that start many small requests at once and
    * wait for them together, which the calling thread would otherwise serve one by one. */
   unsigned char pooled;
+  /* The source's writes from host memory are serialised by the kernel (a file's buffered writes
+   * each take its inode lock): such a write runs as one task, which moves its bytes in calls of
+   * task_size, on the calling thread when it waits anyway. More threads would only wait on the
+   * lock, and spin for it on CPUs that the writer and the kernel's writeback need. */
+  unsigned char serial_writes;
   /* The public call as the monitors count it, begun by the entry point (stats.h); a start of 0:
    * not counted. kvik__request_start() ends it, at once when it fails, else when the future is
    * done. */
@@ -49,7 +54,7 @@ typedef struct kvik__request {
 
 /* Start the request and store its future in *out. Requests of no bytes, and unless `pooled`,
  * those below the GDS threshold or of one task when `blocking` (the caller waits anyway), run on
- * the calling thread. Returns 0,
+ * the calling thread; so do the serial writes (serial_writes) that `blocking` asks. Returns 0,
  * or a negative code with a message (then no future exists). */
 int kvik__request_start(kvik__request *req, int blocking, kvik_future **out);
 

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MAX_FDS 4096
@@ -15,6 +16,10 @@
 shim_config shim;
 _Atomic long shim_direct_io_calls;
 _Atomic long shim_io_calls;
+_Atomic long shim_writer_tid;
+_Atomic int shim_many_writers;
+_Atomic int shim_writes_out_of_order;
+static _Atomic long write_end = -1; /* where the last target pwrite ended; -1: none yet */
 
 static _Atomic unsigned char target_fd[MAX_FDS]; /* 1: target, 2: target with O_DIRECT */
 static _Atomic long read_calls;
@@ -43,6 +48,19 @@ void shim_reset(void) {
   atomic_store(&read_calls, 0);
   atomic_store(&shim_direct_io_calls, 0);
   atomic_store(&shim_io_calls, 0);
+  atomic_store(&shim_writer_tid, 0);
+  atomic_store(&shim_many_writers, 0);
+  atomic_store(&shim_writes_out_of_order, 0);
+  atomic_store(&write_end, -1);
+}
+
+/* Who writes, and where (see shim_writer_tid). */
+static void note_write(off_t offset, ssize_t written) {
+  long tid = (long)syscall(SYS_gettid), first = 0;
+  if (!atomic_compare_exchange_strong(&shim_writer_tid, &first, tid) && first != tid)
+    atomic_store(&shim_many_writers, 1);
+  long end = atomic_exchange(&write_end, written > 0 ? (long)offset + written : -2);
+  if (end != -1 && end != (long)offset) atomic_store(&shim_writes_out_of_order, 1);
 }
 
 void shim_open_gate(void) {
@@ -126,5 +144,7 @@ ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
     } while (!atomic_compare_exchange_weak(&shim.write_budget, &budget, budget - take == 0 ? -1 : budget - take));
     count = (size_t)take;
   }
-  return real_pwrite(fd, buf, count, offset);
+  ssize_t written = real_pwrite(fd, buf, count, offset);
+  if (target) note_write(offset, written);
+  return written;
 }

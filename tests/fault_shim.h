@@ -26,6 +26,11 @@ extern shim_config shim;
 /* Counters for assertions. */
 extern _Atomic long shim_direct_io_calls;
 extern _Atomic long shim_io_calls;
+/* The target pwrites since the last reset: the thread (gettid) that made the first, whether
+ * another thread made one too, and whether one began elsewhere than where the one before ended. */
+extern _Atomic long shim_writer_tid;
+extern _Atomic int shim_many_writers;
+extern _Atomic int shim_writes_out_of_order;
 
 void shim_reset(void);
 void shim_open_gate(void);

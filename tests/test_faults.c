@@ -239,6 +239,42 @@ static void test_failure_skips_queued_tasks(void) {
   read_all_and_compare(); /* the file is unchanged: the write put back the bytes it had */
 }
 
+/* A buffered write from host memory runs on one thread, in calls of the task size one after the
+ * other, however many threads the pool has: the kernel serialises buffered writes to one file, so
+ * that more threads would only wait for its lock (issue 29, item 3). kvik_file_write makes its
+ * calls on the calling thread. With O_DIRECT writes on, a request keeps its parallel tasks. */
+static void test_buffered_write_one_thread(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  kvik_file *f;
+  kvik_future *fut;
+  ASSERT_OK(kvik_file_open(path, "w", 0644, &f));
+  shim_reset();
+  ASSERT_EQ(kvik_file_write(f, ref, FILE_BYTES, 0), FILE_BYTES);
+  ASSERT_EQ(atomic_load(&shim_io_calls), FILE_BYTES / TASK + 1);
+  ASSERT_EQ(atomic_load(&shim_writer_tid), syscall(SYS_gettid));
+  ASSERT_EQ(atomic_load(&shim_many_writers), 0);
+  ASSERT_EQ(atomic_load(&shim_writes_out_of_order), 0);
+  shim_reset();
+  ASSERT_OK(kvik_file_pwrite(f, ref, FILE_BYTES, 0, TASK, &fut));
+  ASSERT_EQ(kvik_future_wait(fut), FILE_BYTES);
+  kvik_future_free(fut);
+  ASSERT_EQ(atomic_load(&shim_io_calls), FILE_BYTES / TASK + 1);
+  ASSERT_EQ(atomic_load(&shim_many_writers), 0);
+  ASSERT_EQ(atomic_load(&shim_writes_out_of_order), 0);
+  kvik_file_free(f);
+  read_all_and_compare();
+  set_direct(1);
+  shim_reset();
+  atomic_store(&shim.refuse_direct_open, 1); /* direct writes asked for, buffered ones made */
+  ASSERT_OK(kvik_file_open(path, "w", 0644, &f));
+  ASSERT_EQ(kvik_file_write(f, ref, FILE_BYTES, 0), FILE_BYTES);
+  ASSERT(atomic_load(&shim_writer_tid) != syscall(SYS_gettid));
+  kvik_file_free(f);
+  shim_reset();
+  set_direct(0);
+  read_all_and_compare();
+}
+
 int main(void) {
   test_without_cachestat_if_asked();
   dir = test_mkdtemp();
@@ -257,6 +293,7 @@ int main(void) {
   test_real_enospc();
   test_read_eio();
   test_failure_skips_queued_tasks();
+  test_buffered_write_one_thread();
   free(ref);
   free(buf);
   free(path);
