@@ -55,14 +55,14 @@ static CUmemoryPool pool_of(const kvik__cuda_api *cu, CUdevice device) {
 }
 
 /* The setting's watcher: each pool keeps `keep` bytes from now on, and gives back at once what it
- * holds above that and no work uses. Without CUDA loaded (or in a child after fork()) there is
- * no pool to tell. */
+ * holds above that and no work uses. A pool was made with CUDA loaded, so the driver is only
+ * asked for where there is one (in a child after fork() it answers NULL: the pools are the
+ * parent's). */
 static int keep_changed(int64_t keep) {
-  const kvik__cuda_api *cu = kvik__cuda_if_present();
-  if (!cu) return 0;
   pthread_mutex_lock(&lock);
   for (int d = 0; d < MAX_DEVICES; d++) {
-    if (pools[d].state != MADE) continue;
+    const kvik__cuda_api *cu = pools[d].state == MADE ? kvik__cuda_if_present() : NULL;
+    if (!cu) continue;
     uint64_t value = (uint64_t)keep;
     if (cu->cuMemPoolSetAttribute(pools[d].pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value) ==
         CUDA_SUCCESS)
@@ -73,7 +73,18 @@ static int keep_changed(int64_t keep) {
   return 0;
 }
 
-KVIK__ON_LOAD(watch_setting) { kvik__setting_watch(KVIK_SETTING_NVCOMP_MEMORY, keep_changed); }
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
+
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
+
+/* The child has no CUDA (cuda.h): the pools stay the parent's, and no call reaches them. */
+static void fork_child(void) { pthread_mutex_init(&lock, NULL); }
+
+KVIK__ON_LOAD(install_hooks) {
+  static const kvik__fork_handlers handlers = {fork_prepare, fork_parent, fork_child};
+  kvik__atfork_register(KVIK__FORK_DEVICE_POOL, &handlers);
+  kvik__setting_watch(KVIK_SETTING_NVCOMP_MEMORY, keep_changed);
+}
 
 int kvik__device_pool_alloc(const char *fn, const kvik__cuda_api *cu, size_t bytes, CUstream stream,
                             CUdeviceptr *d) {

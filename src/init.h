@@ -22,17 +22,18 @@ void kvik__init_register(kvik__init_step *step);
  * lock of one listed before it while holding its own comes after it. prepare handlers run from
  * the last to the first, parent and child handlers from the first to the last. */
 typedef enum kvik__fork_slot {
-  KVIK__FORK_STATS,    /* the monitors, whose lock futures take as they complete */
-  KVIK__FORK_FUTURE,   /* completions */
-  KVIK__FORK_POOL,     /* the thread pools */
-  KVIK__FORK_STREAM,   /* stream-ordered requests (child only) */
-  KVIK__FORK_BOUNCE,   /* bounce buffers */
-  KVIK__FORK_CUDA,     /* the CUDA loader */
-  KVIK__FORK_CUFILE,   /* the cuFile loader, which loads CUDA under its lock */
-  KVIK__FORK_REGISTRY, /* registered buffers, which open cuFile under their lock */
-  KVIK__FORK_HTTP,     /* remote connections (held with no other lock) */
-  KVIK__FORK_APPEND,   /* appends in progress (held with no other lock) */
-  KVIK__FORK_NVCOMP,   /* the nvCOMP loader (held with no other lock) */
+  KVIK__FORK_STATS,       /* the monitors, whose lock futures take as they complete */
+  KVIK__FORK_FUTURE,      /* completions */
+  KVIK__FORK_POOL,        /* the thread pools */
+  KVIK__FORK_STREAM,      /* stream-ordered requests (child only) */
+  KVIK__FORK_BOUNCE,      /* bounce buffers */
+  KVIK__FORK_CUDA,        /* the CUDA loader */
+  KVIK__FORK_CUFILE,      /* the cuFile loader, which loads CUDA under its lock */
+  KVIK__FORK_REGISTRY,    /* registered buffers, which open cuFile under their lock */
+  KVIK__FORK_HTTP,        /* remote connections (held with no other lock) */
+  KVIK__FORK_APPEND,      /* appends in progress (held with no other lock) */
+  KVIK__FORK_NVCOMP,      /* the nvCOMP loader (held with no other lock) */
+  KVIK__FORK_DEVICE_POOL, /* kvik's device memory pools (held with no other lock) */
   KVIK__FORK_SLOTS
 } kvik__fork_slot;
 
