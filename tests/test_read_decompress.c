@@ -15,6 +15,8 @@
 #include "test_cuda.h"
 
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <string.h>
 
 #ifdef FAKE_NVCOMP_HAVE_ZSTD
@@ -449,6 +451,21 @@ static void test_memory_pool(kvik_codec codec) {
   for (size_t i = 0; i < s.n; i++) ASSERT_EQ(s.statuses[i], rc);
   ASSERT_OK(run(&s));
   for (size_t i = 0; i < s.n; i++) check_chunk(&s, i);
+
+  /* A child after fork() has no CUDA: the setting still changes (the parent's pools untouched),
+   * and the fused read says why it cannot run. */
+  fflush(NULL);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    ASSERT_OK(kvik_setting_set(KVIK_SETTING_NVCOMP_MEMORY, 0));
+    ASSERT_EQ(run(&s), KVIK_ECUDA_UNAVAILABLE);
+    _exit(0);
+  }
+  int status;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_EQ(threshold(), (unsigned long long)keep);
   set_free(&s);
   printf("%s: kvik's memory pool tested\n", kvik_codec_name(codec));
 }
