@@ -286,17 +286,23 @@ static int serial_write(const kvik__request *req, const kvik__memory *mem) {
   return req->serial_writes && req->op == KVIK__WRITE && !kvik__memory_on_device(mem);
 }
 
-/* Everything up to running: checks, classification, the owner's acquisition, and a future with
- * its tasks laid out (one task when `single`, for an append or for a serial write, whose task
- * moves its bytes in pieces, besides a cuFile head and tail). *serial says which it is. */
-static int prepare(kvik__request *req, int single, kvik_future **out, size_t *ntasks_out,
-                   int *serial) {
+/* Count the request against its source's owner: 0, or -EBADF where the handle was closed. */
+static int acquire_owner(const kvik__request *req) {
+  if (kvik__owner_acquire(&req->source->owner) == 0) return 0;
+  return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, req->source->name);
+}
+
+/* Everything up to running: checks and classification (unless `known` is the classification
+ * of a request already checked), the owner's acquisition, and a future with its tasks laid out
+ * (one task when `single`, for an append or for a serial write, whose task moves its bytes in
+ * pieces, besides a cuFile head and tail). *serial says which it is. */
+static int prepare(kvik__request *req, const kvik__memory *known, int single, kvik_future **out,
+                   size_t *ntasks_out, int *serial) {
   kvik__memory mem;
-  int rc = kvik__request_check(req, out, &mem);
-  if (rc < 0) return rc;
+  int rc = known ? 0 : kvik__request_check(req, out, &mem);
+  if (known) mem = *known;
+  if (rc < 0 || (rc = acquire_owner(req)) < 0) return rc;
   kvik__source *src = req->source;
-  if (kvik__owner_acquire(&src->owner) < 0)
-    return kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, src->name);
   *serial = serial_write(req, &mem);
   if (appends(req) || *serial) single = 1;
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
@@ -344,12 +350,13 @@ static int runs_inline(const kvik__request *req, int blocking) {
                            req->size < (size_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD)));
 }
 
-int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
+/* kvik__request_start(), for a request that `known` classifies where it was checked already. */
+static int start(kvik__request *req, const kvik__memory *known, int blocking, kvik_future **out) {
   if (out) *out = NULL;
   int inline_run = runs_inline(req, blocking);
   size_t ntasks = 0;
   int serial = 0;
-  int rc = prepare(req, inline_run, out, &ntasks, &serial);
+  int rc = prepare(req, known, inline_run, out, &ntasks, &serial);
   if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
   if (inline_run || (serial && blocking && !req->pooled)) {
     io_task *tasks = kvik__future_extra(*out);
@@ -361,18 +368,22 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   return rc;
 }
 
+int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
+  return start(req, NULL, blocking, out);
+}
+
 /* A blocking request of host memory that one task on the calling thread serves, but for appends:
  * the source's transfer alone, without a future, so that a small read or write costs its system
- * call and little else (no allocation; the owner's lock, taken twice). It ends as a future would
- * have: the bytes moved, or the error with how many moved, counted by the monitors. */
+ * call and little else (no allocation, no lock: the owner counts with atomics). It ends as a
+ * future would have: the bytes moved, or the error with how many moved, counted by the
+ * monitors. */
 static ssize_t run_on_caller(kvik__request *req) {
   kvik__source *src = req->source;
-  if (kvik__owner_acquire(&src->owner) < 0)
-    return kvik__stats_refuse(
-        &req->stats, kvik__fail(-EBADF, "%s(\"%s\"): handle is closed", req->fn, src->name));
+  int rc = acquire_owner(req);
+  if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
   kvik__device_settle(); /* as run_task() does before a host transfer */
   size_t done = 0;
-  int rc = src->transfer(src->self, req->op, req->buf, req->size, req->offset, &done);
+  rc = src->transfer(src->self, req->op, req->buf, req->size, req->offset, &done);
   kvik__owner_release(&src->owner);
   kvik__stats_end(&req->stats, done, rc < 0);
   if (rc < 0) {
@@ -391,7 +402,7 @@ ssize_t kvik__request_run(kvik__request *req) {
   if (!kvik__memory_on_device(&mem) && !appends(req) && runs_inline(req, 1))
     return run_on_caller(req);
   kvik_future *future = NULL;
-  if ((rc = kvik__request_start(req, 1, &future)) < 0) return rc;
+  if ((rc = start(req, &mem, 1, &future)) < 0) return rc; /* classified once */
   ssize_t result = kvik_future_wait(future);
   kvik_future_free(future);
   return result;

@@ -37,6 +37,16 @@ static struct {
     if (r_ != CUDA_SUCCESS) FAIL_AT("%s failed: CUDA error %d", #call, r_);                    \
   } while (0)
 
+/* The fake CUDA driver's control function `name` (tests/fake_cuda.h), NULL for a real driver or
+ * before one is loaded. */
+static inline void *fake_cuda_symbol(const char *name) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return NULL;
+  void *sym = dlsym(lib, name);
+  dlclose(lib);
+  return sym;
+}
+
 /* Loads the CUDA driver and makes device 0's primary context current; 0 when there is none. */
 static inline int load_cuda(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

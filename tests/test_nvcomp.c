@@ -204,15 +204,6 @@ static fake_nvcomp_fail_chunk_fn fake_nvcomp(void) {
 
 #define NOT_SUPPORTED (KVIK_ENVCOMP_BASE - 11) /* nvcompErrorNotSupported */
 
-/* The fake CUDA driver's control function `name` (tests/fake_cuda.h), NULL for a real driver. */
-static void *fake_cuda_symbol(const char *name) {
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) return NULL;
-  void *sym = dlsym(lib, name);
-  dlclose(lib);
-  return sym;
-}
-
 /* On the fake driver, a device that refuses memory pools (before kvik made its own): nvCOMP's
  * space then comes from the device's default pool, for good. Returns the fake's call counter,
  * NULL for a real driver. */

@@ -405,15 +405,6 @@ static void test_nvcomp_failures(kvik_codec codec) {
   set_free(&s);
 }
 
-/* The fake CUDA driver's control functions (tests/fake_cuda.h), NULL against a real driver. */
-static void *fake_cuda_symbol(const char *name) {
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) return NULL;
-  void *sym = dlsym(lib, name);
-  dlclose(lib);
-  return sym;
-}
-
 /* The staging and nvCOMP's space come from kvik's own pool, made once, whose release threshold
  * follows KVIK_SETTING_NVCOMP_MEMORY; a failed allocation fails the chunks it was for. */
 static void test_memory_pool(kvik_codec codec) {
