@@ -3,7 +3,8 @@
  * For each thread count, in rounds that take turns: a fresh kvik handle on FILE, one
  * kvik_file_read of the whole file into device memory with KVIK_ZERO_COPY_READ=auto (so every
  * granule is registered during the read), then kvik_file_free, which unregisters. Prints the read's
- * GB/s and CPU seconds per GB (user + system, whole process, from getrusage), the close's time,
+ * GB/s and CPU seconds per GB (user + system, whole process, from getrusage; then the user part
+ * alone, where threads that spin show), the close's time,
  * and open + read + close together; then the median of the rounds. A 4 KiB sample at each 64 MiB
  * boundary is compared with pread(2). The file should be in the page cache (read it once first).
  *
@@ -37,7 +38,7 @@ typedef int (*cu_dtoh_fn)(void *, unsigned long long, size_t);
 static cu_dtoh_fn cu_dtoh;
 
 /* What one first read measured: seconds, and CPU seconds of the whole process. */
-enum { READ_S, READ_CPU, CLOSE_S, TOTAL_S, TOTAL_CPU, FIELDS };
+enum { READ_S, READ_CPU, READ_USER, CLOSE_S, TOTAL_S, TOTAL_CPU, FIELDS };
 typedef double result[FIELDS];
 
 static double now(void) {
@@ -46,10 +47,14 @@ static double now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static double cpu_seconds(void) {
+static double seconds_of(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; }
+
+/* CPU seconds of the whole process so far, user + system; the user part in *user. */
+static double cpu_seconds(double *user) {
   struct rusage u;
   getrusage(RUSAGE_SELF, &u);
-  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+  *user = seconds_of(u.ru_utime);
+  return *user + seconds_of(u.ru_stime);
 }
 
 /* Device memory of `size` bytes in device 0's primary context, made current. */
@@ -82,19 +87,21 @@ static int samples_match(int fd, const void *dev, size_t size) {
 }
 
 static int first_read(const char *path, void *dev, size_t size, result *r) {
-  double cpu0 = cpu_seconds(), t0 = now();
+  double user0, user2, user3;
+  double cpu0 = cpu_seconds(&user0), t0 = now();
   kvik_file *f;
   int rc = kvik_file_open(path, "r", 0, &f);
   if (rc < 0) return rc;
   double t1 = now();
   ssize_t got = kvik_file_read(f, dev, size, 0);
-  double t2 = now(), cpu2 = cpu_seconds();
+  double t2 = now(), cpu2 = cpu_seconds(&user2);
   kvik_file_free(f);
-  double t3 = now(), cpu3 = cpu_seconds();
+  double t3 = now(), cpu3 = cpu_seconds(&user3);
   if (got < 0) return (int)got;
   if ((size_t)got != size) return -EIO;
   (*r)[READ_S] = t2 - t1;
   (*r)[READ_CPU] = cpu2 - cpu0;
+  (*r)[READ_USER] = user2 - user0;
   (*r)[CLOSE_S] = t3 - t2;
   (*r)[TOTAL_S] = t3 - t0;
   (*r)[TOTAL_CPU] = cpu3 - cpu0;
@@ -112,8 +119,8 @@ static double median(double *v, int n) {
 }
 
 static void print_row(const char *label, int threads, double gb, const result r) {
-  printf("%-7s %7d %8.2f %12.3f %9.1f %14.2f %12.3f\n", label, threads, gb / r[READ_S], r[READ_CPU] / gb,
-         r[CLOSE_S] * 1e3, gb / r[TOTAL_S], r[TOTAL_CPU] / gb);
+  printf("%-7s %7d %8.2f %12.3f %10.3f %9.1f %14.2f %12.3f\n", label, threads, gb / r[READ_S],
+         r[READ_CPU] / gb, r[READ_USER] / gb, r[CLOSE_S] * 1e3, gb / r[TOTAL_S], r[TOTAL_CPU] / gb);
 }
 
 int main(int argc, char **argv) {
@@ -144,8 +151,8 @@ int main(int argc, char **argv) {
   if (kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO) < 0) return 1;
   result results[MAX_COUNTS][MAX_ROUNDS];
   printf("first zero-copy reads of %s (%.2f GB) into device memory\n", path, gb);
-  printf("%-7s %7s %8s %12s %9s %14s %12s\n", "round", "threads", "GB/s", "CPU s/GB", "close ms",
-         "with open+close", "CPU s/GB");
+  printf("%-7s %7s %8s %12s %10s %9s %14s %12s\n", "round", "threads", "GB/s", "CPU s/GB",
+         "user s/GB", "close ms", "with open+close", "CPU s/GB");
   for (int round = 0; round < rounds; round++) {
     for (int c = 0; c < ncounts; c++) {
       int rc = kvik_setting_set(KVIK_SETTING_NUM_THREADS, counts[c]);

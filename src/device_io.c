@@ -32,7 +32,7 @@ typedef struct kvik__lane {
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
   CUstream stream;
   CUevent copied[2];
-  CUevent direct_copied; /* after the direct copies; its waiter sleeps, they are all it waits for */
+  CUevent direct_copied; /* after the direct copies */
   slot slot[2];          /* reads only; writes take buffers of their own */
   size_t chunk;          /* the size of the slots' buffers */
   unsigned next;         /* the slot reads fill next: the one whose copy was queued first */
@@ -108,12 +108,10 @@ static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
   int rc = kvik__cuda_check(cu->cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING), fn,
                             "cuStreamCreate");
   for (int i = 0; i < 2 && rc == 0; i++)
-    rc = kvik__cuda_check(cu->cuEventCreate(&l->copied[i], CU_EVENT_DISABLE_TIMING), fn,
-                          "cuEventCreate");
+    rc = kvik__cuda_check(cu->cuEventCreate(&l->copied[i], KVIK__EVENT_FLAGS), fn, "cuEventCreate");
   if (rc == 0)
-    rc = kvik__cuda_check(
-        cu->cuEventCreate(&l->direct_copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), fn,
-        "cuEventCreate");
+    rc = kvik__cuda_check(cu->cuEventCreate(&l->direct_copied, KVIK__EVENT_FLAGS), fn,
+                          "cuEventCreate");
   if (rc < 0) destroy_lane(cu, l);
   return rc;
 }

@@ -230,13 +230,11 @@ static int staging_alloc(call *c) {
     rc = cuda(cu->cuStreamCreate(&c->stream[d], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     if (rc == 0)
       rc = kvik__device_pool_alloc(fn, cu, c->staging_bytes, c->stream[d], &c->staging[d]);
-    if (rc == 0)
-      rc = cuda(cu->cuEventCreate(&c->decoded[d], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    if (rc == 0) rc = cuda(cu->cuEventCreate(&c->decoded[d], KVIK__EVENT_FLAGS), "cuEventCreate");
   }
   for (int h = 0; rc == 0 && h < HOSTS; h++) {
     rc = kvik__pinned_get(fn, c->host_bytes, &c->host[h]);
-    if (rc == 0)
-      rc = cuda(cu->cuEventCreate(&c->copied[h], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    if (rc == 0) rc = cuda(cu->cuEventCreate(&c->copied[h], KVIK__EVENT_FLAGS), "cuEventCreate");
   }
   return rc;
 }

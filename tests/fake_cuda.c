@@ -54,6 +54,7 @@ const char fake_name[] = "fake_cuda";
 static fake_api g_api = FAKE_API_INIT(fn_symbols, FN_COUNT);
 _Static_assert(FN_COUNT <= FAKE_MAX_FUNCTIONS, "raise FAKE_MAX_FUNCTIONS");
 static atomic_long g_copies_beside; /* see fake_cuda_copies_beside_registration() */
+static atomic_long g_spinning_waits; /* see fake_cuda_spinning_waits() */
 
 static atomic_int g_initialized;
 
@@ -111,6 +112,7 @@ long fake_cuda_calls(const char *symbol) { return fake_api_calls(&g_api, symbol)
 void fake_cuda_reset(void) {
   fake_api_reset(&g_api);
   atomic_store(&g_copies_beside, 0);
+  atomic_store(&g_spinning_waits, 0);
 }
 
 /* ---- Live counts -------------------------------------------------------------------------- */
@@ -701,6 +703,7 @@ struct CUevent_st {
   unsigned long long reached;  /* latest generation whose marker has run */
   atomic_int refs;             /* one for the registry, one per queued marker */
   CUcontext ctx;
+  unsigned flags; /* of cuEventCreate */
 };
 
 /* The live handles, guarded by g_lock: a handle is looked up here before it is used, so a stale
@@ -1055,6 +1058,7 @@ CUresult cuEventCreate(CUevent *event, unsigned flags) {
   pthread_cond_init(&e->reached_cond, NULL);
   atomic_init(&e->refs, 1);
   e->ctx = ctx;
+  e->flags = flags;
   pthread_mutex_lock(&g_lock);
   int failed = fake_list_add(&g_events, e);
   pthread_mutex_unlock(&g_lock);
@@ -1117,6 +1121,7 @@ CUresult cuEventSynchronize(CUevent event) {
   CUevent e;
   CUresult result = event_get(event, &e);
   if (result != CUDA_SUCCESS) return result;
+  if (!(e->flags & CU_EVENT_BLOCKING_SYNC)) atomic_fetch_add(&g_spinning_waits, 1);
   pthread_mutex_lock(&e->lock);
   unsigned long long target = e->recorded;
   while (e->reached < target) pthread_cond_wait(&e->reached_cond, &e->lock);
@@ -1320,6 +1325,8 @@ static atomic_int g_registering; /* threads in cuMemHostRegister */
 void fake_cuda_slow_registration(long us) { atomic_store(&g_register_delay_us, us); }
 
 long fake_cuda_copies_beside_registration(void) { return atomic_load(&g_copies_beside); }
+
+long fake_cuda_spinning_waits(void) { return atomic_load(&g_spinning_waits); }
 
 static CUresult register_range(void *ptr, size_t size, unsigned flags);
 

@@ -71,6 +71,11 @@ void fake_cuda_slow_registration(long us);
  * registration to end (bench_zero_copy_probe step 6). */
 long fake_cuda_copies_beside_registration(void);
 
+/* cuEventSynchronize calls on events made without CU_EVENT_BLOCKING_SYNC, since the library was
+ * loaded or fake_cuda_reset() was last called: on a real driver such a waiter spins on its core
+ * until the event is reached. */
+long fake_cuda_spinning_waits(void);
+
 /* Queue `fn` on `stream` as work of the driver's own, such as cuFile's transfers: unlike a host
  * function of cuLaunchHostFunc, it may call the driver, and its calls never wait for a call that
  * waits for the device (which waits for it). */
@@ -91,6 +96,7 @@ typedef long (*fake_cuda_live_fn)(const char *what);
 typedef void (*fake_cuda_reset_fn)(void);
 typedef void (*fake_cuda_slow_registration_fn)(long us);
 typedef long (*fake_cuda_copies_beside_registration_fn)(void);
+typedef long (*fake_cuda_spinning_waits_fn)(void);
 typedef void *(*fake_cuda_host_view_fn)(CUdeviceptr ptr, size_t size);
 
 /* Driver API constants beyond those kvik itself uses (src/cuda.h), with the values of the real
