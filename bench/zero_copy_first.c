@@ -1,14 +1,16 @@
 /* First zero-copy reads into GPU memory: what each part of open, read, close costs.
  *
- * For each thread count, in rounds that take turns: a fresh kvik handle on FILE, one
- * kvik_file_read of the whole file into device memory with KVIK_ZERO_COPY_READ=auto (so every
- * granule is registered during the read), then kvik_file_free, which unregisters. Prints the read's
+ * For each setting of KVIK_ZERO_COPY_READ (off: the bounce buffers; auto: as its cost model
+ * chooses; on: every granule registered during the read) and each thread count, in rounds that
+ * take turns: a fresh kvik handle on FILE, one kvik_file_read of the whole file into device
+ * memory, then kvik_file_free, which unregisters. Prints the read's
  * GB/s and CPU seconds per GB (user + system, whole process, from getrusage; then the user part
  * alone, where threads that spin show), the close's time,
  * and open + read + close together; then the median of the rounds. A 4 KiB sample at each 64 MiB
  * boundary is compared with pread(2). The file should be in the page cache (read it once first).
  *
- * usage: bench_zero_copy_first FILE [THREADS,...] [ROUNDS]   (defaults: 1,4,8,16 and 3) */
+ * usage: bench_zero_copy_first FILE [THREADS,...] [ROUNDS] [MODES]
+ *        (defaults: 1,4,8,16, 3 and off,auto,on) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,6 +27,7 @@
 #include "kvik.h"
 
 #define MAX_COUNTS 16
+#define MODES 3
 #define MAX_ROUNDS 32
 #define SAMPLE 4096
 #define SAMPLE_STRIDE ((size_t)64 << 20)
@@ -68,8 +71,8 @@ static void *device_buffer(size_t size) {
   cu_dtoh = (cu_dtoh_fn)dlsym(cuda, "cuMemcpyDtoH_v2");
   void *ctx;
   unsigned long long ptr = 0;
-  if (!init || !retain || !set_current || !alloc || !cu_dtoh || init(0) != 0 || retain(&ctx, 0) != 0 ||
-      set_current(ctx) != 0 || alloc(&ptr, size) != 0)
+  if (!init || !retain || !set_current || !alloc || !cu_dtoh || init(0) != 0 ||
+      retain(&ctx, 0) != 0 || set_current(ctx) != 0 || alloc(&ptr, size) != 0)
     return NULL;
   return (void *)(uintptr_t)ptr;
 }
@@ -118,14 +121,17 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static void print_row(const char *label, int threads, double gb, const result r) {
-  printf("%-7s %7d %8.2f %12.3f %10.3f %9.1f %14.2f %12.3f\n", label, threads, gb / r[READ_S],
-         r[READ_CPU] / gb, r[READ_USER] / gb, r[CLOSE_S] * 1e3, gb / r[TOTAL_S], r[TOTAL_CPU] / gb);
+static const char *const mode_names[MODES] = {"off", "auto", "on"};
+
+static void print_row(const char *label, int mode, int threads, double gb, const result r) {
+  printf("%-7s %-5s %7d %8.2f %12.3f %10.3f %9.1f %14.2f %12.3f\n", label, mode_names[mode],
+         threads, gb / r[READ_S], r[READ_CPU] / gb, r[READ_USER] / gb, r[CLOSE_S] * 1e3,
+         gb / r[TOTAL_S], r[TOTAL_CPU] / gb);
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s FILE [THREADS,...] [ROUNDS]\n", argv[0]);
+    fprintf(stderr, "usage: %s FILE [THREADS,...] [ROUNDS] [MODES]\n", argv[0]);
     return 2;
   }
   const char *path = argv[1];
@@ -135,6 +141,9 @@ int main(int argc, char **argv) {
     counts[ncounts++] = (int)strtol(list, &end, 10);
   int rounds = argc > 3 ? atoi(argv[3]) : 3;
   if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 3;
+  int modes[MODES], nmodes = 0;
+  for (int m = 0; m < MODES; m++)
+    if (strstr(argc > 4 ? argv[4] : "off,auto,on", mode_names[m])) modes[nmodes++] = m;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || st.st_size == 0) {
@@ -148,33 +157,40 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: no CUDA device, or no room for %zu bytes on it\n", argv[0], size);
     return 1;
   }
-  if (kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO) < 0) return 1;
-  result results[MAX_COUNTS][MAX_ROUNDS];
+  static const int64_t mode_values[MODES] = {KVIK_OFF, KVIK_AUTO, KVIK_ON};
+  static result results[MODES][MAX_COUNTS][MAX_ROUNDS];
   printf("first zero-copy reads of %s (%.2f GB) into device memory\n", path, gb);
-  printf("%-7s %7s %8s %12s %10s %9s %14s %12s\n", "round", "threads", "GB/s", "CPU s/GB",
-         "user s/GB", "close ms", "with open+close", "CPU s/GB");
+  printf("%-7s %-5s %7s %8s %12s %10s %9s %14s %12s\n", "round", "mode", "threads", "GB/s",
+         "CPU s/GB", "user s/GB", "close ms", "with open+close", "CPU s/GB");
   for (int round = 0; round < rounds; round++) {
-    for (int c = 0; c < ncounts; c++) {
-      int rc = kvik_setting_set(KVIK_SETTING_NUM_THREADS, counts[c]);
-      if (rc == 0) rc = first_read(path, dev, size, &results[c][round]);
-      if (rc < 0 || !samples_match(fd, dev, size)) {
-        fprintf(stderr, "%s: read on %d threads failed: %s\n", argv[0], counts[c],
-                rc < 0 ? kvik_strerror(rc) : "bytes differ");
-        return 1;
+    for (int i = 0; i < nmodes; i++) {
+      int m = modes[i];
+      for (int c = 0; c < ncounts; c++) {
+        int rc = kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, mode_values[m]);
+        if (rc == 0) rc = kvik_setting_set(KVIK_SETTING_NUM_THREADS, counts[c]);
+        if (rc == 0) rc = first_read(path, dev, size, &results[m][c][round]);
+        if (rc < 0 || !samples_match(fd, dev, size)) {
+          fprintf(stderr, "%s: read on %d threads, %s, failed: %s\n", argv[0], counts[c],
+                  mode_names[m], rc < 0 ? kvik_strerror(rc) : "bytes differ");
+          return 1;
+        }
+        char label[16];
+        snprintf(label, sizeof label, "%d", round + 1);
+        print_row(label, m, counts[c], gb, results[m][c][round]);
       }
-      char label[16];
-      snprintf(label, sizeof label, "%d", round + 1);
-      print_row(label, counts[c], gb, results[c][round]);
     }
   }
-  for (int c = 0; c < ncounts; c++) {
-    result m;
-    for (int k = 0; k < FIELDS; k++) {
-      double v[MAX_ROUNDS];
-      for (int round = 0; round < rounds; round++) v[round] = results[c][round][k];
-      m[k] = median(v, rounds);
+  for (int i = 0; i < nmodes; i++) {
+    for (int c = 0; c < ncounts; c++) {
+      int m = modes[i];
+      result med;
+      for (int k = 0; k < FIELDS; k++) {
+        double v[MAX_ROUNDS];
+        for (int round = 0; round < rounds; round++) v[round] = results[m][c][round][k];
+        med[k] = median(v, rounds);
+      }
+      print_row("median", m, counts[c], gb, med);
     }
-    print_row("median", counts[c], gb, m);
   }
   close(fd);
   return 0;

@@ -11,8 +11,13 @@
 #include "init.h"
 #include "pool.h"
 #include "settings.h"
+#include "zero_copy.h"
 
 #define MIN_CHUNK ((size_t)256 << 10)
+
+/* Reads into the slots of at least this many bytes are timed for the zero-copy cost model
+ * (kvik__zc_note_pread): smaller ones measure the system call more than the copy. */
+#define MIN_TIMED_READ ((size_t)1 << 20)
 #define PAGE 4096
 #define MAX_LANES 8
 
@@ -307,7 +312,9 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     }
     l->next ^= 1;
     size_t n = size - pos < l->chunk ? size - pos : l->chunk, got = 0;
+    uint64_t start_ns = kvik__now_ns();
     int rc = r->transfer(r->source, KVIK__READ, sl->buf, n, offset + (int64_t)pos, &got);
+    if (got >= MIN_TIMED_READ) kvik__zc_note_pread(got, kvik__now_ns() - start_ns);
     if (got > 0) {
       sl->bytes = got;
       if (!r->handoff || !hand_off(r->handoff, l, s, dev + pos)) {

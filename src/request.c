@@ -274,7 +274,7 @@ static void lay_out_tasks(const kvik__request *req, const kvik__memory *mem, con
 static void lay_out_zero_copy(const kvik__request *req, const kvik__memory *mem,
                               kvik_future *future, io_task *tasks, size_t ntasks,
                               kvik__zc_split *s) {
-  kvik__zc_split_init(s, req->source->zc, req->offset, req->size);
+  kvik__zc_split_init(s, req->source->zc, req->offset, req->size, ntasks);
   for (size_t i = 0; i < ntasks; i++) {
     tasks[i] = request_task(req, mem, future, tasks, i, ntasks);
     tasks[i].zc = (kvik__zc_task){.split = s, .index = i};

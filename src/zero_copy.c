@@ -26,6 +26,43 @@ static _Atomic int unsupported;
 /* Held by the one thread of the process that registers (see zero_copy.h). */
 static atomic_flag registering = ATOMIC_FLAG_INIT;
 
+/* The cost model's rates, in MB/s (bytes per microsecond): the best measured so far in the
+ * process, so that a pread from storage or a registration that waited for a kernel does not lower
+ * them; 0 before the first, when the priors stand in, measured on an H100 host: one thread's
+ * pread from the page cache into pinned memory, and registration. */
+#define PRIOR_PREAD_MBPS 6000
+#define PRIOR_REGISTER_MBPS 22000
+static _Atomic uint64_t pread_mbps, register_mbps;
+
+static void raise_rate(_Atomic uint64_t *best, size_t bytes, uint64_t ns) {
+  if (ns == 0) return;
+  uint64_t rate = (uint64_t)bytes * 1000 / ns;
+  uint64_t seen = atomic_load_explicit(best, memory_order_relaxed);
+  while (rate > seen && !atomic_compare_exchange_weak_explicit(
+                            best, &seen, rate, memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+static uint64_t rate_or(_Atomic uint64_t *best, uint64_t prior) {
+  uint64_t rate = atomic_load_explicit(best, memory_order_relaxed);
+  return rate ? rate : prior;
+}
+
+void kvik__zc_note_pread(size_t bytes, uint64_t ns) { raise_rate(&pread_mbps, bytes, ns); }
+
+/* On T threads the bounce buffers move about T preads' worth, T * p. A first zero-copy read moves
+ * what its first thread registers, R (it queues a granule's copy, then registers the next while
+ * that copy runs), and about half of p on each other thread: those read from the far end and hand
+ * their copies to the first, which queues them between registrations. Registering pays while
+ * T * p < R + (T - 1) * p / 2, that is while (T + 1) * p < 2 * R. On an H100 host (p 6.3 GB/s,
+ * R 22-28) that is up to 5-7 threads: bench_zero_copy_first read a first 8 GiB at 40 GB/s on 4
+ * threads, where the bounce buffers gave 25.8, and at 40 on 8, where they gave 45. */
+int kvik__zc_pays(size_t tasks) {
+  uint64_t p = rate_or(&pread_mbps, PRIOR_PREAD_MBPS);
+  uint64_t r = rate_or(&register_mbps, PRIOR_REGISTER_MBPS);
+  return ((uint64_t)tasks + 1) * p < 2 * r;
+}
+
 /* The setting was set again: try the driver once more even if it refused read-only
  * registration before. */
 static int retry(int64_t mode) {
@@ -131,17 +168,20 @@ static int resident(const kvik__zc_file *zc, size_t g) {
 }
 
 static int register_read_only(char *start, size_t len) {
+  uint64_t start_ns = kvik__now_ns();
   CUresult result = kvik__cuda_if_present()->cuMemHostRegister(
       start, len, CU_MEMHOSTREGISTER_READ_ONLY | CU_MEMHOSTREGISTER_PORTABLE);
   if (result == CUDA_ERROR_NOT_SUPPORTED) atomic_store(&unsupported, 1);
+  if (result == CUDA_SUCCESS) raise_rate(&register_mbps, len, kvik__now_ns() - start_ns);
   return result == CUDA_SUCCESS;
 }
 
 /* Whether the read may register a granule of `len` bytes: KVIK_AUTO registers only for requests
- * that read at least half of what they register. */
+ * that read at least half of what they register, where the cost model says it pays. */
 static int may_register(const kvik__zc_read *zc, int64_t mode, size_t len) {
   return !atomic_load(&unsupported) &&
-         (mode == KVIK_ON || (mode == KVIK_AUTO && zc->request_size >= len / 2));
+         (mode == KVIK_ON ||
+          (mode == KVIK_AUTO && zc->request_size >= len / 2 && kvik__zc_pays(zc->tasks)));
 }
 
 /* Register granule g, outside the lock so that copies from registered granules go on meanwhile;
@@ -212,6 +252,14 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
            (!saw_pending && may && register_granule(f, ctx, mode, g));
   pthread_mutex_unlock(&f->lock);
   return ok ? piece : 0;
+}
+
+int kvik__zc_any_registered(kvik__zc_file *zc) {
+  if (!zc) return 0;
+  pthread_mutex_lock(&zc->lock);
+  int any = zc->map && zc->pid == getpid() && zc->ctx; /* ctx: set by the first registration */
+  pthread_mutex_unlock(&zc->lock);
+  return any;
 }
 
 int kvik__zc_registered(kvik__zc_file *zc, int64_t offset) {

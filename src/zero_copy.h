@@ -73,6 +73,7 @@ typedef struct kvik__zc_read {
   kvik__zc_file *file;    /* NULL: no zero-copy for this read */
   int64_t request_offset; /* the whole request's range */
   size_t request_size;
+  size_t tasks; /* the threads the request runs on */
 } kvik__zc_read;
 
 /* Set up (nothing is mapped yet) for the file open as `fd`. */
@@ -94,12 +95,25 @@ int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const c
 /* How many of `size` bytes from `offset`, between kvik__zc_begin() and kvik__zc_done(), the GPU
  * may copy from the mapping: those up to the end of offset's granule, if they are at least
  * KVIK__ZC_MIN_COPY, once that granule is registered. Registers it if it is not and the setting
- * and the request allow (KVIK_AUTO: only pages in the page cache, and only for a request of at
- * least half a granule), after waiting for a thread that registers a granule of the file. 0 if
- * it cannot: the rest of the read takes the bounce buffers. Each granule is a registration of
- * its own, and the driver refuses a copy that runs out of the registration it starts in. `ctx`
- * is current; a file's registrations are all made in one context (they serve every context). */
+ * and the request allow (KVIK_AUTO: only pages in the page cache, only for a request of at least
+ * half a granule, and only where kvik__zc_pays(zc->tasks)), after waiting for a thread that
+ * registers a granule of the file. 0 if it cannot: the rest of the read takes the bounce buffers.
+ * Each granule is a registration of its own, and the driver refuses a copy that runs out of the
+ * registration it starts in. `ctx` is current; a file's registrations are all made in one context
+ * (they serve every context). */
 size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, size_t size);
+
+/* KVIK_AUTO's cost model: whether a first read on `tasks` threads gets its bytes sooner when it
+ * registers granules than through the bounce buffers alone, from the rates measured so far in the
+ * process (kvik__zc_note_pread(), and each registration's own), or priors where none was. */
+int kvik__zc_pays(size_t tasks);
+
+/* A pread(2) of `bytes` into pinned memory for a copy to the device took `ns` nanoseconds: an
+ * input of the cost model. */
+void kvik__zc_note_pread(size_t bytes, uint64_t ns);
+
+/* Whether any granule of the file is registered (NULL: no state, no). A hint, as below. */
+int kvik__zc_any_registered(kvik__zc_file *zc);
 
 /* Whether the granule of `offset` is registered (NULL: no state, no). A hint: it may be dropped
  * right after, if the file changes. */

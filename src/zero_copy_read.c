@@ -217,7 +217,7 @@ typedef struct mapping {
  * Returns the bytes queued, 0 when the mapping cannot serve them: they are for the bounce
  * buffers. */
 static size_t read_mapped(run *r, mapping *m, char *dev, size_t size, int64_t offset) {
-  kvik__zc_read zc = {r->split->file, r->io->offset, r->io->size};
+  kvik__zc_read zc = {r->split->file, r->io->offset, r->io->size, r->split->tasks};
   if (r->read->rc < 0) return 0;
   if (!m->asked) {
     m->asked = 1;
@@ -271,16 +271,26 @@ static void run_back(run *r) {
     read_piece(r, at, n);
 }
 
-size_t kvik__zc_read_tasks(const kvik__zc_file *zc, size_t size, size_t task_size, int single) {
+size_t kvik__zc_read_tasks(kvik__zc_file *zc, size_t size, size_t task_size, int single) {
   if (!kvik__zc_wanted(zc, size)) return 0;
-  if (single) return 1;
-  size_t piece = back_piece(task_size), pieces = size / piece + (size % piece != 0);
-  size_t others = (size_t)kvik__setting(KVIK_SETTING_NUM_THREADS) - 1;
-  return 1 + (pieces - 1 < others ? pieces - 1 : others);
+  size_t tasks = 1;
+  if (!single) {
+    size_t piece = back_piece(task_size), pieces = size / piece + (size % piece != 0);
+    size_t others = (size_t)kvik__setting(KVIK_SETTING_NUM_THREADS) - 1;
+    tasks += pieces - 1 < others ? pieces - 1 : others;
+  }
+  /* Nothing to copy from the mapping yet, and registering would not pay: plain bounce buffers,
+   * which have no relay to go through. */
+  if (kvik__setting(KVIK_SETTING_ZERO_COPY_READ) == KVIK_AUTO && !kvik__zc_pays(tasks) &&
+      !kvik__zc_any_registered(zc))
+    return 0;
+  return tasks;
 }
 
-void kvik__zc_split_init(kvik__zc_split *s, kvik__zc_file *zc, int64_t offset, size_t size) {
-  *s = (kvik__zc_split){.front = offset, .back = offset + (int64_t)size, .file = zc};
+void kvik__zc_split_init(kvik__zc_split *s, kvik__zc_file *zc, int64_t offset, size_t size,
+                         size_t tasks) {
+  *s =
+      (kvik__zc_split){.front = offset, .back = offset + (int64_t)size, .file = zc, .tasks = tasks};
   atomic_flag_clear(&s->lock);
   relay_init(&s->relay);
 }

@@ -29,6 +29,7 @@ typedef struct kvik__zc_split {
   int failed;          /* a task failed: the others take nothing more */
   kvik__zc_relay relay;
   kvik__zc_file *file;
+  size_t tasks; /* the read's */
 } kvik__zc_split;
 
 /* One task of a zero-copy read. */
@@ -42,12 +43,15 @@ typedef struct kvik__zc_task {
 /* How many tasks a read of `size` bytes into device memory, asked with tasks of `task_size`, from
  * the file whose zero-copy state is `zc` (NULL: none) runs as on the zero-copy path: a first task
  * and up to one per other pool thread (the threads set how much CPU the read may take); one with
- * `single`. 0: the path declines the read, which takes the bounce buffers as usual. */
-size_t kvik__zc_read_tasks(const kvik__zc_file *zc, size_t size, size_t task_size, int single);
+ * `single`. 0: the path declines the read, which takes the bounce buffers as usual; under
+ * KVIK_AUTO also where no granule of the file is registered and registering would not pay on
+ * that many threads (kvik__zc_pays). */
+size_t kvik__zc_read_tasks(kvik__zc_file *zc, size_t size, size_t task_size, int single);
 
 /* Set up the split of a read of [offset, offset + size) of the file whose zero-copy state is `zc`,
- * which kvik__zc_read_tasks() took, before any of its tasks runs. */
-void kvik__zc_split_init(kvik__zc_split *split, kvik__zc_file *zc, int64_t offset, size_t size);
+ * which kvik__zc_read_tasks() took with `tasks`, before any of its tasks runs. */
+void kvik__zc_split_init(kvik__zc_split *split, kvik__zc_file *zc, int64_t offset, size_t size,
+                         size_t tasks);
 
 /* Run a task of the read of io's range (the whole request's, as given to kvik__zc_split_init()).
  * The task takes pieces of the range until none is left, a piece fails, or kvik__cancelled()

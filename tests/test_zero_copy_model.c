@@ -1,0 +1,106 @@
+/* KVIK_AUTO's zero-copy cost model (src/zero_copy.c, kvik__zc_pays), in a process of its own, as
+ * the model keeps the best rates it measured for the life of the process: its priors first, then
+ * reads of a file of three granules on the fake driver with registrations made slow (100 ms per
+ * granule, 0.67 GB/s), after which registering no longer pays: a first read registers its first
+ * granule and no more, a later read on the handle copies that granule from the mapping, a new
+ * handle registers nothing under KVIK_AUTO and everything under KVIK_ON. Every read's bytes are
+ * compared with the file's. The test links the static library. */
+#include "../src/zero_copy.h"
+#include "fake_cuda.h"
+#include "test.h"
+#include "test_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB ((size_t)1 << 20)
+#define FILE_BYTES (3 * KVIK__ZC_GRANULE - 5 * MiB - 123)
+
+static fake_cuda_calls_fn calls;
+static fake_cuda_live_fn live;
+static fake_cuda_slow_registration_fn slow_registration;
+
+static long registrations(void) { return calls("cuMemHostRegister_v2"); }
+
+/* Read the whole file through `f` into `dev` and compare. */
+static void read_all(kvik_file *f, char *dev, const unsigned char *content, unsigned char *back) {
+  memset(back, 0, FILE_BYTES);
+  ASSERT_EQ(kvik_file_read(f, dev, FILE_BYTES, 0), (ssize_t)FILE_BYTES);
+  CU_OK(cu.cuMemcpyDtoH_v2(back, (CUdeviceptr)(uintptr_t)dev, FILE_BYTES));
+  ASSERT_SAME_BYTES(back, content, FILE_BYTES);
+}
+
+static kvik_file *open_read(const char *path) {
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path, "r", 0, &f));
+  return f;
+}
+
+/* Before any measurement: one thread's pread at 6 GB/s against registration at 22, so registering
+ * pays up to 6 threads. */
+static void priors(void) {
+  ASSERT(kvik__zc_pays(1));
+  ASSERT(kvik__zc_pays(6));
+  ASSERT(!kvik__zc_pays(7));
+  ASSERT(!kvik__zc_pays(16));
+}
+
+static void slow_registrations(const char *path, const unsigned char *content) {
+  unsigned char *back = malloc(FILE_BYTES);
+  char *dev = device_alloc(FILE_BYTES);
+  ASSERT(back);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
+  slow_registration(100000);
+  kvik_file *f = open_read(path);
+  long before = registrations();
+  read_all(f, dev, content, back);
+  ASSERT_EQ(registrations() - before, 1); /* the first granule, which measured the rate */
+  ASSERT(!kvik__zc_pays(1));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  read_all(f, dev, content, back); /* the registered granule still serves */
+  ASSERT_EQ(registrations() - before, 1);
+  ASSERT_EQ(live("registered"), 1);
+  kvik_file *g = open_read(path);
+  read_all(g, dev, content, back);
+  ASSERT_EQ(registrations() - before, 1);
+  kvik_file_free(g);
+  kvik_file_free(f);
+  ASSERT_EQ(live("registered"), 0);
+  slow_registration(0);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON)); /* no model: every granule */
+  g = open_read(path);
+  read_all(g, dev, content, back);
+  ASSERT_EQ(registrations() - before, 4);
+  kvik_file_free(g);
+  device_free(dev);
+  free(back);
+}
+
+int main(void) {
+  priors();
+  printf("ok: the model's priors\n");
+  if (!load_cuda()) {
+    printf("no CUDA driver: reads skipped\n");
+    return 77;
+  }
+  *(void **)&calls = fake_cuda_symbol("fake_cuda_calls");
+  *(void **)&live = fake_cuda_symbol("fake_cuda_live");
+  *(void **)&slow_registration = fake_cuda_symbol("fake_cuda_slow_registration");
+  if (!calls || !live || !slow_registration) {
+    printf("not the fake driver: reads skipped\n");
+    return 77;
+  }
+  char *dir = test_mkdtemp(), *path = test_path(dir, "model");
+  unsigned char *content = malloc(FILE_BYTES);
+  ASSERT(content);
+  test_fill(content, FILE_BYTES, 42);
+  test_write_file(path, content, FILE_BYTES);
+  slow_registrations(path, content);
+  printf("ok: slow registrations stop a first read registering after its first granule\n");
+  unlink(path);
+  free(path);
+  free(content);
+  test_rmdir(dir);
+  return 0;
+}
