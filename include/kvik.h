@@ -212,8 +212,8 @@ KVIK_API const char *kvik_last_error(void);
  *    bytes there sooner than the bounce buffers on the read's threads: a cost model compares the
  *    best rates measured so far in the process (one thread's pread into pinned memory; the
  *    registration), with priors from an H100 host (6 and 22 GB/s) before the first measurement,
- *    and registers while (threads + 1) * pread rate < 2 * registration rate (up to 6 threads
- *    on the priors). Granules registered before serve every read. ON: always (the registration
+ *    and registers while threads * pread rate < registration rate (up to 3 threads on the
+ *    priors). Granules registered before serve every read. ON: always (the registration
  *    then reads pages not in memory from storage). Where the path cannot be taken, the read goes
  *    through the bounce buffers, with the same result. A handle keeps its registrations, and
  *    their pages pinned in memory, until kvik_file_close(). Writes to the file, by any path,

@@ -52,15 +52,17 @@ void kvik__zc_note_pread(size_t bytes, uint64_t ns) { raise_rate(&pread_mbps, by
 
 /* On T threads the bounce buffers move about T preads' worth, T * p. A first zero-copy read moves
  * what its first thread registers, R (it queues a granule's copy, then registers the next while
- * that copy runs), and about half of p on each other thread: those read from the far end and hand
- * their copies to the first, which queues them between registrations. Registering pays while
- * T * p < R + (T - 1) * p / 2, that is while (T + 1) * p < 2 * R. On an H100 host (p 6.3 GB/s,
- * R 22-28) that is up to 5-7 threads: bench_zero_copy_first read a first 8 GiB at 40 GB/s on 4
- * threads, where the bounce buffers gave 25.8, and at 40 on 8, where they gave 45. */
+ * that copy runs), and what its other threads add through the bounce buffers from the far end.
+ * That share depends on how long the driver holds their copies back while it registers, and
+ * varies between hosts: on two H100 hosts a first read of 8 GiB on 4 threads ran at 40 and at 20
+ * GB/s, where the bounce buffers gave 25.8 and 21. So the model counts the registration alone, and
+ * registers while T * p < R: on 1 to 2 threads there (p 7.7-8.8 GB/s measured, R 22), where the
+ * first read ran at 10.6-28 GB/s against 5.9 through the bounce buffers on one thread, and at
+ * 14-36 against 11-14 on two (bench_zero_copy_first). */
 int kvik__zc_pays(size_t tasks) {
   uint64_t p = rate_or(&pread_mbps, PRIOR_PREAD_MBPS);
   uint64_t r = rate_or(&register_mbps, PRIOR_REGISTER_MBPS);
-  return ((uint64_t)tasks + 1) * p < 2 * r;
+  return (uint64_t)tasks * p < r;
 }
 
 /* The setting was set again: try the driver once more even if it refused read-only

@@ -37,11 +37,11 @@ static kvik_file *open_read(const char *path) {
 }
 
 /* Before any measurement: one thread's pread at 6 GB/s against registration at 22, so registering
- * pays up to 6 threads. */
+ * pays up to 3 threads. */
 static void priors(void) {
   ASSERT(kvik__zc_pays(1));
-  ASSERT(kvik__zc_pays(6));
-  ASSERT(!kvik__zc_pays(7));
+  ASSERT(kvik__zc_pays(3));
+  ASSERT(!kvik__zc_pays(4));
   ASSERT(!kvik__zc_pays(16));
 }
 
