@@ -111,7 +111,7 @@ _BOOLS = ("auto_direct_io_read", "auto_direct_io_write", "remote_verbose")
 # Lists of ints, which libkvik reads and writes as text only ("429,500,503").
 _LISTS = ("http_status_codes",)
 # Text, read and written as it is (a path).
-_TEXTS = ("nvcomp_library",)
+_TEXTS = ("nvcomp_library", "curl_library")
 
 
 def _check_name(name):
