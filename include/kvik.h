@@ -546,7 +546,10 @@ KVIK_API void kvik_future_free(kvik_future *future);
  * load time. Without a driver or a device, host IO works as before and whatever needs the
  * driver fails with KVIK_ECUDA_UNAVAILABLE and a message saying what is missing. A pointer is
  * taken to be host memory while the process has no libcuda.so.1 loaded, and in a child process
- * of a parent that used CUDA, which cannot use CUDA (a rule of the driver).
+ * of a parent that used CUDA, which cannot use CUDA (a rule of the driver). Host IO only asks
+ * whether the driver is in the process, which searches no directory; a driver that could not be
+ * found is not looked for again until the process loads another library (one that another
+ * library loaded is then found).
  *
  * Copies run in the context of the buffer's allocation; for memory without one (stream-ordered
  * pools) in the calling thread's current context, else the primary context of the buffer's

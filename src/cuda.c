@@ -146,15 +146,28 @@ static const char *result_text(CUresult result) {
   }
 }
 
+static unsigned long long loads_so_far(void);
+static int soname_loaded(void);
+
+/* The load count at which dlopen() last failed while the driver was not in the process; 0 for
+ * never. Written under the lock. */
+static unsigned long long missing_at_loads;
+
 /* Called with the lock held. The handle stays open for the life of the process: the driver
  * cannot be unloaded once initialised. A failed dlopen() leaves the state NOT_TRIED, to be tried
- * again at the next need: it fails for want of memory or of a file, which may change. A driver
- * that lacks symbols or devices does not change: that failure is final. */
+ * again: it fails for want of memory or of a file, which may change. Where the driver was not in
+ * the process, the search (some 40 directories, dl.h) is not made again until the process loads
+ * another object, so that a process without a GPU searches once, not at every call; where it was
+ * (another library loaded it), the next need tries again. A driver that lacks symbols or devices
+ * does not change: that failure is final. */
 static void load_locked(void) {
+  unsigned long long loads = loads_so_far();
+  if (loads != 0 && loads == missing_at_loads) return; /* why_unavailable still says why */
   char why[512];
   void *handle = kvik__dl_open(CUDA_SONAME, why, sizeof why);
   if (!handle) {
     snprintf(why_unavailable, sizeof why_unavailable, "%s", why);
+    if (!soname_loaded()) missing_at_loads = loads;
     return;
   }
   if (resolve_all(handle) < 0) {
