@@ -74,7 +74,7 @@ KVIK_API const char *kvik_version_string(void);
   X(KVIK_EINTERNAL, KVIK_ERRNO_BASE - 3, "internal error in kvik")                                 \
   X(KVIK_ECUDA_UNAVAILABLE, KVIK_ERRNO_BASE - 4, "CUDA driver or device not available")            \
   X(KVIK_ECUFILE_UNAVAILABLE, KVIK_ERRNO_BASE - 5, "cuFile library or driver not available")       \
-  X(KVIK_ENOREMOTE, KVIK_ERRNO_BASE - 6, "kvik was built without remote file support (libcurl)")   \
+  X(KVIK_ENOREMOTE, KVIK_ERRNO_BASE - 6, "remote files unavailable: libcurl could not be loaded")  \
   X(KVIK_EREMOTE, KVIK_ERRNO_BASE - 7, "remote transfer failed")                                   \
   X(KVIK_EREMOTE_SHORT, KVIK_ERRNO_BASE - 8, "remote response ended before the requested range")   \
   X(KVIK_EREMOTE_LONG, KVIK_ERRNO_BASE - 9, "remote response longer than the requested range")     \
@@ -183,6 +183,7 @@ KVIK_API const char *kvik_last_error(void);
  *   KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS 256
  *   KVIK_SETTING_NVCOMP_LIBRARY KVIK_NVCOMP_LIBRARY           "" (the soname)
  *   KVIK_SETTING_NVCOMP_MEMORY KVIK_NVCOMP_MEMORY             16 GiB
+ *   KVIK_SETTING_CURL_LIBRARY  KVIK_CURL_LIBRARY              "" (the soname)
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_. What each
  * does, KVIK_SETTING_ left out (how the O_DIRECT, zero-copy and io_uring paths work, and why:
@@ -246,6 +247,8 @@ KVIK_API const char *kvik_last_error(void);
  *    does not map again what the last one freed (see "Compression"). 0 keeps none. Memory above
  *    it goes back to the device when the work that used it is waited for; a change gives back at
  *    once what kvik holds above the new value (0: all of it) and no work uses.
+ *  - CURL_LIBRARY: the file that libcurl is loaded from, "" for the soname (see "Remote files").
+ *    Read at the first remote call; a change after that has no effect in this process.
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
@@ -254,8 +257,8 @@ KVIK_API const char *kvik_last_error(void);
  * REMOTE_IO_REACTOR_DISPATCH "per_chunk" and "per_pread" (KvikIO's names).
  * KVIK_SETTING_HTTP_STATUS_CODES is a list: it is read and changed as text only
  * (kvik_setting_format, kvik_setting_parse: comma-separated statuses, "" for none);
- * kvik_setting_get and kvik_setting_set refuse it with -EINVAL. So is KVIK_SETTING_NVCOMP_LIBRARY,
- * a path taken as it is (not trimmed), of at most 4095 bytes.
+ * kvik_setting_get and kvik_setting_set refuse it with -EINVAL. So are KVIK_SETTING_NVCOMP_LIBRARY
+ * and KVIK_SETTING_CURL_LIBRARY, paths taken as they are (not trimmed), of at most 4095 bytes.
  */
 typedef enum kvik_setting {
   KVIK_SETTING_COMPAT_MODE = 0,
@@ -278,6 +281,7 @@ typedef enum kvik_setting {
   KVIK_SETTING_REMOTE_IO_MAX_CONCURRENT_REQUESTS,
   KVIK_SETTING_NVCOMP_LIBRARY,
   KVIK_SETTING_NVCOMP_MEMORY,
+  KVIK_SETTING_CURL_LIBRARY,
   KVIK_SETTING_COUNT /* number of settings; not a setting */
 } kvik_setting;
 
@@ -315,22 +319,22 @@ typedef enum kvik_setting_source {
 
 /* Read a setting into *value.
  * Returns: 0. Errors: -EINVAL (unknown setting, NULL value, KVIK_SETTING_HTTP_STATUS_CODES or
- * KVIK_SETTING_NVCOMP_LIBRARY); KVIK_ECONFIG. Threads: safe. */
+ * KVIK_SETTING_NVCOMP_LIBRARY, KVIK_SETTING_CURL_LIBRARY); KVIK_ECONFIG. Threads: safe. */
 KVIK_API int kvik_setting_get(kvik_setting setting, int64_t *value);
 
 /* Change a setting for the whole process. IO already submitted keeps the task size it was split
  * with. Setting KVIK_SETTING_NUM_THREADS resizes the thread pool: it waits for running tasks to
  * finish; queued tasks run on the new threads.
  * Returns: 0. Errors: -EINVAL (unknown setting, KVIK_SETTING_HTTP_STATUS_CODES or
- * KVIK_SETTING_NVCOMP_LIBRARY, a value out of range: the message says the range), with nothing
- * changed; KVIK_ECONFIG. For KVIK_SETTING_NUM_THREADS: -EDEADLK (called from a kvik pool thread;
- * nothing changed); -ENOMEM or an errno of pthread_create(3) (no new thread could start: the
- * count applies all the same, queued tasks run on the calling thread, and the pool tries again on
- * its next use). Threads: safe. */
+ * KVIK_SETTING_NVCOMP_LIBRARY, KVIK_SETTING_CURL_LIBRARY, a value out of range: the message says
+ * the range), with nothing changed; KVIK_ECONFIG. For KVIK_SETTING_NUM_THREADS: -EDEADLK (called
+ * from a kvik pool thread; nothing changed); -ENOMEM or an errno of pthread_create(3) (no new
+ * thread could start: the count applies all the same, queued tasks run on the calling thread,
+ * and the pool tries again on its next use). Threads: safe. */
 KVIK_API int kvik_setting_set(kvik_setting setting, int64_t value);
 
 /* Like kvik_setting_set(), with the value given as text and parsed as its environment variable
- * would be; KVIK_SETTING_HTTP_STATUS_CODES and KVIK_SETTING_NVCOMP_LIBRARY included.
+ * would be; KVIK_SETTING_HTTP_STATUS_CODES and the library paths included.
  * Returns: 0. Errors: those of kvik_setting_set(); -EINVAL also for NULL or unparsable text, and
  * a path longer than 4095 bytes.
  * Threads: safe. */
@@ -547,7 +551,10 @@ KVIK_API void kvik_future_free(kvik_future *future);
  * load time. Without a driver or a device, host IO works as before and whatever needs the
  * driver fails with KVIK_ECUDA_UNAVAILABLE and a message saying what is missing. A pointer is
  * taken to be host memory while the process has no libcuda.so.1 loaded, and in a child process
- * of a parent that used CUDA, which cannot use CUDA (a rule of the driver).
+ * of a parent that used CUDA, which cannot use CUDA (a rule of the driver). Host IO only asks
+ * whether the driver is in the process, which searches no directory; a driver that could not be
+ * found is not looked for again until the process loads another library (one that another
+ * library loaded is then found).
  *
  * Copies run in the context of the buffer's allocation; for memory without one (stream-ordered
  * pools) in the calling thread's current context, else the primary context of the buffer's
@@ -834,6 +841,18 @@ KVIK_API int kvik_mmap_pread(kvik_mmap *map, void *buf, size_t size, int64_t off
  *
  * TLS certificates are verified, against libcurl's CA store or the one named by CURL_CA_BUNDLE
  * or SSL_CERT_FILE (a file) and SSL_CERT_DIR (a directory), read when a remote file opens.
+ *
+ * libcurl 7.85 or newer is loaded at run time, never linked, by the first remote call of the
+ * process (kvik_remote_open, kvik_remote_supported): a process that reads no remote file never
+ * maps it. kvik loads it once per process from:
+ *  1. the path in KVIK_SETTING_CURL_LIBRARY (environment KVIK_CURL_LIBRARY), where set: only that
+ *     file, the soname is not tried then;
+ *  2. else the soname libcurl.so.4, which the dynamic loader looks for in LD_LIBRARY_PATH, its
+ *     cache (ldconfig) and the default directories.
+ * Where that fails (no such file, a function missing, a version before 7.85, curl_global_init
+ * failing), every remote call of the process fails with KVIK_ENOREMOTE, its message naming the
+ * file and the loader's reason ("libcurl unavailable: libcurl.so.4: cannot open shared object
+ * file: No such file or directory"); it is not tried again.
  */
 typedef struct kvik_remote kvik_remote;
 
@@ -891,10 +910,10 @@ KVIK_API void kvik_remote_options_init(kvik_remote_options *options);
  * `remote`; options with a struct_size below sizeof(kvik_remote_options), an unknown kind or a size
  * below -1; a URL that is none of the above or names no host; an s3:// URL opened as neither S3
  * kind, without a bucket and key, or with a bucket name of other than letters, digits, '.', '-',
- * '_'; S3 without credentials); KVIK_ENOREMOTE (built without libcurl); -ENOMEM; KVIK_ECONFIG; for
- * the size request, the codes above, and KVIK_EREMOTE for an answer without the size. Threads:
- * safe. Lifetime: the caller owns the handle and frees it with kvik_remote_free(). The URL, the
- * options' strings and the environment's credentials are copied at the call.
+ * '_'; S3 without credentials); KVIK_ENOREMOTE (libcurl could not be loaded); -ENOMEM;
+ * KVIK_ECONFIG; for the size request, the codes above, and KVIK_EREMOTE for an answer without the
+ * size. Threads: safe. Lifetime: the caller owns the handle and frees it with kvik_remote_free().
+ * The URL, the options' strings and the environment's credentials are copied at the call.
  */
 KVIK_API int kvik_remote_open(const char *url, const kvik_remote_options *options,
                               kvik_remote **remote);
@@ -937,8 +956,9 @@ KVIK_API ssize_t kvik_remote_read(kvik_remote *remote, void *buf, size_t size, i
 KVIK_API int kvik_remote_pread(kvik_remote *remote, void *buf, size_t size, int64_t offset,
                                size_t task_size, kvik_future **future);
 
-/* Whether this kvik was built with remote file support, and in `detail` (cut to `len` bytes with
- * the NUL; may be NULL) libcurl's version ("libcurl/7.88.1 OpenSSL/3.0.17 ...") or why not.
+/* Whether remote files work in this process: loads libcurl if no call has yet (see above), and
+ * puts in `detail` (cut to `len` bytes with the NUL; may be NULL) libcurl's version
+ * ("libcurl/7.88.1 OpenSSL/3.0.17 ...") or why not ("libcurl unavailable: ...").
  * Returns: 1 or 0. Errors: none. Threads: safe. */
 KVIK_API int kvik_remote_supported(char *detail, size_t len);
 
@@ -960,7 +980,7 @@ typedef void kvik_retry_hook(const kvik_retry_info *info, void *arg);
  * possibly on several at once, and must not call kvik_remote_set_retry_hook(); a call under way
  * may still finish after the hook is replaced. kvik itself prints nothing: the Python package's
  * hook prints KvikIO's notice ("KvikIO: Got HTTP code 503. Retrying after 500ms (attempt 1 of
- * 2).") on stderr. Built without libcurl, the hook is kept and never called.
+ * 2).") on stderr. Without libcurl, the hook is kept and never called.
  * Returns: 0. Errors: none. Threads: safe. */
 KVIK_API int kvik_remote_set_retry_hook(kvik_retry_hook *hook, void *arg);
 
@@ -1540,12 +1560,17 @@ KVIK_API int kvik_file_read_decompress(kvik_codec codec, const kvik_compressed_c
 /* ------------------------------------------------------------------------------------------ */
 
 /* Optional libraries that kvik loads at run time, never at build time. */
-typedef enum kvik_runtime_lib { KVIK_LIB_CUDA = 0, KVIK_LIB_CUFILE = 1 } kvik_runtime_lib;
+typedef enum kvik_runtime_lib {
+  KVIK_LIB_CUDA = 0,
+  KVIK_LIB_CUFILE = 1,
+  KVIK_LIB_CURL = 2 /* from KVIK_SETTING_CURL_LIBRARY where set (see "Remote files") */
+} kvik_runtime_lib;
 
 /* Whether `lib` can be loaded on this machine (it is loaded and let go again), and in `detail`
  * (cut to `len` bytes with the NUL; may be NULL) the path it was loaded from, or the loader's
  * reason.
- * Returns: 1 or 0. Errors: -EINVAL (unknown library). Threads: safe. */
+ * Returns: 1 or 0. Errors: -EINVAL (unknown library); KVIK_ECONFIG (KVIK_LIB_CURL, which reads
+ * the settings). Threads: safe. */
 KVIK_API int kvik_runtime_lib_supported(kvik_runtime_lib lib, char *detail, size_t len);
 
 /* Whether files in directory `dir` can be opened with O_DIRECT and read and written with it,

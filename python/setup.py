@@ -8,17 +8,14 @@ does). In a checkout those files lie in the directory above; an sdist carries th
 Only PyInit__lib is exported (-fvisibility=hidden), so a libkvik.so loaded elsewhere in the
 process cannot clash.
 
-Remote files (kvik.RemoteFile) need libcurl 7.85 or newer, the one library linked from outside
-(Debian: libcurl4-openssl-dev). It is found through pkg-config, else curl-config, else its header
-in the usual places; without it the package builds all the same and remote calls raise KvikError
-(KVIK_ENOREMOTE). KVIK_REMOTE=0 builds without it even where it is found.
+Remote files (kvik.RemoteFile) need libcurl 7.85 or newer at run time, which the library loads
+on the first remote call (libcurl.so.4, or the file that KVIK_CURL_LIBRARY names), as it loads the
+GPU libraries: nothing of it is needed to build. Without it remote calls raise KvikError
+(KVIK_ENOREMOTE).
 """
 import os
 import re
-import shlex
 import subprocess
-import sys
-import sysconfig
 from glob import glob
 
 from setuptools import Extension, setup
@@ -110,76 +107,13 @@ def library_version():
         return re.search(r'#define KVIK_VERSION_STRING "([^"]+)"', header.read()).group(1)
 
 
-# CURLOPT_PROTOCOLS_STR, which src/http.c uses, came with libcurl 7.85.
-CURL_MIN_VERSION = (7, 85)
-
-
-def version_tuple(text):
-    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
-
-
 def run_tool(*command):
-    """The output of a helper program such as pkg-config, or None where it is missing or fails."""
+    """The output of a helper program such as git, or None where it is missing or fails."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
-
-
-def curl_from_tools():
-    """(version, flags) from pkg-config, else curl-config; None if neither knows libcurl."""
-    version = run_tool("pkg-config", "--modversion", "libcurl")
-    flags = run_tool("pkg-config", "--cflags", "--libs", "libcurl") if version else None
-    if flags is not None:
-        return version, shlex.split(flags)
-    version = run_tool("curl-config", "--version")  # "libcurl 7.88.1"
-    cflags, libs = (run_tool("curl-config", "--cflags"), run_tool("curl-config", "--libs")) if version else (None, None)
-    if cflags is not None and libs is not None:
-        return version, shlex.split(cflags) + shlex.split(libs)
-    return None
-
-
-def curl_from_header():
-    """(version, flags) where curl/curlver.h and libcurl.so lie in the standard directories (a
-    system without pkg-config and curl-config); else None."""
-    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
-    include_dirs = ["/usr/local/include", "/usr/include"]
-    library_dirs = ["/usr/local/lib", f"/usr/lib/{multiarch}", "/usr/lib64", "/usr/lib"]
-    headers = [os.path.join(d, "curl", "curlver.h") for d in include_dirs]
-    header = next((h for h in headers if os.path.exists(h)), None)
-    if header is None or not any(os.path.exists(os.path.join(d, "libcurl.so")) for d in library_dirs):
-        return None
-    with open(header) as f:
-        match = re.search(r'#define LIBCURL_VERSION "([^"]+)"', f.read())
-    return (match.group(1), ["-lcurl"]) if match else None
-
-
-def find_curl():
-    """The compile and link flags for libcurl, or None (with the reason printed) to build without."""
-    if os.environ.get("KVIK_REMOTE") == "0":
-        print("kvik: remote files off (KVIK_REMOTE=0)", file=sys.stderr)
-        return None
-    found = curl_from_tools() or curl_from_header()
-    if found is None:
-        print("kvik: remote files off: libcurl not found (Debian: apt-get install libcurl4-openssl-dev)",
-              file=sys.stderr)
-        return None
-    version, flags = found
-    if version_tuple(version) < CURL_MIN_VERSION:
-        print(f"kvik: remote files off: libcurl {version} is older than 7.85", file=sys.stderr)
-        return None
-    return flags
-
-
-def split_flags(flags):
-    """pkg-config's flags as setuptools takes them: include and library dirs, libraries, the rest."""
-    parts = {"-I": [], "-L": [], "-l": []}
-    other = []
-    for flag in flags:
-        kind = flag[:2]
-        (parts[kind] if kind in parts else other).append(flag[2:] if kind in parts else flag)
-    return parts["-I"], parts["-L"], parts["-l"], other
 
 
 # As CMake compiles the library in its default build (RelWithDebInfo): C11, -O2 (it comes after
@@ -206,14 +140,6 @@ compile_args += ["-iquote", rel(ROOT, "src")]
 # A changed header rebuilds; python/src/'s headers go into the sdist this way too.
 depends = sorted(glob(rel(HERE, "src", "*.h"))) + [rel(ROOT, path) for path in library_headers()]
 library_dirs, libraries, macros, link_args = [], ["dl", "pthread", "m"], [], []
-curl_flags = find_curl()
-if curl_flags is not None:
-    curl_includes, curl_lib_dirs, curl_libs, curl_other = split_flags(curl_flags)
-    include_dirs += curl_includes
-    library_dirs += curl_lib_dirs
-    libraries = curl_libs + libraries
-    link_args += curl_other
-    macros.append(("KVIK_HAVE_CURL", None))
 
 setup(
     version=library_version(),

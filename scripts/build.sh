@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Build kvik into build/ (or $1): installs the build tools and libcurl from Debian's packages if
-# missing.
-# Nothing GPU-related is needed: CUDA and cuFile are loaded at run time, when present.
+# Build kvik into build/ (or $1): installs the build tools from Debian's packages if missing.
+# No library is needed: CUDA, cuFile, nvCOMP and libcurl are loaded at run time, when present.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -15,12 +14,13 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq cmake gcc make pkg-config >/dev/null
 fi
-# libcurl, for remote files. Optional: without it kvik builds, and remote files fail with
-# KVIK_ENOREMOTE. Found as the compiler finds it (C_INCLUDE_PATH counts).
+# libcurl's headers, for the tests only: test_curl_abi compares src/curl.h with them, and the
+# remote tests need libcurl itself at run time. Optional: without them, those tests skip or test
+# a process without libcurl. Found as the compiler finds them (C_INCLUDE_PATH counts).
 if ! echo '#include <curl/curl.h>' | cc -E -x c - >/dev/null 2>&1; then
-  echo "installing libcurl4-openssl-dev (remote files)" >&2
+  echo "installing libcurl4-openssl-dev (the remote tests)" >&2
   { $sudo apt-get update -qq && $sudo apt-get install -y -qq libcurl4-openssl-dev >/dev/null; } ||
-    echo "could not install libcurl: building without remote files" >&2
+    echo "could not install libcurl: remote tests see a process without it" >&2
 fi
 
 # The compression libraries of the fake nvCOMP that the tests use (tests/fake_nvcomp.h). Optional:

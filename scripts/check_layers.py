@@ -26,7 +26,7 @@ import sys
 LAYERS = [
     ("base", ["error", "sys", "fault", "op", "init", "settings", "cancel", "version", "stats",
               "frame_check"]),
-    ("loaders", ["dl", "cuda", "cufile", "http", "uring", "nvcomp", "nvcomp_abi"]),
+    ("loaders", ["dl", "cuda", "cufile", "curl", "http", "uring", "nvcomp", "nvcomp_abi"]),
     ("resources", ["pool", "bounce", "registry", "staging", "memory", "device_pool"]),
     ("io paths", ["posix_io", "device_io", "zero_copy", "zero_copy_read", "page_cache", "gds", "append"]),
     ("requests", ["future", "request", "stream_io"]),

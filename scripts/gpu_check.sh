@@ -29,17 +29,8 @@ if [ -d "$root/.whl" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=/tmp/kvik-site${PYTHONPATH:+:$PYTHONPATH}
 fi
 
-# libcurl's headers, where the machine has the library but not its -dev package: carried in
-# build-deps/curl-include (cp -r /usr/include/x86_64-linux-gnu/curl there); and nginx, for the
-# remote tests, in build-deps/bin. build-deps/ is ignored by git.
-if [ -d "$root/build-deps/curl-include" ] && ! echo '#include <curl/curl.h>' | cc -E -x c - >/dev/null 2>&1; then
-  lib=$(ldconfig -p | awk '/libcurl\.so\.4 /{print $NF; exit}')
-  if [ -n "$lib" ]; then
-    mkdir -p "$root/build-deps/curl-lib" && ln -sf "$lib" "$root/build-deps/curl-lib/libcurl.so"
-    export C_INCLUDE_PATH=$root/build-deps/curl-include CMAKE_INCLUDE_PATH=$root/build-deps/curl-include
-    export LIBRARY_PATH=$root/build-deps/curl-lib CMAKE_LIBRARY_PATH=$root/build-deps/curl-lib
-  fi
-fi
+# nginx, for the remote tests, in build-deps/bin (ignored by git). libcurl needs nothing at build
+# time: kvik loads the machine's libcurl.so.4 at run time.
 if [ -x "$root/build-deps/bin/nginx" ]; then export PATH=$PATH:$root/build-deps/bin; fi
 
 echo "== build and C tests (real driver)"

@@ -146,15 +146,28 @@ static const char *result_text(CUresult result) {
   }
 }
 
+static unsigned long long loads_so_far(void);
+static int soname_loaded(void);
+
+/* The load count at which dlopen() last failed while the driver was not in the process; 0 for
+ * never. Written under the lock. */
+static unsigned long long missing_at_loads;
+
 /* Called with the lock held. The handle stays open for the life of the process: the driver
  * cannot be unloaded once initialised. A failed dlopen() leaves the state NOT_TRIED, to be tried
- * again at the next need: it fails for want of memory or of a file, which may change. A driver
- * that lacks symbols or devices does not change: that failure is final. */
+ * again: it fails for want of memory or of a file, which may change. Where the driver was not in
+ * the process, the search (some 40 directories, dl.h) is not made again until the process loads
+ * another object, so that a process without a GPU searches once, not at every call; where it was
+ * (another library loaded it), the next need tries again. A driver that lacks symbols or devices
+ * does not change: that failure is final. */
 static void load_locked(void) {
+  unsigned long long loads = loads_so_far();
+  if (loads != 0 && loads == missing_at_loads) return; /* why_unavailable still says why */
   char why[512];
   void *handle = kvik__dl_open(CUDA_SONAME, why, sizeof why);
   if (!handle) {
     snprintf(why_unavailable, sizeof why_unavailable, "%s", why);
+    if (!soname_loaded()) missing_at_loads = loads;
     return;
   }
   if (resolve_all(handle) < 0) {
@@ -224,16 +237,46 @@ static unsigned long long loads_so_far(void) {
 /* The load count at which libcuda was last found absent; 0 for never. */
 static _Atomic unsigned long long absent_at_loads;
 
-/* Every request asks, to classify its memory. dlopen(RTLD_NOLOAD) searches the library path
- * before it answers "not loaded" (20 us a call on the CI machine), so a "not loaded" stands until
- * the process loads another object. */
+/* An object's DT_SONAME, or NULL. The loader has relocated the dynamic section's addresses in
+ * place where it could; an address below the object's base is one it left as a file offset. */
+static const char *object_soname(const struct dl_phdr_info *info) {
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+    const ElfW(Dyn) *dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    ElfW(Addr) strtab = 0;
+    ElfW(Xword) soname = 0;
+    int has_soname = 0;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+      if (dyn->d_tag == DT_STRTAB) strtab = dyn->d_un.d_ptr;
+      else if (dyn->d_tag == DT_SONAME) soname = dyn->d_un.d_val, has_soname = 1;
+    }
+    if (!strtab || !has_soname) return NULL;
+    if (strtab < info->dlpi_addr) strtab += info->dlpi_addr;
+    return (const char *)strtab + soname;
+  }
+  return NULL;
+}
+
+/* Stops the walk (1) at an object whose file name or soname is libcuda.so.1, as dlopen() would
+ * match it. */
+static int is_cuda(struct dl_phdr_info *info, size_t size, void *unused) {
+  (void)size, (void)unused;
+  const char *slash = strrchr(info->dlpi_name, '/');
+  if (strcmp(slash ? slash + 1 : info->dlpi_name, CUDA_SONAME) == 0) return 1;
+  const char *soname = object_soname(info);
+  return soname && strcmp(soname, CUDA_SONAME) == 0;
+}
+
+/* Every request asks, to classify its memory. dlopen(RTLD_NOLOAD) would search the library path
+ * before it answers "not loaded" (about 40 directories, 20 us, in every process that reads a
+ * file); the objects already loaded are walked instead, without a system call, and a "not
+ * loaded" stands until the process loads another object. */
 static int soname_loaded(void) {
   unsigned long long loads = loads_so_far();
   if (loads != 0 && loads == atomic_load(&absent_at_loads)) return 0;
-  void *handle = dlopen(CUDA_SONAME, RTLD_NOW | RTLD_NOLOAD);
-  if (handle) dlclose(handle);
-  else atomic_store(&absent_at_loads, loads);
-  return handle != NULL;
+  int loaded = dl_iterate_phdr(is_cuda, NULL) == 1;
+  if (!loaded) atomic_store(&absent_at_loads, loads);
+  return loaded;
 }
 
 const kvik__cuda_api *kvik__cuda_if_present(void) {

@@ -8,6 +8,8 @@
 #include <stdio.h>
 
 #include "error.h"
+#include "init.h"
+#include "settings.h"
 #include "sys.h"
 
 void *kvik__dl_open(const char *soname, char *why, size_t len) {
@@ -20,18 +22,27 @@ void *kvik__dl_open(const char *soname, char *why, size_t len) {
   return handle;
 }
 
-static const char *const sonames[] = {"libcuda.so.1", "libcufile.so.0"};
+static const char *const sonames[] = {"libcuda.so.1", "libcufile.so.0", "libcurl.so.4"};
 
 int kvik_runtime_lib_supported(kvik_runtime_lib lib, char *detail, size_t len) {
   if ((unsigned)lib >= sizeof sonames / sizeof sonames[0])
     return kvik__fail(-EINVAL, "kvik_runtime_lib_supported: unknown library %d", (int)lib);
-  void *handle = kvik__dl_open(sonames[lib], detail, len);
+  /* libcurl from where remote files would load it (curl.h). */
+  char file[4096];
+  snprintf(file, sizeof file, "%s", sonames[lib]);
+  if (lib == KVIK_LIB_CURL) {
+    int rc = kvik__init();
+    if (rc < 0) return rc;
+    if (kvik__setting_text(KVIK_SETTING_CURL_LIBRARY, file, sizeof file) == 0)
+      snprintf(file, sizeof file, "%s", sonames[lib]);
+  }
+  void *handle = kvik__dl_open(file, detail, len);
   if (!handle) return 0;
   struct link_map *map = NULL;
   if (detail && len) {
     if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name[0])
       snprintf(detail, len, "%s", map->l_name);
-    else snprintf(detail, len, "%s", sonames[lib]);
+    else snprintf(detail, len, "%s", file);
   }
   dlclose(handle);
   return 1;

@@ -1,5 +1,12 @@
-/* Run-time loading of optional libraries (CUDA driver, cuFile): the one place that calls
- * dlopen(), so the loader's reason for a failure is kept with the error. */
+/* Run-time loading of optional libraries (CUDA driver, cuFile, nvCOMP, libcurl): the one place
+ * that calls dlopen(), so the loader's reason for a failure is kept with the error.
+ *
+ * Each library is looked for by its soname (or the path its setting names), and so in the
+ * dynamic loader's order: LD_LIBRARY_PATH, the cache of ldconfig (/etc/ld.so.cache), then the
+ * default directories (/lib, /usr/lib and their multiarch and hardware-capability
+ * subdirectories). A library absent from the cache costs one look in each of about 40
+ * directories: each loader does it once per process, and on the first need only (see its
+ * header), never when libkvik itself loads. */
 #ifndef KVIK_SRC_DL_H
 #define KVIK_SRC_DL_H
 

@@ -7,10 +7,18 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <strings.h>
+#include <time.h>
 
+#include "cancel.h"
+#include "curl.h"
 #include "error.h"
+#include "init.h"
 #include "kvik.h"
+#include "settings.h"
+#include "sys.h"
 
 /* ---- the retry hook ----------------------------------------------------------------------- */
 
@@ -93,41 +101,27 @@ static void reset_response(kvik__http_response *r) {
       .content_length = -1, .range_first = -1, .range_last = -1, .range_total = -1};
 }
 
-#ifndef KVIK_HAVE_CURL
+/* ---- libcurl, once ------------------------------------------------------------------------ */
 
-int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp) {
-  reset_response(resp);
-  return kvik__fail(KVIK_ENOREMOTE, "%s(\"%s\"): kvik was built without libcurl", req->fn,
-                    req->display);
-}
+/* libcurl's functions, once loaded (curl.h): set before any handle exists, and never changed
+ * after, though every request that starts stores it again. */
+static const kvik__curl_api *_Atomic cu;
 
-int kvik__http_supported(char *detail, size_t len) {
-  if (detail && len) snprintf(detail, len, "built without libcurl");
+/* Load libcurl, once per process; 0, or KVIK_ENOREMOTE with why not in `why`. */
+static int load_curl(char *why, size_t len) {
+  const kvik__curl_api *api = kvik__curl_load(why, len);
+  if (!api) return KVIK_ENOREMOTE;
+  cu = api;
   return 0;
 }
 
-#else
-
-#include <curl/curl.h>
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include "cancel.h"
-#include "init.h"
-#include "settings.h"
-#include "sys.h"
-
-/* ---- libcurl, once ------------------------------------------------------------------------ */
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_result;
-
-static void init_curl(void) { curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
 int kvik__http_supported(char *detail, size_t len) {
-  if (detail && len) snprintf(detail, len, "%s", curl_version());
+  char why[KVIK_MESSAGE_MAX];
+  if (load_curl(why, sizeof why) < 0) {
+    if (detail && len) snprintf(detail, len, "libcurl unavailable: %s", why);
+    return 0;
+  }
+  if (detail && len) snprintf(detail, len, "%s", cu->version());
   return 1;
 }
 
@@ -137,7 +131,7 @@ int kvik__http_supported(char *detail, size_t len) {
  * TCP and TLS handshakes. At most KVIK_SETTING_REMOTE_CONNECTIONS handles are in use at once;
  * requests beyond wait for one. A handle and its list node are made together, once. */
 typedef struct pooled_handle {
-  CURL *curl;
+  kvik__curl *curl;
   struct pooled_handle *next;
 } pooled_handle;
 
@@ -148,7 +142,7 @@ static unsigned in_use;
 
 static pooled_handle *new_handle(void) {
   pooled_handle *h = kvik__malloc(sizeof *h);
-  if (h && !(h->curl = curl_easy_init())) {
+  if (h && !(h->curl = cu->easy_init())) {
     free(h);
     h = NULL;
   }
@@ -241,12 +235,12 @@ static void trace_line(char mark, const char *line, size_t n) {
           rest ? rest : "");
 }
 
-static int trace(CURL *curl, curl_infotype type, char *data, size_t size, void *user) {
+static int trace(kvik__curl *curl, int type, char *data, size_t size, void *user) {
   (void)curl, (void)user;
-  char mark = type == CURLINFO_TEXT         ? '*'
-              : type == CURLINFO_HEADER_IN  ? '<'
-              : type == CURLINFO_HEADER_OUT ? '>'
-                                            : 0;
+  char mark = type == KVIK__CURLINFO_TEXT         ? '*'
+              : type == KVIK__CURLINFO_HEADER_IN  ? '<'
+              : type == KVIK__CURLINFO_HEADER_OUT ? '>'
+                                                  : 0;
   if (!mark) return 0; /* bodies and TLS records */
   while (size > 0) {
     const char *nl = memchr(data, '\n', size);
@@ -268,7 +262,7 @@ static int trace(CURL *curl, curl_infotype type, char *data, size_t size, void *
 /* What the callbacks see of the response being received. */
 typedef struct transfer {
   const kvik__http_request *req;
-  CURL *curl;
+  kvik__curl *curl;
   kvik__http_response resp;
   int status_seen;      /* the write callback has looked at the status */
   int range_ignored;    /* a range request answered with 200 and more than the range: aborted */
@@ -293,7 +287,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
   transfer *t = arg;
   size_t n = size * nmemb;
   if (!t->status_seen) {
-    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &t->resp.status);
+    kvik__curl_response_code(t->curl, &t->resp.status);
     t->status_seen = 1;
   }
   if (t->resp.status < 200 || t->resp.status >= 300) {
@@ -314,8 +308,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
 /* libcurl calls this often while a transfer runs, about once a second when nothing moves; a
  * nonzero answer aborts it. So a transfer stalled on its server stops soon after the work it is
  * part of is cancelled. */
-static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                       curl_off_t ulnow) {
+static int on_progress(void *arg, kvik__curl_off_t dltotal, kvik__curl_off_t dlnow,
+                       kvik__curl_off_t ultotal, kvik__curl_off_t ulnow) {
   transfer *t = arg;
   (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
   t->cancelled = kvik__cancelled();
@@ -353,69 +347,71 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg) {
   return n;
 }
 
-static void set_request_options(CURL *curl, transfer *t, char *range, struct curl_slist *headers,
-                                char *errbuf) {
+static void set_request_options(kvik__curl *curl, transfer *t, char *range,
+                                struct kvik__curl_slist *headers, char *errbuf) {
   const kvik__http_request *req = t->req;
-  curl_easy_setopt(curl, CURLOPT_URL, req->url);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L); /* no SIGALRM for timeouts: other threads run */
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L); /* WebHDFS answers with its data node's URL */
-  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)kvik__setting(KVIK_SETTING_HTTP_TIMEOUT));
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, t);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, t);
-  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, t);
-  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  kvik__curl_set_text(curl, KVIK__CURLOPT_URL, req->url);
+  kvik__curl_set_long(curl, KVIK__CURLOPT_NOSIGNAL,
+                      1L); /* no SIGALRM for timeouts: other threads run */
+  kvik__curl_set_text(curl, KVIK__CURLOPT_PROTOCOLS_STR, "http,https");
+  kvik__curl_set_text(curl, KVIK__CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  kvik__curl_set_long(curl, KVIK__CURLOPT_FOLLOWLOCATION,
+                      1L); /* WebHDFS answers with its data node's URL */
+  kvik__curl_set_long(curl, KVIK__CURLOPT_MAXREDIRS, 10L);
+  kvik__curl_set_long(curl, KVIK__CURLOPT_TIMEOUT, (long)kvik__setting(KVIK_SETTING_HTTP_TIMEOUT));
+  kvik__curl_set_data(curl, KVIK__CURLOPT_ERRORBUFFER, errbuf);
+  kvik__curl_set_write(curl, 0, on_body);
+  kvik__curl_set_data(curl, KVIK__CURLOPT_WRITEDATA, t);
+  kvik__curl_set_write(curl, 1, on_header);
+  kvik__curl_set_data(curl, KVIK__CURLOPT_HEADERDATA, t);
+  kvik__curl_set_xferinfo(curl, on_progress);
+  kvik__curl_set_data(curl, KVIK__CURLOPT_XFERINFODATA, t);
+  kvik__curl_set_long(curl, KVIK__CURLOPT_NOPROGRESS, 0L);
   /* Fewer reads from the socket than with libcurl's 16 KiB (see RECEIVE_BUFFER). */
-  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, RECEIVE_BUFFER);
-  if (req->ca_file) curl_easy_setopt(curl, CURLOPT_CAINFO, req->ca_file);
-  if (req->ca_dir) curl_easy_setopt(curl, CURLOPT_CAPATH, req->ca_dir);
+  kvik__curl_set_long(curl, KVIK__CURLOPT_BUFFERSIZE, RECEIVE_BUFFER);
+  if (req->ca_file) kvik__curl_set_text(curl, KVIK__CURLOPT_CAINFO, req->ca_file);
+  if (req->ca_dir) kvik__curl_set_text(curl, KVIK__CURLOPT_CAPATH, req->ca_dir);
   if (req->head) {
-    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    kvik__curl_set_long(curl, KVIK__CURLOPT_NOBODY, 1L);
     /* libcurl fails on a Content-Length it cannot parse, before on_header() sees the value a
      * message should name, and drops one too large in silence. A HEAD has no body to delimit:
      * kvik reads the header itself. */
-    curl_easy_setopt(curl, CURLOPT_IGNORE_CONTENT_LENGTH, 1L);
+    kvik__curl_set_long(curl, KVIK__CURLOPT_IGNORE_CONTENT_LENGTH, 1L);
   }
-  if (range) curl_easy_setopt(curl, CURLOPT_RANGE, range);
+  if (range) kvik__curl_set_text(curl, KVIK__CURLOPT_RANGE, range);
   if (req->auth) {
-    curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, req->auth->sigv4);
-    curl_easy_setopt(curl, CURLOPT_USERPWD, req->auth->userpwd);
+    kvik__curl_set_text(curl, KVIK__CURLOPT_AWS_SIGV4, req->auth->sigv4);
+    kvik__curl_set_text(curl, KVIK__CURLOPT_USERPWD, req->auth->userpwd);
   }
-  if (headers) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  if (headers) kvik__curl_set_list(curl, KVIK__CURLOPT_HTTPHEADER, headers);
   if (kvik__setting(KVIK_SETTING_REMOTE_VERBOSE)) {
-    curl_easy_setopt(curl, CURLOPT_DEBUGFUNCTION, trace);
-    curl_easy_setopt(curl, CURLOPT_VERBOSE, 1L);
+    kvik__curl_set_debug(curl, trace);
+    kvik__curl_set_long(curl, KVIK__CURLOPT_VERBOSE, 1L);
   }
 }
 
 /* ---- failures ----------------------------------------------------------------------------- */
 
-static int curl_code(CURLcode cc) {
+static int curl_code(kvik__curl_code cc) {
   switch (cc) {
-  case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
-  case CURLE_COULDNT_CONNECT: return -ECONNREFUSED;
-  case CURLE_RECV_ERROR:
-  case CURLE_SEND_ERROR:
-  case CURLE_GOT_NOTHING: return -ECONNRESET;
-  case CURLE_PARTIAL_FILE: return KVIK_EREMOTE_SHORT;
-  case CURLE_OUT_OF_MEMORY: return -ENOMEM;
-  case CURLE_URL_MALFORMAT:
-  case CURLE_UNSUPPORTED_PROTOCOL: return -EINVAL;
-  case CURLE_SSL_CONNECT_ERROR:
-  case CURLE_PEER_FAILED_VERIFICATION:
-  case CURLE_SSL_CERTPROBLEM:
-  case CURLE_SSL_CIPHER:
-  case CURLE_SSL_CACERT_BADFILE:
-  case CURLE_SSL_ISSUER_ERROR:
-  case CURLE_SSL_CRL_BADFILE:
-  case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-  case CURLE_SSL_INVALIDCERTSTATUS: return KVIK_ETLS;
+  case KVIK__CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
+  case KVIK__CURLE_COULDNT_CONNECT: return -ECONNREFUSED;
+  case KVIK__CURLE_RECV_ERROR:
+  case KVIK__CURLE_SEND_ERROR:
+  case KVIK__CURLE_GOT_NOTHING: return -ECONNRESET;
+  case KVIK__CURLE_PARTIAL_FILE: return KVIK_EREMOTE_SHORT;
+  case KVIK__CURLE_OUT_OF_MEMORY: return -ENOMEM;
+  case KVIK__CURLE_URL_MALFORMAT:
+  case KVIK__CURLE_UNSUPPORTED_PROTOCOL: return -EINVAL;
+  case KVIK__CURLE_SSL_CONNECT_ERROR:
+  case KVIK__CURLE_PEER_FAILED_VERIFICATION:
+  case KVIK__CURLE_SSL_CERTPROBLEM:
+  case KVIK__CURLE_SSL_CIPHER:
+  case KVIK__CURLE_SSL_CACERT_BADFILE:
+  case KVIK__CURLE_SSL_ISSUER_ERROR:
+  case KVIK__CURLE_SSL_CRL_BADFILE:
+  case KVIK__CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+  case KVIK__CURLE_SSL_INVALIDCERTSTATUS: return KVIK_ETLS;
   default: return KVIK_EREMOTE;
   }
 }
@@ -459,7 +455,8 @@ static int check_content_range(const transfer *t, char *why, size_t len) {
 }
 
 /* The attempt's outcome as a code, with its description in `why`. */
-static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *why, size_t len) {
+static int classify(const transfer *t, kvik__curl_code cc, const char *errbuf, char *why,
+                    size_t len) {
   const kvik__http_request *req = t->req;
   long status = t->resp.status;
   if (t->cancelled) {
@@ -468,7 +465,7 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
   }
   /* An empty body never reaches on_body(): look at the status here too. */
   if (t->range_ignored ||
-      (cc == CURLE_OK && range_ignored(req, status) && t->resp.received != req->length)) {
+      (cc == KVIK__CURLE_OK && range_ignored(req, status) && t->resp.received != req->length)) {
     snprintf(why, len, "the server answered 200 with the whole object instead of the range");
     return KVIK_ERANGE_IGNORED;
   }
@@ -477,13 +474,13 @@ static int classify(const transfer *t, CURLcode cc, const char *errbuf, char *wh
     return KVIK_EREMOTE_LONG;
   }
   /* kvikio's phrase first, which code written for it looks for. */
-  if (cc == CURLE_OPERATION_TIMEDOUT) {
-    snprintf(why, len, "Operation timed out. (%s)", errbuf[0] ? errbuf : curl_easy_strerror(cc));
+  if (cc == KVIK__CURLE_OPERATION_TIMEDOUT) {
+    snprintf(why, len, "Operation timed out. (%s)", errbuf[0] ? errbuf : cu->easy_strerror(cc));
     return curl_code(cc);
   }
-  if (cc != CURLE_OK) {
+  if (cc != KVIK__CURLE_OK) {
     snprintf(why, len, "%s",
-             errbuf[0] ? errbuf : curl_easy_strerror(cc)); /* errbuf says more, when set */
+             errbuf[0] ? errbuf : cu->easy_strerror(cc)); /* errbuf says more, when set */
     return curl_code(cc);
   }
   /* With a Range header, a 200 that got here holds the whole object, as asked. */
@@ -517,34 +514,34 @@ static int retryable(int code) {
  * empty body, since requests carry none. */
 #define EMPTY_PAYLOAD_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-static int sign_headers(const kvik__http_auth *auth, struct curl_slist **headers) {
-  *headers = curl_slist_append(NULL, "x-amz-content-sha256: " EMPTY_PAYLOAD_SHA256);
+static int sign_headers(const kvik__http_auth *auth, struct kvik__curl_slist **headers) {
+  *headers = cu->slist_append(NULL, "x-amz-content-sha256: " EMPTY_PAYLOAD_SHA256);
   if (*headers && auth->token_header) {
-    struct curl_slist *more = curl_slist_append(*headers, auth->token_header);
-    if (!more) curl_slist_free_all(*headers);
+    struct kvik__curl_slist *more = cu->slist_append(*headers, auth->token_header);
+    if (!more) cu->slist_free_all(*headers);
     *headers = more;
   }
   return *headers ? 0 : -ENOMEM;
 }
 
-static int attempt(CURL *curl, const kvik__http_request *req, kvik__http_response *resp, char *why,
-                   size_t len) {
+static int attempt(kvik__curl *curl, const kvik__http_request *req, kvik__http_response *resp,
+                   char *why, size_t len) {
   transfer t = {.req = req, .curl = curl};
   reset_response(&t.resp);
-  char range[48], errbuf[CURL_ERROR_SIZE] = "";
+  char range[48], errbuf[KVIK__CURL_ERROR_SIZE] = "";
   if (req->range_header)
     snprintf(range, sizeof range, "%lld-%lld", (long long)req->offset,
              (long long)(req->offset + (int64_t)req->length - 1));
-  struct curl_slist *headers = NULL;
+  struct kvik__curl_slist *headers = NULL;
   if (req->auth && sign_headers(req->auth, &headers) < 0) {
     snprintf(why, len, "out of memory");
     return -ENOMEM;
   }
-  curl_easy_reset(curl); /* options of the handle's last request; its connections stay */
+  cu->easy_reset(curl); /* options of the handle's last request; its connections stay */
   set_request_options(curl, &t, req->range_header ? range : NULL, headers, errbuf);
-  CURLcode cc = curl_easy_perform(curl);
-  curl_slist_free_all(headers);
-  if (!t.status_seen) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &t.resp.status);
+  kvik__curl_code cc = cu->easy_perform(curl);
+  cu->slist_free_all(headers);
+  if (!t.status_seen) kvik__curl_response_code(curl, &t.resp.status);
   *resp = t.resp;
   return classify(&t, cc, errbuf, why, len);
 }
@@ -594,18 +591,17 @@ static void describe_request(const kvik__http_request *req, char *what, size_t l
 
 int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp) {
   reset_response(resp);
-  pthread_once(&curl_once, init_curl);
   char what[96], why[512];
   describe_request(req, what, sizeof what);
-  if (curl_init_result != CURLE_OK)
-    return kvik__fail(KVIK_EREMOTE, "%s: %s of \"%s\": curl_global_init: %s", req->fn, what,
-                      req->display, curl_easy_strerror(curl_init_result));
+  int rc = load_curl(why, sizeof why);
+  if (rc < 0)
+    return kvik__fail(rc, "%s: %s of \"%s\": libcurl unavailable: %s", req->fn, what, req->display,
+                      why);
   pooled_handle *h = acquire_handle();
   if (!h)
     return kvik__fail(-ENOMEM, "%s: %s of \"%s\": curl_easy_init failed", req->fn, what,
                       req->display);
   unsigned max_attempts = (unsigned)kvik__setting(KVIK_SETTING_HTTP_MAX_ATTEMPTS), n = 0;
-  int rc;
   for (;;) {
     if (kvik__cancelled()) {
       rc = -ECANCELED;
@@ -641,5 +637,3 @@ int kvik__http_perform(const kvik__http_request *req, kvik__http_response *resp)
                       req->display, why, n);
   return kvik__fail(rc, "%s: %s of \"%s\": %s", req->fn, what, req->display, why);
 }
-
-#endif

@@ -1,6 +1,7 @@
 /* HTTP requests through libcurl: a process-wide pool of connected handles, requests with
- * retries, and the mapping of every failure to a kvik code (see "Remote files" in kvik.h). Built
- * without libcurl (no KVIK_HAVE_CURL), every request fails with KVIK_ENOREMOTE. */
+ * retries, and the mapping of every failure to a kvik code (see "Remote files" in kvik.h).
+ * libcurl is loaded on the first request (curl.h); where it cannot be, every request fails with
+ * KVIK_ENOREMOTE. */
 #ifndef KVIK_SRC_HTTP_H
 #define KVIK_SRC_HTTP_H
 
@@ -67,7 +68,8 @@ int64_t kvik__http_parse_length(const char *value, size_t len);
 int kvik__http_parse_content_range(const char *value, size_t len, int64_t *first, int64_t *last,
                                    int64_t *total);
 
-/* 1 and libcurl's version in detail, or 0 and why not; see kvik_remote_supported(). */
+/* 1 and libcurl's version in detail, or 0 and why not; see kvik_remote_supported(). Loads
+ * libcurl. */
 int kvik__http_supported(char *detail, size_t len);
 
 #endif

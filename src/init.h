@@ -31,6 +31,7 @@ typedef enum kvik__fork_slot {
   KVIK__FORK_CUFILE,      /* the cuFile loader, which loads CUDA under its lock */
   KVIK__FORK_REGISTRY,    /* registered buffers, which open cuFile under their lock */
   KVIK__FORK_HTTP,        /* remote connections (held with no other lock) */
+  KVIK__FORK_CURL,        /* the libcurl loader (held with no other lock) */
   KVIK__FORK_APPEND,      /* appends in progress (held with no other lock) */
   KVIK__FORK_NVCOMP,      /* the nvCOMP loader (held with no other lock) */
   KVIK__FORK_DEVICE_POOL, /* kvik's device memory pools (held with no other lock) */

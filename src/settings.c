@@ -101,6 +101,8 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
                                      NULL},
     [KVIK_SETTING_NVCOMP_MEMORY] = {"nvcomp_memory", "KVIK_NVCOMP_MEMORY", NULL, KIND_BYTES, 0,
                                     MAX_BYTES, NULL},
+    [KVIK_SETTING_CURL_LIBRARY] = {"curl_library", "KVIK_CURL_LIBRARY", NULL, KIND_TEXT, 0, 0,
+                                   NULL},
 };
 
 static _Atomic int64_t values[KVIK_SETTING_COUNT];

@@ -8,8 +8,7 @@
  * what the wrapped call returns, with errno set as it sets it.
  *
  * Calls that release (close, munmap, dlclose, free) are made directly: their failure could only
- * come from a bug, and nothing can be done about it. So is dlopen(RTLD_NOLOAD) in cuda.c, a
- * question about the process that loads nothing. */
+ * come from a bug, and nothing can be done about it. */
 #ifndef KVIK_SRC_SYS_H
 #define KVIK_SRC_SYS_H
 

@@ -13,7 +13,7 @@
  *
  * Cases that this machine cannot set up are skipped with the reason: unreadable files as root
  * (root reads them), a read-only mount without the right to make one, remote handles without
- * libcurl (remote URLs then fail with KVIK_ENOREMOTE, which is checked instead).
+ * libcurl at run time (remote URLs then fail with KVIK_ENOREMOTE, which is checked instead).
  * KVIK_TEST_VERBOSE=1 prints every case as a docs table row with the message it produced.
  * Failures do not stop the run: every failing case is reported, then the test fails.
  */
@@ -790,7 +790,7 @@ static const int no_fork = 0;
 
 static int skip_reason(const bad_case *c, const char **why) {
   *why = (c->flags & NEEDS_NON_ROOT) && geteuid() == 0 ? "running as root, which may read and write any file"
-         : (c->flags & NEEDS_REMOTE) && !fx.remote   ? "kvik was built without remote support"
+         : (c->flags & NEEDS_REMOTE) && !fx.remote   ? "libcurl could not be loaded"
          : (c->flags & NEEDS_DIRECT_IO) && !fx.direct_io ? "no O_DIRECT in the test's directory"
          : (c->flags & IN_CHILD) && no_fork ? "runs in a child process, which ThreadSanitizer cannot follow"
                                                      : NULL;

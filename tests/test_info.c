@@ -41,8 +41,41 @@ static void test_direct_io_probe(void) {
   test_rmdir(dir);
 }
 
+/* The child of test_cuda_searched_once(): CUDA asked for four times. */
+static int ask_cuda_often(void) {
+  for (int i = 0; i < 2; i++)
+    if (kvik_cuda_driver_version() != KVIK_ECUDA_UNAVAILABLE ||
+        kvik_cuda_device_count() != KVIK_ECUDA_UNAVAILABLE)
+      return 1;
+  return 0;
+}
+
+/* A process without the CUDA driver looks for it once, not at every call that needs it: the
+ * dynamic loader's trace (LD_DEBUG=libs, on stderr) of a child that asks four times names
+ * libcuda.so.1 once. */
+static void test_cuda_searched_once(void) {
+  if (kvik_runtime_lib_supported(KVIK_LIB_CUDA, NULL, 0) != 0) {
+    printf("a CUDA driver is here: test_cuda_searched_once skipped\n");
+    return;
+  }
+  char self[4096], command[4200];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT(len > 0);
+  self[len] = '\0';
+  snprintf(command, sizeof command, "KVIK_TEST_ASK_CUDA=1 LD_DEBUG=libs '%s' 2>&1", self);
+  FILE *out = popen(command, "r");
+  ASSERT(out != NULL);
+  char line[1024];
+  int searches = 0;
+  while (fgets(line, sizeof line, out)) searches += strstr(line, "find library=libcuda.so.1") != NULL;
+  ASSERT_EQ(pclose(out), 0);
+  ASSERT_EQ(searches, 1);
+}
+
 int main(void) {
+  if (getenv("KVIK_TEST_ASK_CUDA")) return ask_cuda_often();
   test_runtime_lib_probe();
   test_direct_io_probe();
+  test_cuda_searched_once();
   return 0;
 }

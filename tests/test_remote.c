@@ -861,11 +861,42 @@ static void test_trace_has_no_credentials(const char *presigned) {
   if (strstr(trace, "SESSION-TOKEN-SECRET")) FAIL_AT("the session token appears in:\n%s", trace);
 }
 
+/* A process without libcurl (none installed, or KVIK_CURL_LIBRARY naming a file that is not
+ * there): remote calls fail with KVIK_ENOREMOTE, naming the file and the loader's reason, every
+ * time; local files work, without libcurl in the process. */
+static void test_without_curl(void) {
+  const char *setting = env_or_null("KVIK_CURL_LIBRARY");
+  char file[256], detail[512], needle[320];
+  snprintf(file, sizeof file, "%s", setting ? setting : "libcurl.so.4");
+  snprintf(needle, sizeof needle, "libcurl unavailable: %s: cannot open shared object file", file);
+  ASSERT_EQ(kvik_remote_supported(detail, sizeof detail), 0);
+  if (!strstr(detail, needle)) FAIL_AT("kvik_remote_supported: \"%s\" lacks \"%s\"", detail, needle);
+  for (int i = 0; i < 2; i++) {
+    kvik_remote *r = (kvik_remote *)1;
+    ASSERT_FAILS(kvik_remote_open("http://127.0.0.1:1/x", NULL, &r), KVIK_ENOREMOTE, needle);
+    ASSERT(r == NULL);
+  }
+  char *dir = test_mkdtemp(), *path = test_path(dir, "local");
+  const char data[] = "local files need no libcurl";
+  char back[sizeof data];
+  kvik_file *f = NULL;
+  ASSERT_OK(kvik_file_open(path, "w+", 0600, &f));
+  ASSERT_EQ(kvik_file_write(f, data, sizeof data, 0), (ssize_t)sizeof data);
+  ASSERT_EQ(kvik_file_read(f, back, sizeof back, 0), (ssize_t)sizeof data);
+  ASSERT(memcmp(back, data, sizeof data) == 0);
+  kvik_file_free(f);
+  unlink(path);
+  free(path);
+  test_rmdir(dir);
+  void *curl = dlopen("libcurl.so.4", RTLD_NOW | RTLD_NOLOAD);
+  if (curl) FAIL_AT("libcurl is in the process, though kvik could not load it");
+  printf("without libcurl (%s): remote calls fail with KVIK_ENOREMOTE: %s\n", file,
+         kvik_last_error());
+}
+
 int main(void) {
   if (!kvik_remote_supported(NULL, 0)) {
-    kvik_remote *r;
-    ASSERT_FAILS(kvik_remote_open("http://127.0.0.1/x", NULL, &r), KVIK_ENOREMOTE, "without libcurl");
-    printf("built without libcurl: kvik_remote_open fails with KVIK_ENOREMOTE\n");
+    test_without_curl();
     return 0;
   }
   test_detection();

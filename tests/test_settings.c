@@ -57,7 +57,7 @@ static void test_names(void) {
                                       "remote_io_backend", "remote_io_num_reactors",
                                       "remote_io_reactor_dispatch",
                                       "remote_io_max_concurrent_requests", "nvcomp_library",
-                                      "nvcomp_memory"};
+                                      "nvcomp_memory", "curl_library"};
   ASSERT_EQ(sizeof names / sizeof names[0], KVIK_SETTING_COUNT);
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
     ASSERT(strcmp(kvik_setting_name((kvik_setting)s), names[s]) == 0);
@@ -415,24 +415,24 @@ static void test_small_bounce_buffers(void) {
 }
 
 /* A text setting: a path, kept as given (spaces too), read and changed as text only. */
-static void test_nvcomp_library(void) {
+static void test_library_path(kvik_setting setting) {
   char text[64];
-  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_NVCOMP_LIBRARY, text, sizeof text), 0);
+  ASSERT_EQ(kvik_setting_format(setting, text, sizeof text), 0);
   ASSERT(strcmp(text, "") == 0);
-  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_NVCOMP_LIBRARY, " /opt/nv comp/libnvcomp.so.6"));
-  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_NVCOMP_LIBRARY, text, sizeof text), 28);
+  ASSERT_OK(kvik_setting_parse(setting, " /opt/nv comp/libnvcomp.so.6"));
+  ASSERT_EQ(kvik_setting_format(setting, text, sizeof text), 28);
   ASSERT(strcmp(text, " /opt/nv comp/libnvcomp.so.6") == 0);
-  ASSERT_EQ(kvik_setting_source_of(KVIK_SETTING_NVCOMP_LIBRARY), KVIK_SOURCE_API);
-  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_NVCOMP_LIBRARY, NULL, 0), 28);
+  ASSERT_EQ(kvik_setting_source_of(setting), KVIK_SOURCE_API);
+  ASSERT_EQ(kvik_setting_format(setting, NULL, 0), 28);
   int64_t v;
-  ASSERT_FAILS(kvik_setting_get(KVIK_SETTING_NVCOMP_LIBRARY, &v), -EINVAL, "text");
-  ASSERT_FAILS(kvik_setting_set(KVIK_SETTING_NVCOMP_LIBRARY, 1), -EINVAL, "text");
+  ASSERT_FAILS(kvik_setting_get(setting, &v), -EINVAL, "text");
+  ASSERT_FAILS(kvik_setting_set(setting, 1), -EINVAL, "text");
   static char huge[5000];
   memset(huge, 'x', sizeof huge - 1);
-  ASSERT_FAILS(kvik_setting_parse(KVIK_SETTING_NVCOMP_LIBRARY, huge), -EINVAL, "4095");
-  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_NVCOMP_LIBRARY, text, sizeof text), 28);
-  ASSERT_OK(kvik_setting_parse(KVIK_SETTING_NVCOMP_LIBRARY, ""));
-  ASSERT_EQ(kvik_setting_format(KVIK_SETTING_NVCOMP_LIBRARY, text, sizeof text), 0);
+  ASSERT_FAILS(kvik_setting_parse(setting, huge), -EINVAL, "4095");
+  ASSERT_EQ(kvik_setting_format(setting, text, sizeof text), 28);
+  ASSERT_OK(kvik_setting_parse(setting, ""));
+  ASSERT_EQ(kvik_setting_format(setting, text, sizeof text), 0);
 }
 
 int main(void) {
@@ -448,6 +448,7 @@ int main(void) {
   test_invalid_values_change_nothing();
   test_large_values();
   test_small_bounce_buffers();
-  test_nvcomp_library();
+  test_library_path(KVIK_SETTING_NVCOMP_LIBRARY);
+  test_library_path(KVIK_SETTING_CURL_LIBRARY);
   return 0;
 }

@@ -23,8 +23,9 @@ static const char usage_text[] =
     "Fast parallel file IO (a C take on NVIDIA KvikIO).\n"
     "\n"
     "commands:\n"
-    "  info [PATH]  version, settings, CUDA/cuFile presence, GPUs, GPUDirect Storage, O_DIRECT\n"
-    "               support of PATH, and which IO path kvik picks for PATH if it is a file\n"
+    "  info [PATH]  version, settings, CUDA/cuFile/libcurl presence, GPUs, GPUDirect Storage,\n"
+    "               O_DIRECT support of PATH, and which IO path kvik picks for PATH if it is a\n"
+    "               file\n"
     "  bench        page-cache throughput of kvik next to plain pread/pwrite loops\n"
     "  bench URL    throughput of reading a remote object (HTTP, S3, WebHDFS)\n"
     "  cat URL      write a remote object, or a byte range of it, to stdout or a file\n"
@@ -39,11 +40,11 @@ static const char info_usage[] =
     "usage: kvik info [PATH]\n"
     "\n"
     "Print the library version, every setting with its value, environment variable and\n"
-    "source, whether the CUDA driver and cuFile can be loaded, the GPUs that device IO can\n"
-    "use (or why it cannot), what GPUDirect Storage (cuFile) reports, as 'gdscheck -p' would:\n"
-    "version, configuration file, nvidia-fs or cuFile's compatibility mode, driver properties\n"
-    "and parameters (this opens the cuFile driver), and whether files in PATH (a directory;\n"
-    "default: the current directory) can be opened with O_DIRECT.\n"
+    "source, whether the CUDA driver, cuFile and libcurl can be loaded, the GPUs that device\n"
+    "IO can use (or why it cannot), what GPUDirect Storage (cuFile) reports, as 'gdscheck -p'\n"
+    "would: version, configuration file, nvidia-fs or cuFile's compatibility mode, driver\n"
+    "properties and parameters (this opens the cuFile driver), and whether files in PATH (a\n"
+    "directory; default: the current directory) can be opened with O_DIRECT.\n"
     "\n"
     "If PATH is a regular file, O_DIRECT is checked in its directory, and the file is opened\n"
     "for reading to show which path serves its device memory (cuFile or POSIX) and why, under\n"
@@ -426,6 +427,7 @@ static int cmd_info(int argc, char **argv) {
   printf("\nruntime libraries:\n");
   print_lib("CUDA driver", KVIK_LIB_CUDA);
   print_lib("cuFile", KVIK_LIB_CUFILE);
+  print_lib("libcurl", KVIK_LIB_CURL);
   print_cuda();
   print_gds();
   print_nvcomp();

@@ -37,6 +37,8 @@ doubles each time from 0.5 s (at most 4 s), as kvikio's:
   504]); set it with any iterable of ints, or text such as ``"500,503"``.
 - ``"remote_verbose"``: a bool, trace every request on stderr, credentials removed.
 - ``"remote_connections"``: kvik's own, the most requests in flight at once (64).
+- ``"curl_library"``: kvik's own, the file libcurl is loaded from, ``""`` for ``libcurl.so.4``;
+  read at the process's first remote call, which loads libcurl (see kvik.h, "Remote files").
 - ``"remote_io_backend"``: a :class:`RemoteIOBackend`, kvikio's choice of remote engine, read
   back as set. kvik has one engine, requests on the thread pool (kvikio's EASY_THREADPOOL):
   reads work the same under either.
@@ -111,7 +113,7 @@ _BOOLS = ("auto_direct_io_read", "auto_direct_io_write", "remote_verbose")
 # Lists of ints, which libkvik reads and writes as text only ("429,500,503").
 _LISTS = ("http_status_codes",)
 # Text, read and written as it is (a path).
-_TEXTS = ("nvcomp_library",)
+_TEXTS = ("nvcomp_library", "curl_library")
 
 
 def _check_name(name):

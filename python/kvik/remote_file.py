@@ -47,8 +47,9 @@ class RemoteEndpointType(enum.IntEnum):
 
 @functools.lru_cache(maxsize=None)
 def is_remote_file_available() -> bool:
-    """Whether this kvik was built with remote file support (libcurl). Without it, opening a
-    RemoteFile raises kvik.KvikError (KVIK_ENOREMOTE)."""
+    """Whether remote files work in this process: whether libcurl could be loaded (once per
+    process, on the first remote call). Without it, opening a RemoteFile raises kvik.KvikError
+    (KVIK_ENOREMOTE)."""
     supported, _ = _lib.remote_supported()
     return supported
 

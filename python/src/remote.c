@@ -328,7 +328,7 @@ static PyTypeObject RemoteHandleType = {
 
 /* ---- module functions -------------------------------------------------------------------- */
 
-/* remote_supported() -> (bool, str): whether this build has libcurl, and its version or why not. */
+/* remote_supported() -> (bool, str): whether libcurl could be loaded, and its version or why not. */
 static PyObject *py_remote_supported(PyObject *self, PyObject *unused) {
   (void)self, (void)unused;
   char detail[256] = "";
@@ -338,7 +338,7 @@ static PyObject *py_remote_supported(PyObject *self, PyObject *unused) {
 
 PyMethodDef pykvik_remote_methods[] = {
     {"remote_supported", py_remote_supported, METH_NOARGS,
-     "remote_supported() -> (bool, str): whether remote files work in this build (libcurl), with libcurl's "
+     "remote_supported() -> (bool, str): whether remote files work in this process (libcurl), with libcurl's "
      "version, or why not."},
     {NULL, NULL, 0, NULL},
 };

@@ -170,12 +170,20 @@ def test_is_remote_file_available():
     assert ("libcurl" in detail) if supported else detail
 
 
-@pytest.mark.skipif(kvik.is_remote_file_available(), reason="kvik has remote files")
 def test_without_libcurl():
-    """A kvik built without libcurl (KVIK_REMOTE=0) opens nothing, with its own error."""
-    with pytest.raises(kvik.KvikError) as info:
-        RemoteFile.open_http("http://127.0.0.1:1/x", nbytes=10)
-    assert info.value.name == "KVIK_ENOREMOTE" and info.value.http_status is None
+    """A process without libcurl (KVIK_CURL_LIBRARY naming a file that is not there) opens
+    nothing, with its own error, which names the file and the loader's reason."""
+    code = ("import kvik\n"
+            "try:\n"
+            "    kvik.RemoteFile.open_http('http://127.0.0.1:1/x', nbytes=10)\n"
+            "except kvik.KvikError as e:\n"
+            "    print(e.name, e.http_status, kvik.is_remote_file_available(), e)\n")
+    env = dict(os.environ, KVIK_CURL_LIBRARY="/nonexistent/libcurl.so.4",
+               PYTHONPATH=os.pathsep.join([str(Path(kvik.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("KVIK_ENOREMOTE None False "), done.stdout
+    assert "libcurl unavailable: /nonexistent/libcurl.so.4: cannot open shared object file" in done.stdout
 
 
 def test_kvik_error_attributes():

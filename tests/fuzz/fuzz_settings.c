@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(n2 == n1 && strcmp(first, second) == 0, "round trip of %s: \"%s\" -> \"%s\" -> \"%s\"",
                kvik_setting_name(setting), text, first, second);
     /* The list and the path are read as text only; every other setting as a number too. */
-    int text_only = setting == KVIK_SETTING_HTTP_STATUS_CODES || setting == KVIK_SETTING_NVCOMP_LIBRARY;
+    int text_only = setting == KVIK_SETTING_HTTP_STATUS_CODES || setting == KVIK_SETTING_NVCOMP_LIBRARY ||
+                    setting == KVIK_SETTING_CURL_LIBRARY;
     int64_t v;
     FUZZ_CHECK(kvik_setting_get(setting, &v) == (text_only ? -EINVAL : 0), "get(%s)", kvik_setting_name(setting));
     /* A pool of up to 1024 threads per input would be slow: back to 2. */
