@@ -227,11 +227,45 @@ _FRAMEWORKS = {"pt": _Torch, "torch": _Torch, "pytorch": _Torch, "np": _NumPy, "
 
 def _framework(framework, device, default_device):
     if not isinstance(framework, str):
-        return framework  # the tests' own adapter, with the methods of _NumPy
+        # The tests' own adapter, with the methods of _NumPy; for_device(kind, ordinal) gives one
+        # for another device.
+        return framework if device is None else framework.for_device(*_parse_device(device))
     if framework not in _FRAMEWORKS:
         raise ValueError(f"framework {framework!r} is not one of {', '.join(_FRAMEWORKS)}")
     kind, ordinal = _parse_device(default_device if device is None else device)
     return _FRAMEWORKS[framework](kind, ordinal)
+
+
+def _device_name(device):
+    """The canonical name of a device: "cpu" or "cuda:N"."""
+    kind, ordinal = _parse_device(device)
+    return kind if ordinal is None else f"{kind}:{ordinal}"
+
+
+def _placement(names, device_map, device):
+    """{device name: [tensor names]} for a device_map of tensor names or module prefixes (as
+    accelerate writes them: "model.layers.0" covers "model.layers.0.mlp.weight", "" covers all):
+    the longest key that covers a name places it; a name no key covers goes to `device`, or is a
+    ValueError where that is None."""
+    if not hasattr(device_map, "items"):
+        raise TypeError(f"device_map must be a dict, not {type(device_map).__name__}")
+    where = {}
+    for key, value in device_map.items():
+        if not isinstance(key, str):
+            raise TypeError(f"device_map key {key!r} is not a str")
+        if value == "disk":
+            raise ValueError(f"device_map[{key!r}] is 'disk': kvik.safetensors loads into memory")
+        where[key] = _device_name(value)
+    keys = sorted(where, key=len, reverse=True)
+    fallback = None if device is None else _device_name(device)
+    groups = {}
+    for name in names:
+        key = next((k for k in keys if not k or name == k or name.startswith(k + ".")), None)
+        if key is None and fallback is None:
+            raise ValueError(f"tensor {name!r} is not covered by device_map, and no device was "
+                             "given for the rest")
+        groups.setdefault(fallback if key is None else where[key], []).append(name)
+    return groups
 
 
 # ---- the header ------------------------------------------------------------------------------
@@ -432,49 +466,75 @@ def _ranges(tensors):
     return merged
 
 
+def _entries(checkpoint, names):
+    """[(shard, _Tensor)] of `names`; KeyError for a name not in the checkpoint."""
+    return [(checkpoint.where[t.name], t) for t in map(checkpoint.entry, names)]
+
+
 def _load(checkpoint, names, fw, files=None):
-    """{name: tensor} of `names`, in file order, shard after shard."""
-    entries = [checkpoint.entry(n) for n in names]
-    return _load_entries([(checkpoint.where[t.name], t) for t in entries], fw, files)
+    """{name: tensor} of `names`, in the order given."""
+    return _load_groups([(fw, _entries(checkpoint, names))], files)
 
 
-def _load_entries(entries, fw, files=None):
-    """{name: tensor} of [(shard, _Tensor)], in file order, shard after shard. `files`: the
-    shards' open CuFiles to use and leave open (safe_open's), or None."""
-    by_shard = {}
-    for shard, t in entries:
-        fw.dtype(t.dtype)  # an unusable dtype fails before any memory or IO
-        by_shard.setdefault(shard, []).append(t)
-    # Where each span of adjacent tensors lands, (shard, file begin, file end, offset): at an
-    # offset congruent to its file offset modulo _ALIGN, the shards one after the other.
-    spans, total = [], 0
-    for shard, tensors in by_shard.items():
-        tensors.sort(key=lambda t: (t.begin, t.end))
-        for begin, end in _ranges(tensors):
-            total += (begin - total) % _ALIGN
-            spans.append((shard, begin, end, total))
-            total += end - begin
-    buf = fw.empty(total)
-    _read_all([span for span in spans if span[2] > span[1]], buf, fw, files)
-    out, i = {}, 0
-    for shard, tensors in by_shard.items():
-        for t in tensors:
-            while not (spans[i][0] is shard and spans[i][1] <= t.begin and t.end <= spans[i][2]):
-                i += 1
-            out[t.name] = _make(fw, buf, spans[i][3] + t.begin - spans[i][1], t)
-    return out
+class _Allocation:
+    """The tensors of one allocation: [(shard, _Tensor)] grouped by shard, and where each span of
+    adjacent tensors lands, (shard, file begin, file end, offset): at an offset congruent to its
+    file offset modulo _ALIGN, the shards one after the other."""
+
+    def __init__(self, fw, entries):
+        self.fw, self.by_shard = fw, {}
+        for shard, t in entries:
+            fw.dtype(t.dtype)  # an unusable dtype fails before any memory or IO
+            self.by_shard.setdefault(shard, []).append(t)
+        self.spans, self.total = [], 0
+        for shard, tensors in self.by_shard.items():
+            tensors.sort(key=lambda t: (t.begin, t.end))
+            for begin, end in _ranges(tensors):
+                self.total += (begin - self.total) % _ALIGN
+                self.spans.append((shard, begin, end, self.total))
+                self.total += end - begin
+        self.buf = None
+
+    def reads(self):
+        """(shard, file begin, file end, offset, allocation) of each non-empty span."""
+        return [span + (self,) for span in self.spans if span[2] > span[1]]
+
+    def tensors(self, out):
+        i, spans = 0, self.spans
+        for shard, tensors in self.by_shard.items():
+            for t in tensors:
+                while not (spans[i][0] is shard and spans[i][1] <= t.begin and
+                           t.end <= spans[i][2]):
+                    i += 1
+                out[t.name] = _make(self.fw, self.buf, spans[i][3] + t.begin - spans[i][1], t)
 
 
-def _read_all(reads, buf, fw, files):
-    """Start every read (of every shard) before waiting for any; check each read all it asked.
-    `files` ({shard: CuFile}) keeps the files it opens, open; with None they close after."""
+def _load_groups(groups, files=None):
+    """{name: tensor} of [(framework adapter, [(shard, _Tensor)])]: one allocation per group (per
+    device), each shard's part of it read by one request, every request of every group started
+    before any is waited for. The names come out in the order given, group after group. `files`:
+    the shards' open CuFiles to use and leave open (safe_open's), or None."""
+    allocations = [_Allocation(fw, entries) for fw, entries in groups]
+    for a in allocations:
+        a.buf = a.fw.empty(a.total)
+    _read_all([read for a in allocations for read in a.reads()], files)
+    made = {}
+    for a in allocations:
+        a.tensors(made)
+    return {t.name: made[t.name] for _, entries in groups for _, t in entries}
+
+
+def _read_all(reads, files):
+    """Start every read (of every shard, into every allocation) before waiting for any; check each
+    read all it asked. `files` ({shard: CuFile}) keeps the files it opens, open; with None they
+    close after."""
     opened, started = {}, []
     files = opened if files is None else files
     try:
-        for shard, begin, end, at in reads:
+        for shard, begin, end, at, a in reads:
             if shard not in files:
                 files[shard] = CuFile(shard.path, "r")
-            future = files[shard].pread(fw.region(buf, at, at + end - begin), end - begin,
+            future = files[shard].pread(a.fw.region(a.buf, at, at + end - begin), end - begin,
                                         shard.data_start + begin)
             started.append((future, shard, begin, end))
         for future, shard, begin, end in started:
@@ -504,7 +564,7 @@ def _make(fw, buf, at, t):
     return fw.view(fw.copy(buf, at, at + nbytes), 0, nbytes, dtype, shape)
 
 
-def load_file(path, device=None, framework="pt", *, names=None):
+def load_file(path, device=None, framework="pt", *, names=None, device_map=None):
     """Load the tensors of a safetensors file or sharded checkpoint: {name: tensor}, in file order.
 
     `device`: "cpu", "cuda", "cuda:N", an int N or a torch.device; None is "cuda:0" for PyTorch
@@ -512,13 +572,24 @@ def load_file(path, device=None, framework="pt", *, names=None):
     only. `names`: load only these tensors (an iterable of names; KeyError for a name not there);
     only their bytes are read, into an allocation of their size.
 
+    `device_map`: where each tensor goes, as accelerate and transformers write it: {tensor name or
+    module prefix: device}, the longest covering key deciding ("model.layers.0" covers
+    "model.layers.0.mlp.weight"; "" covers every name). A name no key covers goes to `device`, or
+    is a ValueError where `device` is None. Each device gets one allocation, its tensors are read
+    straight into it (never through another device), and the reads of all devices run at once.
+
     Raises ValueError for a malformed file or checkpoint (the message names the file and the
     problem), TypeError for a dtype the framework cannot hold (bf16 and fp8 in NumPy and CuPy need
     ml_dtypes), OSError for a file that cannot be read.
     """
-    fw = _framework(framework, device, "cpu" if framework in ("np", "numpy") else "cuda:0")
+    default = "cpu" if framework in ("np", "numpy") else "cuda:0"
     checkpoint = _Checkpoint(path)
-    return _load(checkpoint, checkpoint.offset_keys() if names is None else list(names), fw)
+    wanted = checkpoint.offset_keys() if names is None else list(names)
+    if device_map is None:
+        return _load(checkpoint, wanted, _framework(framework, device, default))
+    groups = _placement(wanted, device_map, device)
+    return _load_groups([(_framework(framework, dev, default), _entries(checkpoint, group))
+                         for dev, group in groups.items()])
 
 
 class _Slice:
@@ -559,8 +630,8 @@ class _Slice:
             size = (t.end - t.begin) // t.shape[0]
             some = _Tensor(t.name, t.dtype, [rows[1] - rows[0]] + t.shape[1:],
                            t.begin + rows[0] * size, t.begin + rows[1] * size)
-            tensor = _load_entries([(self._shard, some)], self._handle._fw,
-                                   self._handle._files)[t.name]
+            tensor = _load_groups([(self._handle._fw, [(self._shard, some)])],
+                                  self._handle._files)[t.name]
             part = tensor[(0 if _is_int(first) else slice(None),) + tuple(rest)]
             if not rest and not _is_int(first):
                 return part  # the rows read, in memory of their own already

@@ -735,6 +735,156 @@ def test_fake_device():
     assert result["save"]
 
 
+def test_placement():
+    names = ["model.embed.w", "model.layers.1.w", "model.layers.10.w", "model.layers.1",
+             "lm_head.weight", "other"]
+    device_map = {"model.layers.1": 1, "model.layers.10": "cuda:2", "model": "cuda",
+                  "lm_head": torch_device_or("cuda:3")}
+    assert kst._placement(names[:-1], device_map, None) == {
+        "cuda:0": ["model.embed.w"], "cuda:1": ["model.layers.1.w", "model.layers.1"],
+        "cuda:2": ["model.layers.10.w"], "cuda:3": ["lm_head.weight"]}
+    with pytest.raises(ValueError, match="'other' is not covered by device_map"):
+        kst._placement(names, device_map, None)
+    assert kst._placement(names, device_map, "cpu")["cpu"] == ["other"]
+    assert kst._placement(names, {"": "cpu", "lm_head": 0}, None) == {
+        "cpu": ["model.embed.w", "model.layers.1.w", "model.layers.10.w", "model.layers.1",
+                "other"], "cuda:0": ["lm_head.weight"]}
+    with pytest.raises(ValueError, match="'disk': kvik.safetensors loads into memory"):
+        kst._placement(names, {"": "disk"}, None)
+    with pytest.raises(TypeError, match="device_map must be a dict"):
+        kst._placement(names, ["cpu"], None)
+    with pytest.raises(ValueError, match="neither 'cpu' nor 'cuda'"):
+        kst._placement(names, {"": "mps"}, None)
+
+
+def torch_device_or(name):
+    """A torch.device where PyTorch is installed (accelerate's maps hold them), else the name."""
+    try:
+        import torch
+    except ImportError:
+        return name
+    return torch.device(name)
+
+
+def test_device_map_host(tmp_path, rng):
+    tensors = {f"m.{i}.w": random_array(rng, NUMPY_DTYPES["F32"], (4, i + 1)) for i in range(4)}
+    path = tmp_path / "a.safetensors"
+    safetensors_numpy.save_file(tensors, path)
+    got = kst.load_file(path, framework="numpy", device_map={"m.1": "cpu", "": "cpu"})
+    assert list(got) == list(kst.safe_open(path, "np").offset_keys())
+    same_dicts(got, tensors)
+    with pytest.raises(ValueError, match="device must be 'cpu'"):
+        kst.load_file(path, framework="numpy", device_map={"m.1": 0, "": "cpu"})
+
+
+FAKE_DEVICE_MAP = """
+import ctypes, json, os, tempfile
+import numpy
+import kvik.safetensors as kst
+from safetensors.numpy import save_file
+cu = ctypes.CDLL("libcuda.so.1")
+assert cu.cuInit(0) == 0
+contexts = []
+for ordinal in range(2):
+    ctx = ctypes.c_void_p()
+    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), ordinal) == 0
+    contexts.append(ctx)
+assert cu.cuCtxSetCurrent(contexts[0]) == 0
+
+
+def download(ptr, size):
+    out = ctypes.create_string_buffer(size)
+    if size:
+        assert cu.cuMemcpyDtoH_v2(out, ctypes.c_uint64(ptr), ctypes.c_size_t(size)) == 0
+    return out.raw
+
+
+class Device:
+    def __init__(self, size, ptr):
+        self.ptr, self.size = ptr, size
+        self.__cuda_array_interface__ = {
+            "data": (ptr, False), "shape": (size,), "typestr": "|u1", "version": 3}
+
+
+class FakeFramework:
+    # Device memory of the fake driver on one device; for_device() gives another's.
+    allocations = []
+
+    def __init__(self, ordinal=0):
+        self.ordinal = ordinal
+
+    def for_device(self, kind, ordinal):
+        assert kind == "cuda"
+        return FakeFramework(ordinal)
+
+    def dtype(self, code):
+        return code
+
+    def empty(self, nbytes):
+        p = ctypes.c_uint64()
+        assert cu.cuCtxSetCurrent(contexts[self.ordinal]) == 0
+        assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(max(nbytes, 1))) == 0
+        assert cu.cuCtxSetCurrent(contexts[0]) == 0
+        self.allocations.append((self.ordinal, p.value))
+        return Device(nbytes, p.value)
+
+    def region(self, buf, start, stop):
+        return Device(stop - start, buf.ptr + start)
+
+    def view(self, buf, start, stop, dtype, shape):
+        return {"device": self.ordinal, "base": buf.ptr, "shape": shape,
+                "bytes": download(buf.ptr + start, stop - start).hex()}
+
+    def copy(self, buf, start, stop):
+        raise AssertionError("every tensor here is aligned")
+
+
+rng = numpy.random.default_rng(11)
+tmp = tempfile.mkdtemp()
+tensors = {}
+for layer in range(12):
+    for part in ("q", "k"):
+        tensors[f"model.layers.{layer}.{part}"] = rng.standard_normal((16, layer + 3), "float32")
+tensors["model.embed.w"] = rng.standard_normal((40, 8), "float32")
+tensors["lm_head.weight"] = rng.standard_normal((8, 40), "float32")
+names = list(tensors)
+index = {"metadata": {}, "weight_map": {}}
+for s in range(3):
+    part = {n: tensors[n] for n in names[s::3]}
+    save_file(part, os.path.join(tmp, f"shard{s}.safetensors"))
+    index["weight_map"].update({n: f"shard{s}.safetensors" for n in part})
+with open(os.path.join(tmp, "model.safetensors.index.json"), "w") as f:
+    json.dump(index, f)
+device_map = {"model.layers.1": 1, "model.embed": 0, "lm_head": "cuda:1", "model": 0}
+got = kst.load_file(tmp, framework=FakeFramework(), device_map=device_map)
+
+
+def expected_device(name):
+    return 1 if name.startswith(("model.layers.1.", "lm_head.")) else 0
+
+
+result = {
+    "names": sorted(got) == sorted(tensors),
+    "bytes": all(bytes.fromhex(got[n]["bytes"]) == a.tobytes() for n, a in tensors.items()),
+    "devices": all(got[n]["device"] == expected_device(n) for n in tensors),
+    "allocations": sorted(o for o, _ in FakeFramework.allocations),
+    "bases": all(got[n]["base"] == dict(FakeFramework.allocations)[got[n]["device"]]
+                 for n in tensors),
+}
+print(json.dumps(result))
+"""
+
+
+@needs_fakes
+def test_fake_device_map():
+    """A sharded checkpoint split over two devices of the fake driver by an accelerate-style
+    device_map: one allocation per device, each tensor's bytes on its own device ("model.layers.1"
+    does not cover "model.layers.10" or "model.layers.11")."""
+    result = run_python(FAKE_DEVICE_MAP, nvcomp=False, FAKE_CUDA_DEVICES="2")
+    assert result == {"names": True, "bytes": True, "devices": True, "allocations": [0, 1],
+                      "bases": True}
+
+
 # ---- PyTorch and CuPy on a GPU -----------------------------------------------------------------
 
 
@@ -875,6 +1025,13 @@ def test_torch_sharded_and_subset(tmp_path):
     subset = names[::5]
     torch_same(kst.load_file(tmp_path / kst.INDEX_NAME, names=subset),
                {n: want[n] for n in subset})
+    # Every GPU PyTorch sees and the host, by an accelerate-style device_map.
+    gpus = torch.cuda.device_count()
+    device_map = {name: ("cpu" if i % (gpus + 1) == gpus else i % (gpus + 1))
+                  for i, name in enumerate(names)}
+    torch_same(kst.load_file(tmp_path, device_map=device_map),
+               {n: w.to("cpu" if device_map[n] == "cpu" else f"cuda:{device_map[n]}")
+                for n, w in want.items()})
 
 
 @needs_torch
