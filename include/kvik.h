@@ -620,6 +620,29 @@ KVIK_API int kvik_cuda_device_count(void);
  * CUDA code. Threads: safe. */
 KVIK_API int kvik_cuda_device_name(int ordinal, char *name, size_t len);
 
+/* Where CUDA device `ordinal` sits, for placing work near it (`kvik info` lists them). A
+ * parameter struct: set struct_size to sizeof(kvik_cuda_device_properties) before the call;
+ * members the library does not know are left untouched. What the driver or sysfs does not say
+ * is left "", -1 or 0 as noted, and is no error. */
+typedef struct kvik_cuda_device_properties {
+  size_t struct_size;
+  char name[256];
+  char pci_bus_id[32];     /* "0000:3b:00.0", as /sys/bus/pci/devices names it; "" unknown */
+  int numa_node;           /* the NUMA node closest to the device; -1: none or unknown */
+  int link_width;          /* PCIe lanes of the device's link now (x16: 16); 0 unknown */
+  int link_generation;     /* the PCIe generation of the link's speed now (1 to 6); 0 unknown */
+  int max_link_width;      /* what the link can do at most; 0 unknown */
+  int max_link_generation; /* 0 unknown */
+  size_t total_memory;     /* bytes of device memory; 0 unknown */
+} kvik_cuda_device_properties;
+
+/* Fill `props` with device `ordinal`'s properties, up to props->struct_size bytes: the driver's
+ * name, PCI bus id and memory, and from sysfs (/sys/bus/pci/devices/<bus id>/) the NUMA node and
+ * the link's current and maximum width and speed. Loads the driver.
+ * Returns: 0. Errors: -EINVAL (NULL, struct_size not set, no such device);
+ * KVIK_ECUDA_UNAVAILABLE; a CUDA code. Threads: safe. */
+KVIK_API int kvik_cuda_device_get_properties(int ordinal, kvik_cuda_device_properties *props);
+
 /* Read the whole file into new device memory of CUDA device `device`, allocated in its primary
  * context, in parallel.
  * Returns: the bytes read, with the allocation in *devptr (NULL for an empty file, and on failure,
