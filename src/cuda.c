@@ -176,6 +176,7 @@ static void load_locked(void) {
   *(void **)&api.cuMemPoolTrimTo = dlsym(handle, "cuMemPoolTrimTo");
   *(void **)&api.cuDeviceGetPCIBusId = dlsym(handle, "cuDeviceGetPCIBusId");
   *(void **)&api.cuDeviceTotalMem = dlsym(handle, "cuDeviceTotalMem_v2");
+  *(void **)&api.cuEventQuery = dlsym(handle, "cuEventQuery");
   CUresult result = api.cuInit(0);
   if (result != CUDA_SUCCESS) {
     const char *name = NULL;

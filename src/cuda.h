@@ -126,6 +126,9 @@ typedef struct kvik__cuda_api {
    * memory and for kvik_cuda_device_get_properties(). */
   CUresult (*cuDeviceGetPCIBusId)(char *bus_id, int len, CUdevice device);
   CUresult (*cuDeviceTotalMem)(size_t *bytes, CUdevice device);
+  /* Optional only for kvik's sake (every driver has it): whether an event was reached, without
+   * waiting (CUDA_ERROR_NOT_READY while not). */
+  CUresult (*cuEventQuery)(CUevent event);
 } kvik__cuda_api;
 
 /* The driver API, loading libcuda.so.1 and calling cuInit(0) on the first call. Returns NULL

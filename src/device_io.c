@@ -11,6 +11,7 @@
 #include "init.h"
 #include "pool.h"
 #include "settings.h"
+#include "sys.h"
 
 #define MIN_CHUNK ((size_t)256 << 10)
 #define PAGE 4096
@@ -26,7 +27,8 @@ typedef struct slot {
 } slot;
 
 /* A thread's stream in one context, with two bounce buffers and an event each that marks the
- * buffer's last copy. Each thread has its own, so threads never wait on each other's copies. */
+ * buffer's last copy. Each thread has its own, so threads never wait on each other's copies; and
+ * one per context, so that a thread's copies to one device never wait for another's. */
 typedef struct kvik__lane {
   CUcontext ctx;
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
@@ -36,6 +38,7 @@ typedef struct kvik__lane {
   slot slot[2];          /* reads only; writes take buffers of their own */
   size_t chunk;          /* the size of the slots' buffers */
   unsigned next;         /* the slot reads fill next: the one whose copy was queued first */
+  int deferred;          /* its slots may hold copies of reads not yet finished */
 } lane;
 
 typedef struct thread_lanes {
@@ -45,8 +48,7 @@ typedef struct thread_lanes {
 } thread_lanes;
 
 static _Thread_local thread_lanes lanes;
-static _Thread_local lane *busy; /* the lane whose slots may hold copies of unfinished reads */
-static pthread_key_t lanes_key;  /* only for its destructor, which frees a thread's lanes */
+static pthread_key_t lanes_key; /* only for its destructor, which frees a thread's lanes */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 /* ---- handed copies (see kvik__handoff) ----------------------------------------------------- */
@@ -119,7 +121,9 @@ static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
 }
 
 /* This thread's lane for `ctx`, which is current. A lane whose context was destroyed (same
- * handle, other ID) is forgotten: its stream and events died with that context. */
+ * handle, other ID) is forgotten: its stream and events died with that context. Lanes of other
+ * contexts are settled first only where one is moved or evicted: a read that deferred copies
+ * to one device does not wait for them when the thread goes on to another device. */
 static int lane_for(const char *fn, CUcontext ctx, lane **out) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   unsigned long long id = kvik__context_id(ctx);
@@ -129,10 +133,12 @@ static int lane_for(const char *fn, CUcontext ctx, lane **out) {
       *out = &lanes.lane[i];
       return 0;
     }
+    kvik__device_settle(); /* the last lane moves into this one's place */
     for (int s = 0; s < 2; s++) wait_handed(&lanes.lane[i].slot[s]); /* takers write to slots */
     lanes.lane[i] = lanes.lane[--lanes.count];
     break;
   }
+  if (lanes.count == MAX_LANES) kvik__device_settle(); /* one is evicted */
   pthread_once(&key_once, create_key);
   pthread_setspecific(lanes_key, &lanes);
   lane *l;
@@ -277,15 +283,52 @@ static void settle_lane(const kvik__cuda_api *cu, lane *l, int release) {
   }
 }
 
-void kvik__device_settle(void) {
-  lane *l = busy;
-  if (!l) return;
-  busy = NULL;
-  const kvik__cuda_api *cu = kvik__cuda_if_present();
-  if (!cu) return;
+/* Settle a lane whose reads were deferred, in its context. */
+static void settle_deferred(const kvik__cuda_api *cu, lane *l) {
   int pushed = cu->cuCtxPushCurrent(l->ctx) == CUDA_SUCCESS;
   settle_lane(cu, l, 1);
   if (pushed) kvik__context_pop();
+  l->deferred = 0;
+}
+
+/* Finish the reads of the lane's copies that are done, the older first (a stream runs its copies
+ * in order), without waiting. Returns whether copies remain. */
+static int reap_done(const kvik__cuda_api *cu, lane *l) {
+  int pushed = cu->cuCtxPushCurrent(l->ctx) == CUDA_SUCCESS;
+  int remain = 0;
+  for (unsigned i = 0; i < 2 && !remain; i++) {
+    unsigned s = l->next ^ i;
+    if (!l->slot[s].owner) continue;
+    remain = l->slot[s].handoff || !cu->cuEventQuery ||
+             cu->cuEventQuery(l->copied[s]) == CUDA_ERROR_NOT_READY;
+    if (!remain) reap(cu, l, s);
+  }
+  if (pushed) kvik__context_pop();
+  return remain;
+}
+
+/* Deferred reads into several devices: while copies to two or more of them remain, the thread
+ * polls (their copies take a few ms) rather than wait for one device while another's reads could
+ * finish. The last one it waits for, as it waits for a single device's. */
+#define SETTLE_POLL_NS 20000
+
+void kvik__device_settle(void) {
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  if (!cu) return;
+  unsigned waiting = 0;
+  for (unsigned i = 0; i < lanes.count; i++) waiting += lanes.lane[i].deferred;
+  while (waiting > 1) {
+    waiting = 0;
+    for (unsigned i = 0; i < lanes.count; i++) {
+      lane *l = &lanes.lane[i];
+      if (!l->deferred) continue;
+      if (reap_done(cu, l)) waiting++;
+      else settle_deferred(cu, l);
+    }
+    if (waiting > 1) kvik__pause_ns(SETTLE_POLL_NS);
+  }
+  for (unsigned i = 0; i < lanes.count; i++)
+    if (lanes.lane[i].deferred) settle_deferred(cu, &lanes.lane[i]);
 }
 
 /* An IO worker finishes the reads it deferred before it sleeps. */
@@ -334,8 +377,6 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
  * first. Called with mem->ctx current. */
 static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memory *mem,
                      size_t chunk, lane **out) {
-  /* Settled before lane_for(), which may evict or move lanes. */
-  if (busy && busy->ctx != mem->ctx) kvik__device_settle();
   int rc = lane_for(fn, mem->ctx, out);
   if (rc < 0) return rc;
   lane *l = *out;
@@ -343,7 +384,7 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
     settle_lane(cu, l, 1);
     l->chunk = chunk;
   }
-  busy = l;
+  l->deferred = 1;
   return 0;
 }
 
@@ -411,7 +452,7 @@ void kvik__device_read_end(kvik__device_read *r, int may_defer) {
   if (r->in_flight == 0) r->finish(r, r->bytes, r->rc);
   if (!defer && l) {
     settle_lane(cu, l, 1);
-    busy = NULL;
+    l->deferred = 0;
   }
   if (pushed) kvik__context_pop();
 }
@@ -426,7 +467,6 @@ void kvik__read_to_device(const kvik__device_io *io, int may_defer, kvik__device
 
 int kvik__device_write(const kvik__device_io *io, size_t *done) {
   *done = 0;
-  kvik__device_settle(); /* writes use the lane's events */
   if (io->size == 0) return 0;
   pipeline p = {.fn = io->fn,
                 .cu = kvik__cuda_if_present(),
@@ -436,6 +476,7 @@ int kvik__device_write(const kvik__device_io *io, size_t *done) {
   int rc = kvik__context_push(io->fn, io->mem->ctx);
   if (rc < 0) return rc;
   rc = lane_for(io->fn, io->mem->ctx, &p.lane);
+  if (rc == 0 && p.lane->deferred) settle_deferred(p.cu, p.lane); /* writes use its events */
   if (rc == 0) rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)io->dev, io->size, io->offset, done);
   for (int b = 0; b < 2; b++) kvik__pinned_put(p.buf[b], p.chunk);
   kvik__context_pop();
