@@ -32,6 +32,7 @@ typedef struct slot {
 typedef struct kvik__lane {
   CUcontext ctx;
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
+  CUdevice device;           /* ctx's: its bounce buffers come from the device's own cache */
   CUstream stream;
   CUevent copied[2];
   CUevent direct_copied; /* after the direct copies; its waiter sleeps, they are all it waits for */
@@ -85,7 +86,7 @@ static void destroy_lane(const kvik__cuda_api *cu, lane *l) {
   if (kvik__context_id(l->ctx) != l->ctx_id || cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
   if (l->stream) cu->cuStreamSynchronize(l->stream);
   for (int i = 0; i < 2; i++) {
-    kvik__pinned_put(l->slot[i].buf, l->chunk);
+    kvik__device_pinned_put(l->device, l->slot[i].buf, l->chunk);
     if (l->copied[i]) cu->cuEventDestroy(l->copied[i]);
   }
   if (l->direct_copied) cu->cuEventDestroy(l->direct_copied);
@@ -107,8 +108,10 @@ static void create_key(void) { pthread_key_create(&lanes_key, destroy_thread_lan
 
 /* Called with l->ctx current. */
 static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
-  int rc = kvik__cuda_check(cu->cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING), fn,
-                            "cuStreamCreate");
+  int rc = kvik__cuda_check(cu->cuCtxGetDevice(&l->device), fn, "cuCtxGetDevice");
+  if (rc == 0)
+    rc = kvik__cuda_check(cu->cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING), fn,
+                          "cuStreamCreate");
   for (int i = 0; i < 2 && rc == 0; i++)
     rc = kvik__cuda_check(cu->cuEventCreate(&l->copied[i], CU_EVENT_DISABLE_TIMING), fn,
                           "cuEventCreate");
@@ -174,7 +177,7 @@ typedef struct pipeline {
 static int take_buffer(pipeline *p, unsigned b) {
   if (p->buf[b]) return 0;
   void *buf;
-  int rc = kvik__pinned_get(p->fn, p->chunk, &buf);
+  int rc = kvik__device_pinned_get(p->fn, p->lane->device, p->chunk, &buf);
   p->buf[b] = buf;
   return rc;
 }
@@ -278,7 +281,7 @@ static void settle_lane(const kvik__cuda_api *cu, lane *l, int release) {
   if (!release) return;
   cu->cuStreamSynchronize(l->stream);
   for (int i = 0; i < 2; i++) {
-    kvik__pinned_put(l->slot[i].buf, l->chunk);
+    kvik__device_pinned_put(l->device, l->slot[i].buf, l->chunk);
     l->slot[i].buf = NULL;
   }
 }
@@ -346,7 +349,7 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     if (r->rc < 0) return r->rc; /* a copy that another thread queued for it failed */
     if (!sl->buf) {
       void *buf;
-      int get_rc = kvik__pinned_get(r->fn, l->chunk, &buf);
+      int get_rc = kvik__device_pinned_get(r->fn, l->device, l->chunk, &buf);
       if (get_rc < 0) return get_rc;
       sl->buf = buf;
     }
@@ -478,7 +481,8 @@ int kvik__device_write(const kvik__device_io *io, size_t *done) {
   rc = lane_for(io->fn, io->mem->ctx, &p.lane);
   if (rc == 0 && p.lane->deferred) settle_deferred(p.cu, p.lane); /* writes use its events */
   if (rc == 0) rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)io->dev, io->size, io->offset, done);
-  for (int b = 0; b < 2; b++) kvik__pinned_put(p.buf[b], p.chunk);
+  for (int b = 0; b < 2; b++)
+    kvik__device_pinned_put(p.lane ? p.lane->device : -1, p.buf[b], p.chunk);
   kvik__context_pop();
   return rc;
 }

@@ -2,9 +2,10 @@
  * device go on while another device's copies are held (no lock, queue or wait of kvik makes one
  * device wait for another); reads and writes into three devices from several threads at once
  * move the right bytes; one process per device (fork before CUDA, as torchrun's workers are
- * separate processes) works; and kvik_cuda_device_get_properties() reports what sysfs says of
- * the device's PCI function. Skips (77) where the driver is not the fake or has fewer than 3
- * devices. */
+ * separate processes) works; no pinned buffer of one device serves another (the fake counts
+ * copies between a device and page-locked memory made in another device's context); and
+ * kvik_cuda_device_get_properties() reports what sysfs says of the device's PCI function. Skips
+ * (77) where the driver is not the fake or has fewer than 3 devices. */
 #include <sys/wait.h>
 
 #include "fake_cuda.h"
@@ -16,6 +17,7 @@
 static char *dir;
 static CUcontext ctx[DEVICES];
 static fake_cuda_hold_copies_fn hold;
+static fake_cuda_cross_device_copies_fn cross_device_copies;
 
 static void use_device(int d) { CU_OK(cu.cuCtxSetCurrent(ctx[d])); }
 
@@ -280,6 +282,8 @@ int main(void) {
     return TEST_SKIP;
   }
   hold = (fake_cuda_hold_copies_fn)fake_cuda_symbol("fake_cuda_hold_copies");
+  cross_device_copies =
+      (fake_cuda_cross_device_copies_fn)fake_cuda_symbol("fake_cuda_cross_device_copies");
   for (int d = 0; d < DEVICES; d++) {
     CUdevice dev;
     CU_OK(cu.cuDeviceGet(&dev, d));
@@ -290,6 +294,9 @@ int main(void) {
   test_stalled_device_leaves_others();
   test_every_device_at_once();
   test_one_file_into_every_device();
+  /* Every copy above went through a pinned buffer of its own device (no test copy is counted:
+   * the test's own copies are synchronous ones of pageable memory). */
+  ASSERT_EQ(cross_device_copies(), 0);
   test_rmdir(dir);
   return 0;
 }
