@@ -3,7 +3,8 @@
  * device wait for another); reads and writes into three devices from several threads at once
  * move the right bytes; one process per device (fork before CUDA, as torchrun's workers are
  * separate processes) works; no pinned buffer of one device serves another (the fake counts
- * copies between a device and page-locked memory made in another device's context); and
+ * copies between a device and page-locked memory made in another device's context); several
+ * devices register granules of one file for zero-copy reads between them; and
  * kvik_cuda_device_get_properties() reports what sysfs says of the device's PCI function. Skips
  * (77) where the driver is not the fake or has fewer than 3 devices. */
 #include <sys/wait.h>
@@ -167,6 +168,52 @@ static void test_one_file_into_every_device(void) {
   free(data);
 }
 
+/* ---- zero-copy reads ------------------------------------------------------------------------ */
+
+#define GRANULE ((size_t)64 << 20) /* KVIK__ZC_GRANULE */
+
+static long fake_count(const char *what) {
+  return ((fake_cuda_live_fn)fake_cuda_symbol("fake_cuda_live"))(what);
+}
+
+static long registrations(void) {
+  return ((fake_cuda_calls_fn)fake_cuda_symbol("fake_cuda_calls"))("cuMemHostRegister_v2");
+}
+
+/* Read [offset, offset + n) of the file into new memory of device d and check it. */
+static void read_check(kvik_file *f, int d, const unsigned char *data, size_t offset, size_t n) {
+  char *dev = device_alloc_on(d, n);
+  ASSERT_EQ(kvik_file_read(f, dev, n, (int64_t)offset), (ssize_t)n);
+  assert_device_holds(d, dev, data + offset, n);
+  device_free(dev);
+}
+
+/* Two devices read two granules of one file: each registers the granule it reads first, in its
+ * own context. Before, only the context of a file's first registration could register more: the
+ * second device's reads took the bounce buffers for good. A third device copies from both
+ * registrations without registering, and closing the file undoes each in its own context. */
+static void test_zero_copy_from_two_devices(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_ON));
+  size_t n = 2 * GRANULE;
+  unsigned char *data = malloc(n);
+  test_fill(data, n, 32);
+  char *path = test_path(dir, "zero_copy");
+  test_write_file(path, data, n);
+  long live_before = fake_count("registered"), calls_before = registrations();
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path, "r", 0, &f));
+  read_check(f, 0, data, 0, GRANULE);
+  read_check(f, 1, data, GRANULE, GRANULE);
+  ASSERT_EQ(fake_count("registered") - live_before, 2);
+  read_check(f, 2, data, 0, n);
+  ASSERT_EQ(registrations() - calls_before, 2);
+  kvik_file_free(f);
+  ASSERT_EQ(fake_count("registered"), live_before);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF));
+  free(path);
+  free(data);
+}
+
 /* ---- one process per device ----------------------------------------------------------------- */
 
 /* Before this process loads CUDA: each child takes one device, as a torchrun worker does, writes
@@ -297,6 +344,7 @@ int main(void) {
   /* Every copy above went through a pinned buffer of its own device (no test copy is counted:
    * the test's own copies are synchronous ones of pageable memory). */
   ASSERT_EQ(cross_device_copies(), 0);
+  test_zero_copy_from_two_devices(); /* its registrations serve every device, as they should */
   test_rmdir(dir);
   return 0;
 }
