@@ -551,9 +551,17 @@ KVIK_API void kvik_future_free(kvik_future *future);
  *
  * Memory bound: a thread with device work holds two pinned buffers of
  * min(KVIK_SETTING_BOUNCE_BUFFER_SIZE, max(task size / 2, 256 KiB)) bytes (2 MiB at the
- * defaults), and gives them back when it runs out of work; at most KVIK_PINNED_CACHE_BYTES of
- * idle pinned buffers are kept for reuse and the rest are freed. Keep 2 x buffer size x
- * KVIK_SETTING_NUM_THREADS under that bound, or buffers are freed and allocated again (slow).
+ * defaults) per device it works for, and gives them back when it runs out of work; at most
+ * KVIK_PINNED_CACHE_BYTES of idle pinned buffers per device are kept for reuse and the rest are
+ * freed. Keep 2 x buffer size x KVIK_SETTING_NUM_THREADS under that bound, or buffers are freed
+ * and allocated again (slow).
+ *
+ * Several devices: requests into memory of different devices, from one thread or many, run side
+ * by side. Each thread copies on a stream of its own per context, and each device has its own
+ * pinned buffers, allocated on the NUMA node closest to it where sysfs names one; no buffer of
+ * one device serves another. The thread pool is shared: a device slower than the others holds
+ * only the threads that wait for its copies, and requests into other devices go on with the
+ * rest. One process per device works as any process does (docs/multi_gpu.md).
  * How the bounce buffers overlap storage and PCIe:
  * docs/design.md#device-memory-through-bounce-buffers.
  *
@@ -562,8 +570,8 @@ KVIK_API void kvik_future_free(kvik_future *future);
  */
 #define KVIK_PINNED_CACHE_BYTES ((size_t)256 << 20)
 
-/* Free the idle bounce buffers that kvik keeps for reuse: pinned ones (for device memory) and
- * aligned pageable ones (for O_DIRECT). Buffers that IO holds are not touched; later IO
+/* Free the idle bounce buffers that kvik keeps for reuse: pinned ones (for device memory, of
+ * every device) and aligned pageable ones (for O_DIRECT). Buffers that IO holds are not touched; later IO
  * allocates again what it needs. Frees pinned memory in the calling thread's current CUDA
  * context, else in device 0's primary context. kvikio's bounce_buffer_free().
  * Returns: the bytes freed, 0 where none were idle. Threads: safe. */

@@ -214,6 +214,18 @@ static void test_zero_copy_from_two_devices(void) {
   free(data);
 }
 
+/* kvik_bounce_buffer_free() frees the idle pinned buffers of every device. Pool threads give
+ * theirs back once they run out of work, just after the reads they served completed: the test
+ * gives them a few seconds. */
+static void test_free_every_device(void) {
+  for (int i = 0; i < 500 && fake_count("pinned") > 0; i++) {
+    kvik_bounce_buffer_free();
+    usleep(10000);
+  }
+  ASSERT_EQ(fake_count("pinned"), 0);
+  ASSERT_EQ(kvik_bounce_buffer_free(), 0);
+}
+
 /* ---- one process per device ----------------------------------------------------------------- */
 
 /* Before this process loads CUDA: each child takes one device, as a torchrun worker does, writes
@@ -344,6 +356,7 @@ int main(void) {
   /* Every copy above went through a pinned buffer of its own device (no test copy is counted:
    * the test's own copies are synchronous ones of pageable memory). */
   ASSERT_EQ(cross_device_copies(), 0);
+  test_free_every_device();
   test_zero_copy_from_two_devices(); /* its registrations serve every device, as they should */
   test_rmdir(dir);
   return 0;
