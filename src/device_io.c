@@ -334,6 +334,16 @@ void kvik__device_settle(void) {
     if (lanes.lane[i].deferred) settle_deferred(cu, &lanes.lane[i]);
 }
 
+/* Finish the deferred reads of lanes other than `l` whose copies are done, without waiting: a
+ * thread that goes on to another device finishes them at its next task, not only when it runs
+ * out of work. */
+static void settle_finished(const kvik__cuda_api *cu, const lane *l) {
+  for (unsigned i = 0; i < lanes.count; i++) {
+    lane *other = &lanes.lane[i];
+    if (other != l && other->deferred && !reap_done(cu, other)) settle_deferred(cu, other);
+  }
+}
+
 /* An IO worker finishes the reads it deferred before it sleeps. */
 KVIK__ON_LOAD(install_idle_hook) { kvik__pool_set_idle(KVIK__POOL_IO, kvik__device_settle); }
 
@@ -383,6 +393,7 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
   int rc = lane_for(fn, mem->ctx, out);
   if (rc < 0) return rc;
   lane *l = *out;
+  settle_finished(cu, l);
   if (l->chunk != chunk) {
     settle_lane(cu, l, 1);
     l->chunk = chunk;
@@ -479,6 +490,7 @@ int kvik__device_write(const kvik__device_io *io, size_t *done) {
   int rc = kvik__context_push(io->fn, io->mem->ctx);
   if (rc < 0) return rc;
   rc = lane_for(io->fn, io->mem->ctx, &p.lane);
+  if (rc == 0) settle_finished(p.cu, p.lane);
   if (rc == 0 && p.lane->deferred) settle_deferred(p.cu, p.lane); /* writes use its events */
   if (rc == 0) rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)io->dev, io->size, io->offset, done);
   for (int b = 0; b < 2; b++)
