@@ -320,22 +320,31 @@ int kvik_cuda_device_count(void) {
   return rc < 0 ? rc : count;
 }
 
-int kvik_cuda_device_name(int ordinal, char *name, size_t len) {
-  if (!name || len == 0)
-    return kvik__fail(-EINVAL, "kvik_cuda_device_name(%d): no room for the name", ordinal);
-  name[0] = '\0';
-  int count = kvik_cuda_device_count();
-  if (count < 0) return count;
+/* Device `ordinal`, loading the driver. Returns 0 or a negative code with a message naming
+ * `fn`. */
+static int device_of(const char *fn, int ordinal, CUdevice *device) {
+  const kvik__cuda_api *cu = kvik__cuda(fn);
+  if (!cu) return KVIK_ECUDA_UNAVAILABLE;
+  int count = 0;
+  int rc = kvik__cuda_check(cu->cuDeviceGetCount(&count), fn, "cuDeviceGetCount");
+  if (rc < 0) return rc;
   if (ordinal < 0 || ordinal >= count)
-    return kvik__fail(-EINVAL, "kvik_cuda_device_name(%d): no such device (%d present)", ordinal,
-                      count);
+    return kvik__fail(-EINVAL, "%s(%d): no such device (%d present)", fn, ordinal, count);
+  return kvik__cuda_check(cu->cuDeviceGet(device, ordinal), fn, "cuDeviceGet");
+}
+
+static int name_of(const char *fn, CUdevice device, char *name, size_t len) {
+  return kvik__cuda_check(api.cuDeviceGetName(name, len > 1024 ? 1024 : (int)len, device), fn,
+                          "cuDeviceGetName");
+}
+
+int kvik_cuda_device_name(int ordinal, char *name, size_t len) {
+  static const char fn[] = "kvik_cuda_device_name";
+  if (!name || len == 0) return kvik__fail(-EINVAL, "%s(%d): no room for the name", fn, ordinal);
+  name[0] = '\0';
   CUdevice device;
-  int rc =
-      kvik__cuda_check(api.cuDeviceGet(&device, ordinal), "kvik_cuda_device_name", "cuDeviceGet");
-  if (rc == 0)
-    rc = kvik__cuda_check(api.cuDeviceGetName(name, len > 1024 ? 1024 : (int)len, device),
-                          "kvik_cuda_device_name", "cuDeviceGetName");
-  return rc;
+  int rc = device_of(fn, ordinal, &device);
+  return rc < 0 ? rc : name_of(fn, device, name, len);
 }
 
 /* ---- where a device sits: its PCI function in sysfs ----------------------------------------- */
@@ -414,10 +423,9 @@ int kvik_cuda_device_get_properties(int ordinal, kvik_cuda_device_properties *pr
   if (!props || props->struct_size < sizeof(size_t))
     return kvik__fail(-EINVAL, "%s(%d): NULL, or struct_size not set", fn, ordinal);
   kvik_cuda_device_properties out = {.struct_size = props->struct_size, .numa_node = -1};
-  int rc = kvik_cuda_device_name(ordinal, out.name, sizeof out.name);
-  if (rc < 0) return rc;
   CUdevice device;
-  rc = kvik__cuda_check(api.cuDeviceGet(&device, ordinal), fn, "cuDeviceGet");
+  int rc = device_of(fn, ordinal, &device);
+  if (rc == 0) rc = name_of(fn, device, out.name, sizeof out.name);
   if (rc < 0) return rc;
   if (api.cuDeviceTotalMem && api.cuDeviceTotalMem(&out.total_memory, device) != CUDA_SUCCESS)
     out.total_memory = 0;
