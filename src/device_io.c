@@ -295,15 +295,17 @@ static void settle_deferred(const kvik__cuda_api *cu, lane *l) {
 }
 
 /* Finish the reads of the lane's copies that are done, the older first (a stream runs its copies
- * in order), without waiting. Returns whether copies remain. */
-static int reap_done(const kvik__cuda_api *cu, lane *l) {
+ * in order), without waiting for a copy that is not. Returns whether copies remain. A copy handed
+ * off (a zero-copy read's), or one of a driver without cuEventQuery, cannot be asked about: it is
+ * waited for `if_unknown`, else left. */
+static int reap_done(const kvik__cuda_api *cu, lane *l, int if_unknown) {
   int pushed = cu->cuCtxPushCurrent(l->ctx) == CUDA_SUCCESS;
   int remain = 0;
   for (unsigned i = 0; i < 2 && !remain; i++) {
     unsigned s = l->next ^ i;
     if (!l->slot[s].owner) continue;
-    remain = l->slot[s].handoff || !cu->cuEventQuery ||
-             cu->cuEventQuery(l->copied[s]) == CUDA_ERROR_NOT_READY;
+    int known = !l->slot[s].handoff && cu->cuEventQuery;
+    remain = known ? cu->cuEventQuery(l->copied[s]) == CUDA_ERROR_NOT_READY : !if_unknown;
     if (!remain) reap(cu, l, s);
   }
   if (pushed) kvik__context_pop();
@@ -325,7 +327,7 @@ void kvik__device_settle(void) {
     for (unsigned i = 0; i < lanes.count; i++) {
       lane *l = &lanes.lane[i];
       if (!l->deferred) continue;
-      if (reap_done(cu, l)) waiting++;
+      if (reap_done(cu, l, 1)) waiting++;
       else settle_deferred(cu, l);
     }
     if (waiting > 1) kvik__pause_ns(SETTLE_POLL_NS);
@@ -340,7 +342,7 @@ void kvik__device_settle(void) {
 static void settle_finished(const kvik__cuda_api *cu, const lane *l) {
   for (unsigned i = 0; i < lanes.count; i++) {
     lane *other = &lanes.lane[i];
-    if (other != l && other->deferred && !reap_done(cu, other)) settle_deferred(cu, other);
+    if (other != l && other->deferred && !reap_done(cu, other, 0)) settle_deferred(cu, other);
   }
 }
 
