@@ -572,9 +572,9 @@ KVIK_API void kvik_future_free(kvik_future *future);
 #define KVIK_PINNED_CACHE_BYTES ((size_t)256 << 20)
 
 /* Free the idle bounce buffers that kvik keeps for reuse: pinned ones (for device memory, of
- * every device) and aligned pageable ones (for O_DIRECT). Buffers that IO holds are not touched; later IO
- * allocates again what it needs. Frees pinned memory in the calling thread's current CUDA
- * context, else in device 0's primary context. kvikio's bounce_buffer_free().
+ * every device) and aligned pageable ones (for O_DIRECT). Buffers that IO holds are not touched;
+ * later IO allocates again what it needs. Frees pinned memory in the calling thread's current
+ * CUDA context, else in device 0's primary context. kvikio's bounce_buffer_free().
  * Returns: the bytes freed, 0 where none were idle. Threads: safe. */
 KVIK_API size_t kvik_bounce_buffer_free(void);
 
