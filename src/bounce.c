@@ -240,14 +240,15 @@ size_t kvik_bounce_buffer_free(void) {
 
 /* ---- fork ------------------------------------------------------------------------------- */
 
+/* The per-device caches are not locked across fork(): the child forgets them whole, a list that
+ * another thread was changing included, so it needs no consistent view of them (and 64 more
+ * locks held at once would pass ThreadSanitizer's bound of 64 per thread). */
 static void fork_prepare(void) {
   pthread_mutex_lock(&aligned.lock);
   pthread_mutex_lock(&pinned.lock);
-  for (int d = 0; d < KVIK__PINNED_DEVICES; d++) pthread_mutex_lock(&per_device[d].lock);
 }
 
 static void fork_parent(void) {
-  for (int d = KVIK__PINNED_DEVICES - 1; d >= 0; d--) pthread_mutex_unlock(&per_device[d].lock);
   pthread_mutex_unlock(&pinned.lock);
   pthread_mutex_unlock(&aligned.lock);
 }
