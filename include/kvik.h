@@ -563,9 +563,18 @@ KVIK_API void kvik_future_free(kvik_future *future);
  *
  * Memory bound: a thread with device work holds two pinned buffers of
  * min(KVIK_SETTING_BOUNCE_BUFFER_SIZE, max(task size / 2, 256 KiB)) bytes (2 MiB at the
- * defaults), and gives them back when it runs out of work; at most KVIK_PINNED_CACHE_BYTES of
- * idle pinned buffers are kept for reuse and the rest are freed. Keep 2 x buffer size x
- * KVIK_SETTING_NUM_THREADS under that bound, or buffers are freed and allocated again (slow).
+ * defaults) per device it works for, and gives them back when it runs out of work; at most
+ * KVIK_PINNED_CACHE_BYTES of idle pinned buffers per device (and as much again of those that
+ * stream-ordered requests and fused reads take for any device) are kept for reuse and the rest
+ * are freed. Keep 2 x buffer size x KVIK_SETTING_NUM_THREADS under that bound, or buffers are
+ * freed and allocated again (slow).
+ *
+ * Several devices: requests into memory of different devices, from one thread or many, run side
+ * by side. Each thread copies on a stream of its own per context, and each device has its own
+ * pinned buffers, allocated on the NUMA node closest to it where sysfs names one; no buffer of
+ * one device serves another. The thread pool is shared: a device slower than the others holds
+ * only the threads that wait for its copies, and requests into other devices go on with the
+ * rest. One process per device works as any process does (docs/multi_gpu.md).
  * How the bounce buffers overlap storage and PCIe:
  * docs/design.md#device-memory-through-bounce-buffers.
  *
@@ -574,10 +583,10 @@ KVIK_API void kvik_future_free(kvik_future *future);
  */
 #define KVIK_PINNED_CACHE_BYTES ((size_t)256 << 20)
 
-/* Free the idle bounce buffers that kvik keeps for reuse: pinned ones (for device memory) and
- * aligned pageable ones (for O_DIRECT). Buffers that IO holds are not touched; later IO
- * allocates again what it needs. Frees pinned memory in the calling thread's current CUDA
- * context, else in device 0's primary context. kvikio's bounce_buffer_free().
+/* Free the idle bounce buffers that kvik keeps for reuse: pinned ones (for device memory, of
+ * every device) and aligned pageable ones (for O_DIRECT). Buffers that IO holds are not touched;
+ * later IO allocates again what it needs. Frees pinned memory in the calling thread's current
+ * CUDA context, else in device 0's primary context. kvikio's bounce_buffer_free().
  * Returns: the bytes freed, 0 where none were idle. Threads: safe. */
 KVIK_API size_t kvik_bounce_buffer_free(void);
 
@@ -631,6 +640,29 @@ KVIK_API int kvik_cuda_device_count(void);
  * Returns: 0. Errors: -EINVAL (NULL `name`, `len` 0, no such device); KVIK_ECUDA_UNAVAILABLE; a
  * CUDA code. Threads: safe. */
 KVIK_API int kvik_cuda_device_name(int ordinal, char *name, size_t len);
+
+/* Where CUDA device `ordinal` sits, for placing work near it (`kvik info` lists them). A
+ * parameter struct: set struct_size to sizeof(kvik_cuda_device_properties) before the call;
+ * members the library does not know are left untouched. What the driver or sysfs does not say
+ * is left "", -1 or 0 as noted, and is no error. */
+typedef struct kvik_cuda_device_properties {
+  size_t struct_size;
+  char name[256];
+  char pci_bus_id[32];     /* "0000:3b:00.0", as /sys/bus/pci/devices names it; "" unknown */
+  int numa_node;           /* the NUMA node closest to the device; -1: none or unknown */
+  int link_width;          /* PCIe lanes of the device's link now (x16: 16); 0 unknown */
+  int link_generation;     /* the PCIe generation of the link's speed now (1 to 6); 0 unknown */
+  int max_link_width;      /* what the link can do at most; 0 unknown */
+  int max_link_generation; /* 0 unknown */
+  size_t total_memory;     /* bytes of device memory; 0 unknown */
+} kvik_cuda_device_properties;
+
+/* Fill `props` with device `ordinal`'s properties, up to props->struct_size bytes: the driver's
+ * name, PCI bus id and memory, and from sysfs (/sys/bus/pci/devices/<bus id>/) the NUMA node and
+ * the link's current and maximum width and speed. Loads the driver.
+ * Returns: 0. Errors: -EINVAL (NULL, struct_size not set, no such device);
+ * KVIK_ECUDA_UNAVAILABLE; a CUDA code. Threads: safe. */
+KVIK_API int kvik_cuda_device_get_properties(int ordinal, kvik_cuda_device_properties *props);
 
 /* Read the whole file into new device memory of CUDA device `device`, allocated in its primary
  * context, in parallel.

@@ -30,7 +30,9 @@ typedef struct buffer_cache {
   size_t idle_bytes; /* guarded by lock */
   int64_t made_for;  /* guarded by lock: the bounce buffer size setting that the idle ones had */
   size_t max_idle_bytes;
-  int (*allocate)(const char *fn, size_t size, void **buf); /* 0, or a code with a message */
+  int device; /* pinned memory: the CUDA device it is for; -1 for any (and aligned memory) */
+  /* 0, or a code with a message */
+  int (*allocate)(const struct buffer_cache *cache, const char *fn, size_t size, void **buf);
   void (*release)(void *buf);
 } buffer_cache;
 
@@ -86,7 +88,7 @@ static size_t cache_free_idle(buffer_cache *cache) {
 
 static int cache_get(buffer_cache *cache, const char *fn, size_t size, void **buf) {
   *buf = take_idle(cache, size);
-  return *buf ? 0 : cache->allocate(fn, size, buf);
+  return *buf ? 0 : cache->allocate(cache, fn, size, buf);
 }
 
 static void cache_put(buffer_cache *cache, void *buf, size_t size) {
@@ -111,7 +113,8 @@ static void cache_put(buffer_cache *cache, void *buf, size_t size) {
  * the caller's buffer (kvik__copy_user) pin the bounce buffer's pages, and pinning 512 small pages
  * costs about a fifth of a copy of them, one huge page almost nothing. Without huge pages the
  * buffer works all the same. */
-static int allocate_aligned(const char *fn, size_t size, void **buf) {
+static int allocate_aligned(const buffer_cache *cache, const char *fn, size_t size, void **buf) {
+  (void)cache;
   int huge = size >= HUGE_PAGE;
   int err = kvik__posix_memalign(buf, huge ? HUGE_PAGE : BOUNCE_ALIGNMENT, size);
   if (err) {
@@ -124,6 +127,7 @@ static int allocate_aligned(const char *fn, size_t size, void **buf) {
 
 static buffer_cache aligned = {.lock = PTHREAD_MUTEX_INITIALIZER,
                                .max_idle_bytes = KVIK__BOUNCE_CACHE_BYTES,
+                               .device = -1,
                                .allocate = allocate_aligned,
                                .release = free};
 
@@ -137,13 +141,29 @@ void kvik__bounce_put(void *buf, size_t size) { cache_put(&aligned, buf, size); 
 
 /* ---- pinned memory ---------------------------------------------------------------------- */
 
-/* Portable: the buffer serves copies in every context, whichever was current here. */
-static int allocate_pinned(const char *fn, size_t size, void **buf) {
+/* cuMemHostAlloc while the calling thread prefers NUMA node `node` (-1: no preference) for the
+ * pages it allocates: the driver allocates and pins the pages in the calling thread, under its
+ * memory policy, before it returns, so they land on that node without a thread of kvik's own
+ * running there. The thread's own policy is put back after. Where the policy cannot be read or
+ * set (seccomp, a kernel without NUMA), the buffer is allocated all the same, where the kernel
+ * puts it. */
+static CUresult host_alloc_on(const kvik__cuda_api *cu, int node, size_t size, void **buf) {
+  int mode;
+  kvik__nodemask old;
+  int placed = node >= 0 && kvik__get_mempolicy(&mode, &old) == 0 && kvik__prefer_node(node) == 0;
+  CUresult result = cu->cuMemHostAlloc(buf, size, CU_MEMHOSTALLOC_PORTABLE);
+  if (placed) kvik__restore_mempolicy(mode, &old);
+  return result;
+}
+
+/* Portable: the buffer serves copies in every context of its device (and of every other device,
+ * for the cache of no device), whichever was current here. */
+static int allocate_pinned(const buffer_cache *cache, const char *fn, size_t size, void **buf) {
   *buf = NULL;
   const kvik__cuda_api *cu = kvik__cuda(fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
-  int rc = kvik__cuda_check(cu->cuMemHostAlloc(buf, size, CU_MEMHOSTALLOC_PORTABLE), fn,
-                            "cuMemHostAlloc");
+  int node = cache->device < 0 ? -1 : kvik__device_numa_node(cu, cache->device);
+  int rc = kvik__cuda_check(host_alloc_on(cu, node, size, buf), fn, "cuMemHostAlloc");
   if (rc < 0) *buf = NULL;
   return rc;
 }
@@ -153,10 +173,29 @@ static void release_pinned(void *buf) {
   if (cu) cu->cuMemFreeHost(buf);
 }
 
+/* Of no device in particular: stream-ordered IO's and fused reads' buffers. */
 static buffer_cache pinned = {.lock = PTHREAD_MUTEX_INITIALIZER,
                               .max_idle_bytes = KVIK_PINNED_CACHE_BYTES,
+                              .device = -1,
                               .allocate = allocate_pinned,
                               .release = release_pinned};
+
+/* One cache per device, set up at load: a device's buffers lie on its NUMA node and serve its
+ * copies only, and a thread taking one for one device never waits for another device's lock. */
+static buffer_cache per_device[KVIK__PINNED_DEVICES];
+
+KVIK__ON_LOAD(set_up_device_caches) {
+  for (int d = 0; d < KVIK__PINNED_DEVICES; d++)
+    per_device[d] = (buffer_cache){.max_idle_bytes = KVIK_PINNED_CACHE_BYTES,
+                                   .device = d,
+                                   .allocate = allocate_pinned,
+                                   .release = release_pinned};
+  for (int d = 0; d < KVIK__PINNED_DEVICES; d++) pthread_mutex_init(&per_device[d].lock, NULL);
+}
+
+static buffer_cache *cache_of(int device) {
+  return device >= 0 && device < KVIK__PINNED_DEVICES ? &per_device[device] : &pinned;
+}
 
 int kvik__pinned_get(const char *fn, size_t size, void **buf) {
   return cache_get(&pinned, fn, size, buf);
@@ -164,27 +203,46 @@ int kvik__pinned_get(const char *fn, size_t size, void **buf) {
 
 void kvik__pinned_put(void *buf, size_t size) { cache_put(&pinned, buf, size); }
 
+int kvik__device_pinned_get(const char *fn, int device, size_t size, void **buf) {
+  return cache_get(cache_of(device), fn, size, buf);
+}
+
+void kvik__device_pinned_put(int device, void *buf, size_t size) {
+  cache_put(cache_of(device), buf, size);
+}
+
 /* ---- freeing the idle buffers ----------------------------------------------------------- */
 
+static int has_idle(buffer_cache *cache) {
+  pthread_mutex_lock(&cache->lock);
+  int any = cache->idle != NULL;
+  pthread_mutex_unlock(&cache->lock);
+  return any;
+}
+
 /* cuMemFreeHost needs a current context: the caller's, else device 0's primary one, which is
- * active already where pinned buffers were made in it. Without one the buffers are still freed
- * as far as the driver lets them. */
+ * active already where pinned buffers were made in it (the buffers are portable: any context
+ * frees them). Without one the buffers are still freed as far as the driver lets them. */
 size_t kvik_bounce_buffer_free(void) {
   static const char fn[] = "kvik_bounce_buffer_free";
   size_t bytes = cache_free_idle(&aligned);
-  pthread_mutex_lock(&pinned.lock);
-  int any_pinned = pinned.idle != NULL;
-  pthread_mutex_unlock(&pinned.lock);
+  int any_pinned = has_idle(&pinned);
+  for (int d = 0; d < KVIK__PINNED_DEVICES && !any_pinned; d++)
+    any_pinned = has_idle(&per_device[d]);
   if (!any_pinned) return bytes;
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   int pushed = cu && kvik__context_push_any(fn, cu) == 0;
   bytes += cache_free_idle(&pinned);
+  for (int d = 0; d < KVIK__PINNED_DEVICES; d++) bytes += cache_free_idle(&per_device[d]);
   if (pushed) kvik__context_pop();
   return bytes;
 }
 
 /* ---- fork ------------------------------------------------------------------------------- */
 
+/* The per-device caches are not locked across fork(): the child forgets them whole, a list that
+ * another thread was changing included, so it needs no consistent view of them (and 64 more
+ * locks held at once would pass ThreadSanitizer's bound of 64 per thread). */
 static void fork_prepare(void) {
   pthread_mutex_lock(&aligned.lock);
   pthread_mutex_lock(&pinned.lock);
@@ -196,11 +254,16 @@ static void fork_parent(void) {
 }
 
 /* Pinned memory belongs to the parent's CUDA state, which the child cannot use: forget it. */
+static void forget(buffer_cache *cache) {
+  pthread_mutex_init(&cache->lock, NULL);
+  cache->idle = NULL;
+  cache->idle_bytes = 0;
+}
+
 static void fork_child(void) {
   pthread_mutex_init(&aligned.lock, NULL);
-  pthread_mutex_init(&pinned.lock, NULL);
-  pinned.idle = NULL;
-  pinned.idle_bytes = 0;
+  forget(&pinned);
+  for (int d = 0; d < KVIK__PINNED_DEVICES; d++) forget(&per_device[d]);
 }
 
 KVIK__ON_LOAD(register_fork_handlers) {

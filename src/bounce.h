@@ -3,7 +3,8 @@
  *  - aligned pageable memory, for O_DIRECT transfers whose user buffer is not aligned; at most
  *    KVIK__BOUNCE_CACHE_BYTES idle;
  *  - pinned (page-locked, CUDA-registered for every context) memory, for copies to and from the
- *    device; at most KVIK_PINNED_CACHE_BYTES idle.
+ *    device: a cache per device, whose buffers lie on the device's NUMA node, and one for memory
+ *    of no device in particular; at most KVIK_PINNED_CACHE_BYTES idle in each.
  * Buffers returned beyond the bound are freed. */
 #ifndef KVIK_SRC_BOUNCE_H
 #define KVIK_SRC_BOUNCE_H
@@ -30,5 +31,17 @@ int kvik__pinned_get(const char *fn, size_t size, void **buf);
 
 /* Give back a buffer from kvik__pinned_get(size). A CUDA context must be current. */
 void kvik__pinned_put(void *buf, size_t size);
+
+/* Devices with a pinned cache of their own; a device beyond shares kvik__pinned_get()'s. */
+#define KVIK__PINNED_DEVICES 64
+
+/* As kvik__pinned_get(), for copies to and from CUDA device `device` (its ordinal) only: from
+ * the device's own cache, allocated on the NUMA node closest to the device where sysfs names
+ * one (kvik__device_numa_node). A buffer of one device is never given for another. */
+int kvik__device_pinned_get(const char *fn, int device, size_t size, void **buf);
+
+/* Give back a buffer from kvik__device_pinned_get(device, size). A CUDA context must be
+ * current. */
+void kvik__device_pinned_put(int device, void *buf, size_t size);
 
 #endif

@@ -4,15 +4,19 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dl.h"
 #include "error.h"
 #include "init.h"
+#include "sys.h"
 
 #define CUDA_SONAME "libcuda.so.1"
 
@@ -183,6 +187,9 @@ static void load_locked(void) {
   *(void **)&api.cuMemPoolSetAttribute = dlsym(handle, "cuMemPoolSetAttribute");
   *(void **)&api.cuMemAllocFromPoolAsync = dlsym(handle, "cuMemAllocFromPoolAsync");
   *(void **)&api.cuMemPoolTrimTo = dlsym(handle, "cuMemPoolTrimTo");
+  *(void **)&api.cuDeviceGetPCIBusId = dlsym(handle, "cuDeviceGetPCIBusId");
+  *(void **)&api.cuDeviceTotalMem = dlsym(handle, "cuDeviceTotalMem_v2");
+  *(void **)&api.cuEventQuery = dlsym(handle, "cuEventQuery");
   CUresult result = api.cuInit(0);
   if (result != CUDA_SUCCESS) {
     const char *name = NULL;
@@ -356,20 +363,126 @@ int kvik_cuda_device_count(void) {
   return rc < 0 ? rc : count;
 }
 
-int kvik_cuda_device_name(int ordinal, char *name, size_t len) {
-  if (!name || len == 0)
-    return kvik__fail(-EINVAL, "kvik_cuda_device_name(%d): no room for the name", ordinal);
-  name[0] = '\0';
-  int count = kvik_cuda_device_count();
-  if (count < 0) return count;
+/* Device `ordinal`, loading the driver. Returns 0 or a negative code with a message naming
+ * `fn`. */
+static int device_of(const char *fn, int ordinal, CUdevice *device) {
+  const kvik__cuda_api *cu = kvik__cuda(fn);
+  if (!cu) return KVIK_ECUDA_UNAVAILABLE;
+  int count = 0;
+  int rc = kvik__cuda_check(cu->cuDeviceGetCount(&count), fn, "cuDeviceGetCount");
+  if (rc < 0) return rc;
   if (ordinal < 0 || ordinal >= count)
-    return kvik__fail(-EINVAL, "kvik_cuda_device_name(%d): no such device (%d present)", ordinal,
-                      count);
+    return kvik__fail(-EINVAL, "%s(%d): no such device (%d present)", fn, ordinal, count);
+  return kvik__cuda_check(cu->cuDeviceGet(device, ordinal), fn, "cuDeviceGet");
+}
+
+static int name_of(const char *fn, CUdevice device, char *name, size_t len) {
+  return kvik__cuda_check(api.cuDeviceGetName(name, len > 1024 ? 1024 : (int)len, device), fn,
+                          "cuDeviceGetName");
+}
+
+int kvik_cuda_device_name(int ordinal, char *name, size_t len) {
+  static const char fn[] = "kvik_cuda_device_name";
+  if (!name || len == 0) return kvik__fail(-EINVAL, "%s(%d): no room for the name", fn, ordinal);
+  name[0] = '\0';
   CUdevice device;
-  int rc =
-      kvik__cuda_check(api.cuDeviceGet(&device, ordinal), "kvik_cuda_device_name", "cuDeviceGet");
-  if (rc == 0)
-    rc = kvik__cuda_check(api.cuDeviceGetName(name, len > 1024 ? 1024 : (int)len, device),
-                          "kvik_cuda_device_name", "cuDeviceGetName");
-  return rc;
+  int rc = device_of(fn, ordinal, &device);
+  return rc < 0 ? rc : name_of(fn, device, name, len);
+}
+
+/* ---- where a device sits: its PCI function in sysfs ----------------------------------------- */
+
+#define PCI_DEVICES "/sys/bus/pci/devices/"
+#define MAX_NUMA_DEVICES 64
+
+/* The device's PCI bus id as sysfs names it ("0000:3b:00.0": the driver's is upper case, and
+ * some drivers give an 8-digit domain). Returns 0, or -1 where the driver does not say. */
+static int sysfs_bus_id(const kvik__cuda_api *cu, CUdevice device, char *id, size_t len) {
+  char raw[64];
+  unsigned domain, bus, slot, function;
+  if (!cu->cuDeviceGetPCIBusId ||
+      cu->cuDeviceGetPCIBusId(raw, sizeof raw, device) != CUDA_SUCCESS ||
+      sscanf(raw, "%x:%x:%x.%x", &domain, &bus, &slot, &function) != 4)
+    return -1;
+  snprintf(id, len, "%04x:%02x:%02x.%x", domain, bus, slot, function);
+  return 0;
+}
+
+/* The first line of sysfs attribute `name` of PCI function `id`, without its newline. Returns 0,
+ * or -1 where it is missing or unreadable. */
+static int sysfs_attribute(const char *id, const char *name, char *text, size_t len) {
+  char path[128];
+  snprintf(path, sizeof path, PCI_DEVICES "%s/%s", id, name);
+  int fd = kvik__open(path, O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  ssize_t n = kvik__pread(fd, text, len - 1, 0);
+  close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  text[strcspn(text, "\n")] = '\0';
+  return 0;
+}
+
+/* An integer attribute, or `unknown` where it is missing or not a number. */
+static long sysfs_number(const char *id, const char *name, long unknown) {
+  char text[64], *end;
+  if (sysfs_attribute(id, name, text, sizeof text) < 0) return unknown;
+  long value = strtol(text, &end, 10);
+  return end == text ? unknown : value;
+}
+
+/* The PCIe generation of a link speed as sysfs writes it ("16.0 GT/s PCIe", "8 GT/s"); 0 for
+ * "Unknown speed" and anything else. */
+static int link_generation(const char *id, const char *name) {
+  static const double rates[] = {2.5, 5, 8, 16, 32, 64}; /* GT/s of generations 1 to 6 */
+  char text[64], *end;
+  if (sysfs_attribute(id, name, text, sizeof text) < 0) return 0;
+  double rate = strtod(text, &end);
+  for (int g = 0; end != text && g < (int)(sizeof rates / sizeof rates[0]); g++)
+    if (rate == rates[g]) return g + 1;
+  return 0;
+}
+
+static int numa_node_of(const char *id) {
+  long node = sysfs_number(id, "numa_node", -1);
+  return node < 0 || node > 1023 ? -1 : (int)node;
+}
+
+/* Per device: the node + 2, 0 until looked up (a node never changes while the system runs). */
+static _Atomic int numa_nodes[MAX_NUMA_DEVICES];
+
+int kvik__device_numa_node(const kvik__cuda_api *cu, CUdevice device) {
+  if (device < 0 || device >= MAX_NUMA_DEVICES) return -1;
+  int known = atomic_load(&numa_nodes[device]);
+  if (known) return known - 2;
+  char id[32];
+  int node = sysfs_bus_id(cu, device, id, sizeof id) < 0 ? -1 : numa_node_of(id);
+  atomic_store(&numa_nodes[device], node + 2);
+  return node;
+}
+
+int kvik_cuda_device_get_properties(int ordinal, kvik_cuda_device_properties *props) {
+  static const char fn[] = "kvik_cuda_device_get_properties";
+  if (!props || props->struct_size < sizeof(size_t))
+    return kvik__fail(-EINVAL, "%s(%d): NULL, or struct_size not set", fn, ordinal);
+  kvik_cuda_device_properties out = {.struct_size = props->struct_size, .numa_node = -1};
+  CUdevice device;
+  int rc = device_of(fn, ordinal, &device);
+  if (rc == 0) rc = name_of(fn, device, out.name, sizeof out.name);
+  if (rc < 0) return rc;
+  if (api.cuDeviceTotalMem && api.cuDeviceTotalMem(&out.total_memory, device) != CUDA_SUCCESS)
+    out.total_memory = 0;
+  if (sysfs_bus_id(&api, device, out.pci_bus_id, sizeof out.pci_bus_id) == 0) {
+    const char *id = out.pci_bus_id;
+    out.numa_node = numa_node_of(id);
+    long width = sysfs_number(id, "current_link_width", 0);
+    long max_width = sysfs_number(id, "max_link_width", 0);
+    out.link_width = width > 0 && width <= 32 ? (int)width : 0;
+    out.max_link_width = max_width > 0 && max_width <= 32 ? (int)max_width : 0;
+    out.link_generation = link_generation(id, "current_link_speed");
+    out.max_link_generation = link_generation(id, "max_link_speed");
+  }
+  size_t n = props->struct_size < sizeof out ? props->struct_size : sizeof out;
+  memcpy(props, &out, n);
+  return 0;
 }

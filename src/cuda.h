@@ -129,6 +129,13 @@ typedef struct kvik__cuda_api {
   CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *ptr, size_t size, CUmemoryPool pool,
                                       CUstream stream);
   CUresult (*cuMemPoolTrimTo)(CUmemoryPool pool, size_t keep);
+  /* Optional (NULL where the driver lacks them): where a device sits, for placing its pinned
+   * memory and for kvik_cuda_device_get_properties(). */
+  CUresult (*cuDeviceGetPCIBusId)(char *bus_id, int len, CUdevice device);
+  CUresult (*cuDeviceTotalMem)(size_t *bytes, CUdevice device);
+  /* Optional only for kvik's sake (every driver has it): whether an event was reached, without
+   * waiting (CUDA_ERROR_NOT_READY while not). */
+  CUresult (*cuEventQuery)(CUevent event);
 } kvik__cuda_api;
 
 /* The driver API, loading libcuda.so.1 and calling cuInit(0) on the first call. Returns NULL
@@ -147,6 +154,11 @@ const kvik__cuda_api *kvik__cuda_if_present(void);
  * returns KVIK_ECUDA_UNAVAILABLE with a message when libcuda.so.1 is in the process but could not
  * be loaded (then a pointer may be device memory that kvik cannot recognise). Thread-safe. */
 int kvik__cuda_for_pointers(const char *fn, const kvik__cuda_api **api);
+
+/* The NUMA node closest to CUDA device `device` (its PCI function's numa_node in sysfs), or -1
+ * where it has none, the driver gives no bus id, or sysfs does not say. Looked up once per
+ * device and process. Sets no message. Thread-safe. */
+int kvik__device_numa_node(const kvik__cuda_api *cu, CUdevice device);
 
 /* Turn a failed driver call into its kvik code (kvik__foreign_code(): that of
  * CUDA_ERROR_UNKNOWN for a result outside 1..999), with a message "<fn>: <call>: <error name>

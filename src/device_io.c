@@ -11,6 +11,7 @@
 #include "init.h"
 #include "pool.h"
 #include "settings.h"
+#include "sys.h"
 #include "zero_copy.h"
 
 #define MIN_CHUNK ((size_t)256 << 10)
@@ -31,16 +32,19 @@ typedef struct slot {
 } slot;
 
 /* A thread's stream in one context, with two bounce buffers and an event each that marks the
- * buffer's last copy. Each thread has its own, so threads never wait on each other's copies. */
+ * buffer's last copy. Each thread has its own, so threads never wait on each other's copies; and
+ * one per context, so that a thread's copies to one device never wait for another's. */
 typedef struct kvik__lane {
   CUcontext ctx;
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
+  CUdevice device;           /* ctx's: its bounce buffers come from the device's own cache */
   CUstream stream;
   CUevent copied[2];
   CUevent direct_copied; /* after the direct copies */
   slot slot[2];          /* reads only; writes take buffers of their own */
   size_t chunk;          /* the size of the slots' buffers */
   unsigned next;         /* the slot reads fill next: the one whose copy was queued first */
+  int deferred;          /* its slots may hold copies of reads not yet finished */
 } lane;
 
 typedef struct thread_lanes {
@@ -50,8 +54,7 @@ typedef struct thread_lanes {
 } thread_lanes;
 
 static _Thread_local thread_lanes lanes;
-static _Thread_local lane *busy; /* the lane whose slots may hold copies of unfinished reads */
-static pthread_key_t lanes_key;  /* only for its destructor, which frees a thread's lanes */
+static pthread_key_t lanes_key; /* only for its destructor, which frees a thread's lanes */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 /* ---- handed copies (see kvik__handoff) ----------------------------------------------------- */
@@ -88,7 +91,7 @@ static void destroy_lane(const kvik__cuda_api *cu, lane *l) {
   if (kvik__context_id(l->ctx) != l->ctx_id || cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
   if (l->stream) cu->cuStreamSynchronize(l->stream);
   for (int i = 0; i < 2; i++) {
-    kvik__pinned_put(l->slot[i].buf, l->chunk);
+    kvik__device_pinned_put(l->device, l->slot[i].buf, l->chunk);
     if (l->copied[i]) cu->cuEventDestroy(l->copied[i]);
   }
   if (l->direct_copied) cu->cuEventDestroy(l->direct_copied);
@@ -110,8 +113,10 @@ static void create_key(void) { pthread_key_create(&lanes_key, destroy_thread_lan
 
 /* Called with l->ctx current. */
 static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
-  int rc = kvik__cuda_check(cu->cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING), fn,
-                            "cuStreamCreate");
+  int rc = kvik__cuda_check(cu->cuCtxGetDevice(&l->device), fn, "cuCtxGetDevice");
+  if (rc == 0)
+    rc = kvik__cuda_check(cu->cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING), fn,
+                          "cuStreamCreate");
   for (int i = 0; i < 2 && rc == 0; i++)
     rc = kvik__cuda_check(cu->cuEventCreate(&l->copied[i], KVIK__EVENT_FLAGS), fn, "cuEventCreate");
   if (rc == 0)
@@ -122,7 +127,9 @@ static int create_lane(const char *fn, const kvik__cuda_api *cu, lane *l) {
 }
 
 /* This thread's lane for `ctx`, which is current. A lane whose context was destroyed (same
- * handle, other ID) is forgotten: its stream and events died with that context. */
+ * handle, other ID) is forgotten: its stream and events died with that context. Lanes of other
+ * contexts are settled first only where one is moved or evicted: a read that deferred copies
+ * to one device does not wait for them when the thread goes on to another device. */
 static int lane_for(const char *fn, CUcontext ctx, lane **out) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   unsigned long long id = kvik__context_id(ctx);
@@ -132,10 +139,12 @@ static int lane_for(const char *fn, CUcontext ctx, lane **out) {
       *out = &lanes.lane[i];
       return 0;
     }
+    kvik__device_settle(); /* the last lane moves into this one's place */
     for (int s = 0; s < 2; s++) wait_handed(&lanes.lane[i].slot[s]); /* takers write to slots */
     lanes.lane[i] = lanes.lane[--lanes.count];
     break;
   }
+  if (lanes.count == MAX_LANES) kvik__device_settle(); /* one is evicted */
   pthread_once(&key_once, create_key);
   pthread_setspecific(lanes_key, &lanes);
   lane *l;
@@ -171,7 +180,7 @@ typedef struct pipeline {
 static int take_buffer(pipeline *p, unsigned b) {
   if (p->buf[b]) return 0;
   void *buf;
-  int rc = kvik__pinned_get(p->fn, p->chunk, &buf);
+  int rc = kvik__device_pinned_get(p->fn, p->lane->device, p->chunk, &buf);
   p->buf[b] = buf;
   return rc;
 }
@@ -275,20 +284,69 @@ static void settle_lane(const kvik__cuda_api *cu, lane *l, int release) {
   if (!release) return;
   cu->cuStreamSynchronize(l->stream);
   for (int i = 0; i < 2; i++) {
-    kvik__pinned_put(l->slot[i].buf, l->chunk);
+    kvik__device_pinned_put(l->device, l->slot[i].buf, l->chunk);
     l->slot[i].buf = NULL;
   }
 }
 
-void kvik__device_settle(void) {
-  lane *l = busy;
-  if (!l) return;
-  busy = NULL;
-  const kvik__cuda_api *cu = kvik__cuda_if_present();
-  if (!cu) return;
+/* Settle a lane whose reads were deferred, in its context. */
+static void settle_deferred(const kvik__cuda_api *cu, lane *l) {
   int pushed = cu->cuCtxPushCurrent(l->ctx) == CUDA_SUCCESS;
   settle_lane(cu, l, 1);
   if (pushed) kvik__context_pop();
+  l->deferred = 0;
+}
+
+/* Finish the reads of the lane's copies that are done, the older first (a stream runs its copies
+ * in order), without waiting for a copy that is not. Returns whether copies remain. A copy handed
+ * off (a zero-copy read's), or one of a driver without cuEventQuery, cannot be asked about: it is
+ * waited for `if_unknown`, else left. */
+static int reap_done(const kvik__cuda_api *cu, lane *l, int if_unknown) {
+  int pushed = cu->cuCtxPushCurrent(l->ctx) == CUDA_SUCCESS;
+  int remain = 0;
+  for (unsigned i = 0; i < 2 && !remain; i++) {
+    unsigned s = l->next ^ i;
+    if (!l->slot[s].owner) continue;
+    int known = !l->slot[s].handoff && cu->cuEventQuery;
+    remain = known ? cu->cuEventQuery(l->copied[s]) == CUDA_ERROR_NOT_READY : !if_unknown;
+    if (!remain) reap(cu, l, s);
+  }
+  if (pushed) kvik__context_pop();
+  return remain;
+}
+
+/* Deferred reads into several devices: while copies to two or more of them remain, the thread
+ * polls (their copies take a few ms) rather than wait for one device while another's reads could
+ * finish. The last one it waits for, as it waits for a single device's. */
+#define SETTLE_POLL_NS 20000
+
+void kvik__device_settle(void) {
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  if (!cu) return;
+  unsigned waiting = 0;
+  for (unsigned i = 0; i < lanes.count; i++) waiting += lanes.lane[i].deferred;
+  while (waiting > 1) {
+    waiting = 0;
+    for (unsigned i = 0; i < lanes.count; i++) {
+      lane *l = &lanes.lane[i];
+      if (!l->deferred) continue;
+      if (reap_done(cu, l, 1)) waiting++;
+      else settle_deferred(cu, l);
+    }
+    if (waiting > 1) kvik__pause_ns(SETTLE_POLL_NS);
+  }
+  for (unsigned i = 0; i < lanes.count; i++)
+    if (lanes.lane[i].deferred) settle_deferred(cu, &lanes.lane[i]);
+}
+
+/* Finish the deferred reads of lanes other than `l` whose copies are done, without waiting: a
+ * thread that goes on to another device finishes them at its next task, not only when it runs
+ * out of work. */
+static void settle_finished(const kvik__cuda_api *cu, const lane *l) {
+  for (unsigned i = 0; i < lanes.count; i++) {
+    lane *other = &lanes.lane[i];
+    if (other != l && other->deferred && !reap_done(cu, other, 0)) settle_deferred(cu, other);
+  }
 }
 
 /* An IO worker finishes the reads it deferred before it sleeps. */
@@ -306,7 +364,7 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     if (r->rc < 0) return r->rc; /* a copy that another thread queued for it failed */
     if (!sl->buf) {
       void *buf;
-      int get_rc = kvik__pinned_get(r->fn, l->chunk, &buf);
+      int get_rc = kvik__device_pinned_get(r->fn, l->device, l->chunk, &buf);
       if (get_rc < 0) return get_rc;
       sl->buf = buf;
     }
@@ -339,16 +397,15 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
  * first. Called with mem->ctx current. */
 static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memory *mem,
                      size_t chunk, lane **out) {
-  /* Settled before lane_for(), which may evict or move lanes. */
-  if (busy && busy->ctx != mem->ctx) kvik__device_settle();
   int rc = lane_for(fn, mem->ctx, out);
   if (rc < 0) return rc;
   lane *l = *out;
+  settle_finished(cu, l);
   if (l->chunk != chunk) {
     settle_lane(cu, l, 1);
     l->chunk = chunk;
   }
-  busy = l;
+  l->deferred = 1;
   return 0;
 }
 
@@ -416,7 +473,7 @@ void kvik__device_read_end(kvik__device_read *r, int may_defer) {
   if (r->in_flight == 0) r->finish(r, r->bytes, r->rc);
   if (!defer && l) {
     settle_lane(cu, l, 1);
-    busy = NULL;
+    l->deferred = 0;
   }
   if (pushed) kvik__context_pop();
 }
@@ -431,7 +488,6 @@ void kvik__read_to_device(const kvik__device_io *io, int may_defer, kvik__device
 
 int kvik__device_write(const kvik__device_io *io, size_t *done) {
   *done = 0;
-  kvik__device_settle(); /* writes use the lane's events */
   if (io->size == 0) return 0;
   pipeline p = {.fn = io->fn,
                 .cu = kvik__cuda_if_present(),
@@ -441,8 +497,11 @@ int kvik__device_write(const kvik__device_io *io, size_t *done) {
   int rc = kvik__context_push(io->fn, io->mem->ctx);
   if (rc < 0) return rc;
   rc = lane_for(io->fn, io->mem->ctx, &p.lane);
+  if (rc == 0) settle_finished(p.cu, p.lane);
+  if (rc == 0 && p.lane->deferred) settle_deferred(p.cu, p.lane); /* writes use its events */
   if (rc == 0) rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)io->dev, io->size, io->offset, done);
-  for (int b = 0; b < 2; b++) kvik__pinned_put(p.buf[b], p.chunk);
+  for (int b = 0; b < 2; b++)
+    kvik__device_pinned_put(p.lane ? p.lane->device : -1, p.buf[b], p.chunk);
   kvik__context_pop();
   return rc;
 }

@@ -18,6 +18,7 @@
 struct kvik__staging {
   pid_t pid; /* of the process that made it: a forked child has none of its CUDA state */
   CUcontext ctx;
+  CUdevice device; /* ctx's: the arena comes from the device's pinned cache */
   CUstream stream;
   char *base;
   unsigned char used[UNITS]; /* per unit: 1 while a piece holds it */
@@ -32,13 +33,15 @@ int kvik__staging_create(const char *fn, CUcontext ctx, kvik__staging **staging)
   int rc = kvik__context_push(fn, ctx);
   if (rc == 0) {
     void *base = NULL;
-    rc = kvik__pinned_get(fn, KVIK__STAGING_BYTES, &base);
+    rc =
+        kvik__cuda_check(kvik__cuda_if_present()->cuCtxGetDevice(&s->device), fn, "cuCtxGetDevice");
+    if (rc == 0) rc = kvik__device_pinned_get(fn, s->device, KVIK__STAGING_BYTES, &base);
     s->base = base;
     if (rc == 0)
       rc = kvik__cuda_check(
           kvik__cuda_if_present()->cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING), fn,
           "cuStreamCreate");
-    if (rc < 0) kvik__pinned_put(s->base, KVIK__STAGING_BYTES);
+    if (rc < 0) kvik__device_pinned_put(s->device, s->base, KVIK__STAGING_BYTES);
     kvik__context_pop();
   }
   if (rc < 0) {
@@ -55,7 +58,7 @@ void kvik__staging_free(kvik__staging *s) {
   if (s->pid == getpid() && cu && cu->cuCtxPushCurrent(s->ctx) == CUDA_SUCCESS) {
     cu->cuStreamSynchronize(s->stream);
     cu->cuStreamDestroy(s->stream);
-    kvik__pinned_put(s->base, KVIK__STAGING_BYTES);
+    kvik__device_pinned_put(s->device, s->base, KVIK__STAGING_BYTES);
     kvik__context_pop();
   }
   free(s);

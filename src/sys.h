@@ -35,7 +35,7 @@ typedef enum {
   KVIK__FAULT_READ,   /* pread */
   KVIK__FAULT_WRITE,  /* pwrite, write */
   KVIK__FAULT_SYNC,   /* fdatasync */
-  KVIK__FAULT_MMAP,   /* mmap, madvise */
+  KVIK__FAULT_MMAP,   /* mmap, madvise, get_mempolicy, set_mempolicy */
   KVIK__FAULT_ALLOC,  /* malloc, calloc, realloc, strdup, strndup, posix_memalign */
   KVIK__FAULT_THREAD, /* pthread_create */
   KVIK__FAULT_DLOPEN,
@@ -296,6 +296,41 @@ static inline int kvik__cachestat_at(const char *site, int fd, kvik__cachestat_r
   return (int)r;
 }
 #define kvik__cachestat(fd, range, counts) kvik__cachestat_at(KVIK__SITE, fd, range, counts)
+
+/* get_mempolicy(2) and set_mempolicy(2): the calling thread's NUMA memory policy, which the pages
+ * it allocates follow (glibc has no wrappers; libnuma, which kvik does without, has). Masks cover
+ * nodes 0 to KVIK__NUMA_NODES - 1; the kernel takes one bit fewer than the count it is given. */
+#define KVIK__MPOL_PREFERRED 1
+#define KVIK__NUMA_NODES 1024
+#define KVIK__MASK_BITS (8 * sizeof(unsigned long))
+typedef struct kvik__nodemask {
+  unsigned long bits[KVIK__NUMA_NODES / KVIK__MASK_BITS];
+} kvik__nodemask;
+
+static inline int kvik__get_mempolicy_at(const char *site, int *mode, kvik__nodemask *mask) {
+  int err = kvik__fault_errno(KVIK__FAULT_MMAP, site);
+  return err ? (errno = err, -1)
+             : (int)syscall(SYS_get_mempolicy, mode, mask->bits, KVIK__NUMA_NODES + 1, NULL, 0);
+}
+#define kvik__get_mempolicy(mode, mask) kvik__get_mempolicy_at(KVIK__SITE, mode, mask)
+
+/* Prefer node `node` (0 to KVIK__NUMA_NODES - 1) for the pages this thread allocates from now
+ * on, where it has room (MPOL_PREFERRED: others where it has none). */
+static inline int kvik__prefer_node_at(const char *site, int node) {
+  kvik__nodemask mask = {{0}};
+  mask.bits[node / KVIK__MASK_BITS] = 1UL << (node % KVIK__MASK_BITS);
+  int err = kvik__fault_errno(KVIK__FAULT_MMAP, site);
+  return err ? (errno = err, -1)
+             : (int)syscall(SYS_set_mempolicy, KVIK__MPOL_PREFERRED, mask.bits,
+                            KVIK__NUMA_NODES + 1);
+}
+#define kvik__prefer_node(node) kvik__prefer_node_at(KVIK__SITE, node)
+
+/* Put back a policy from kvik__get_mempolicy(). Not a fault site: it undoes kvik__prefer_node(),
+ * and fails only for a bug. */
+static inline void kvik__restore_mempolicy(int mode, const kvik__nodemask *mask) {
+  syscall(SYS_set_mempolicy, mode, mask->bits, KVIK__NUMA_NODES + 1);
+}
 
 /* futex(2) */
 

@@ -103,26 +103,35 @@ static size_t granule_len(const kvik__zc_file *zc, size_t g) {
   return zc->map_len - start < KVIK__ZC_GRANULE ? zc->map_len - start : KVIK__ZC_GRANULE;
 }
 
-/* Undo the registrations (unless their context, and they with it, are gone) and the mapping. A
- * forked child has neither (the driver keeps registered pages out of children), and may have
- * something else at the mapping's address: it only forgets them. */
+/* Whether the context granule g was registered in still exists. */
+static int owner_alive(const kvik__zc_file *zc, size_t g) {
+  return kvik__context_id(zc->owner[g].ctx) == zc->owner[g].id;
+}
+
+/* Undo granule g's registration in its context, unless that context, and the registration with
+ * it, is gone. */
+static void unregister_granule(const kvik__cuda_api *cu, kvik__zc_file *zc, size_t g) {
+  if (!owner_alive(zc, g) || cu->cuCtxPushCurrent(zc->owner[g].ctx) != CUDA_SUCCESS) return;
+  cu->cuMemHostUnregister(zc->map + g * KVIK__ZC_GRANULE);
+  CUcontext popped;
+  cu->cuCtxPopCurrent(&popped);
+}
+
+/* Undo the registrations and the mapping. A forked child has neither (the driver keeps
+ * registered pages out of children), and may have something else at the mapping's address: it
+ * only forgets them. */
 static void drop(kvik__zc_file *zc) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   int ours = zc->pid == getpid();
-  if (ours && cu && zc->ctx && kvik__context_id(zc->ctx) == zc->ctx_id &&
-      cu->cuCtxPushCurrent(zc->ctx) == CUDA_SUCCESS) {
-    for (size_t g = 0; g < zc->granules; g++)
-      if (zc->state[g] == KVIK__ZC_REGISTERED)
-        cu->cuMemHostUnregister(zc->map + g * KVIK__ZC_GRANULE);
-    CUcontext popped;
-    cu->cuCtxPopCurrent(&popped);
-  }
+  for (size_t g = 0; ours && cu && g < zc->granules; g++)
+    if (zc->state[g] == KVIK__ZC_REGISTERED) unregister_granule(cu, zc, g);
   if (ours && zc->map) munmap(zc->map, zc->map_len);
   free(zc->state);
+  free(zc->owner);
   zc->map = NULL;
   zc->map_len = zc->granules = 0;
   zc->state = NULL;
-  zc->ctx = NULL;
+  zc->owner = NULL;
 }
 
 void kvik__zc_close(kvik__zc_file *zc) {
@@ -136,11 +145,14 @@ static int map_file(kvik__zc_file *zc, const kvik__zc_identity *now) {
   size_t len = ((size_t)now->size + page - 1) / page * page;
   size_t granules = (len + KVIK__ZC_GRANULE - 1) / KVIK__ZC_GRANULE;
   unsigned char *state = kvik__calloc(granules, 1); /* all KVIK__ZC_NONE */
-  void *map = state ? kvik__mmap(len, PROT_READ, MAP_SHARED, zc->fd, 0) : MAP_FAILED;
+  kvik__zc_owner *owner = state ? kvik__calloc(granules, sizeof *owner) : NULL;
+  void *map = owner ? kvik__mmap(len, PROT_READ, MAP_SHARED, zc->fd, 0) : MAP_FAILED;
   if (map == MAP_FAILED) {
     free(state);
+    free(owner);
     return 0;
   }
+  zc->owner = owner;
   zc->seen = *now;
   zc->pid = getpid();
   zc->map = map;
@@ -150,12 +162,18 @@ static int map_file(kvik__zc_file *zc, const kvik__zc_identity *now) {
   return 1;
 }
 
+/* Whether a registration went with its context. */
+static int lost_registration(const kvik__zc_file *zc) {
+  for (size_t g = 0; g < zc->granules; g++)
+    if (zc->state[g] == KVIK__ZC_REGISTERED && !owner_alive(zc, g)) return 1;
+  return 0;
+}
+
 /* Whether the state can serve a read of the file as it is `now`: mapped, and still the file
- * that was mapped, in a context that still exists. Called with the lock held. */
+ * that was mapped, with every registration's context still there. Called with the lock held. */
 static int usable(kvik__zc_file *zc, const kvik__zc_identity *now) {
   if (zc->map && zc->pid != getpid()) return 0;
-  int stale = zc->map &&
-              (!unchanged(&zc->seen, now) || (zc->ctx && kvik__context_id(zc->ctx) != zc->ctx_id));
+  int stale = zc->map && (!unchanged(&zc->seen, now) || lost_registration(zc));
   if (stale && zc->readers > 0) return 0;
   if (stale) drop(zc);
   return zc->map || map_file(zc, now);
@@ -190,7 +208,7 @@ static int may_register(const kvik__zc_read *zc, int64_t mode, size_t len) {
  * the caller is a reader, so the state is not dropped under it. Returns whether g is registered;
  * called and returns with the lock held. */
 static int register_granule(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size_t g) {
-  if ((zc->ctx && zc->ctx != ctx) || atomic_flag_test_and_set(&registering)) return 0;
+  if (atomic_flag_test_and_set(&registering)) return 0;
   zc->state[g] = KVIK__ZC_PENDING;
   zc->registering = 1;
   pthread_mutex_unlock(&zc->lock);
@@ -199,10 +217,7 @@ static int register_granule(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size
   int ok = (mode != KVIK_AUTO || resident(zc, g)) && register_read_only(start, len);
   pthread_mutex_lock(&zc->lock);
   zc->state[g] = ok ? KVIK__ZC_REGISTERED : KVIK__ZC_NONE;
-  if (ok && !zc->ctx) {
-    zc->ctx = ctx;
-    zc->ctx_id = kvik__context_id(ctx);
-  }
+  if (ok) zc->owner[g] = (kvik__zc_owner){ctx, kvik__context_id(ctx)};
   zc->registering = 0;
   atomic_flag_clear(&registering);
   pthread_cond_broadcast(&zc->settled);
@@ -259,7 +274,8 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
 int kvik__zc_any_registered(kvik__zc_file *zc) {
   if (!zc) return 0;
   pthread_mutex_lock(&zc->lock);
-  int any = zc->map && zc->pid == getpid() && zc->ctx; /* ctx: set by the first registration */
+  int any = zc->map && zc->pid == getpid() &&
+            memchr(zc->state, KVIK__ZC_REGISTERED, zc->granules) != NULL;
   pthread_mutex_unlock(&zc->lock);
   return any;
 }

@@ -51,6 +51,14 @@ typedef struct kvik__zc_identity {
  * neither. */
 enum { KVIK__ZC_NONE, KVIK__ZC_PENDING, KVIK__ZC_REGISTERED };
 
+/* The context current at a granule's registration. Registrations are portable (they serve
+ * every context), so a granule is registered once, by whichever device reads it first, and every
+ * device copies from it; each is undone in its own context. */
+typedef struct kvik__zc_owner {
+  CUcontext ctx;
+  unsigned long long id; /* tells that context from a later one with the same handle */
+} kvik__zc_owner;
+
 /* A file's zero-copy state, inside its handle. All fields under `lock`. */
 typedef struct kvik__zc_file {
   pthread_mutex_t lock;
@@ -63,9 +71,8 @@ typedef struct kvik__zc_file {
   unsigned char *state; /* per granule: KVIK__ZC_NONE, _PENDING or _REGISTERED */
   int registering;      /* a thread registers a granule of this file */
   size_t granules;
-  CUcontext ctx;             /* current at the registrations, needed to undo them */
-  unsigned long long ctx_id; /* tells that context from a later one with the same handle */
-  unsigned readers; /* reads between kvik__zc_begin() and kvik__zc_done(): copies may run */
+  kvik__zc_owner *owner; /* per granule: the context it was registered in, to undo it there */
+  unsigned readers;      /* reads between kvik__zc_begin() and kvik__zc_done(): copies may run */
 } kvik__zc_file;
 
 /* What a read into device memory passes down for the zero-copy path. */
@@ -99,8 +106,8 @@ int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const c
  * half a granule, and only where kvik__zc_pays(zc->tasks)), after waiting for a thread that
  * registers a granule of the file. 0 if it cannot: the rest of the read takes the bounce buffers.
  * Each granule is a registration of its own, and the driver refuses a copy that runs out of the
- * registration it starts in. `ctx` is current; a file's registrations are all made in one context
- * (they serve every context). */
+ * registration it starts in. `ctx` is current; the granule is registered in it, and serves every
+ * context (several devices reading one file register its granules between them). */
 size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, size_t size);
 
 /* KVIK_AUTO's cost model: whether a first read on `tasks` threads gets its bytes sooner when it

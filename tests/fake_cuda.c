@@ -55,6 +55,7 @@ static fake_api g_api = FAKE_API_INIT(fn_symbols, FN_COUNT);
 _Static_assert(FN_COUNT <= FAKE_MAX_FUNCTIONS, "raise FAKE_MAX_FUNCTIONS");
 static atomic_long g_copies_beside; /* see fake_cuda_copies_beside_registration() */
 static atomic_long g_spinning_waits; /* see fake_cuda_spinning_waits() */
+static atomic_long g_cross_device;  /* see fake_cuda_cross_device_copies() */
 
 static atomic_int g_initialized;
 
@@ -113,6 +114,7 @@ void fake_cuda_reset(void) {
   fake_api_reset(&g_api);
   atomic_store(&g_copies_beside, 0);
   atomic_store(&g_spinning_waits, 0);
+  atomic_store(&g_cross_device, 0);
 }
 
 /* ---- Live counts -------------------------------------------------------------------------- */
@@ -555,6 +557,32 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice device) {
   return CUDA_SUCCESS;
 }
 
+/* FAKE_CUDA_PCI_BUS_IDS, comma-separated, names device n's bus id by the nth entry; the others
+ * get "0000:<0x80 + n>:00.0", which no machine of CI has in /sys/bus/pci/devices. */
+CUresult cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice device) {
+  ENTER(cuDeviceGetPCIBusId);
+  if (!bus_id || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  const char *ids = getenv("FAKE_CUDA_PCI_BUS_IDS");
+  for (int n = 0; ids && n < device; n++) {
+    ids = strchr(ids, ',');
+    if (ids) ids++;
+  }
+  if (ids && *ids && *ids != ',')
+    snprintf(bus_id, (size_t)len, "%.*s", (int)strcspn(ids, ","), ids);
+  else snprintf(bus_id, (size_t)len, "0000:%02x:00.0", 0x80 + device);
+  return CUDA_SUCCESS;
+}
+
+/* Every fake device has the size of the arena that holds all their memory. */
+CUresult cuDeviceTotalMem(size_t *bytes, CUdevice device) {
+  ENTER(cuDeviceTotalMem);
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = ARENA_BYTES;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
   ENTER(cuDevicePrimaryCtxRetain);
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
@@ -680,6 +708,7 @@ typedef struct op {
   uint32_t value;
   CUevent event; /* OP_EVENT, with a reference */
   unsigned long long generation;
+  CUdevice device; /* OP_COPY, OP_FILL: the device of the stream's context */
   record *holds[2]; /* records kept alive until the operation ran */
 } op;
 
@@ -713,6 +742,26 @@ static fake_list g_events;
 
 static void event_put(CUevent event);
 
+/* Devices whose copies wait (fake_cuda_hold_copies); g_hold_lock. */
+static pthread_mutex_t g_hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_hold_cond = PTHREAD_COND_INITIALIZER;
+static int g_held[MAX_DEVICES];
+
+void fake_cuda_hold_copies(int device, int hold) {
+  if (device < 0 || device >= MAX_DEVICES)
+    fake_die("fake_cuda_hold_copies(%d, %d): no such device", device, hold);
+  pthread_mutex_lock(&g_hold_lock);
+  g_held[device] = hold != 0;
+  pthread_cond_broadcast(&g_hold_cond);
+  pthread_mutex_unlock(&g_hold_lock);
+}
+
+static void wait_while_held(CUdevice device) {
+  pthread_mutex_lock(&g_hold_lock);
+  while (g_held[device]) pthread_cond_wait(&g_hold_cond, &g_hold_lock);
+  pthread_mutex_unlock(&g_hold_lock);
+}
+
 static void stream_put(CUstream s) {
   if (atomic_fetch_sub(&s->refs, 1) != 1) return;
   pthread_mutex_destroy(&s->lock);
@@ -724,10 +773,12 @@ static void stream_put(CUstream s) {
 static void op_run(op *o) {
   switch (o->kind) {
   case OP_COPY:
+    wait_while_held(o->device);
     fake_sleep_us(g_copy_delay_us);
     memcpy(o->dst, o->src, o->size);
     break;
   case OP_FILL:
+    wait_while_held(o->device);
     fake_sleep_us(g_copy_delay_us);
     memset(o->dst, (int)o->value, o->size);
     break;
@@ -1327,6 +1378,7 @@ void fake_cuda_slow_registration(long us) { atomic_store(&g_register_delay_us, u
 long fake_cuda_copies_beside_registration(void) { return atomic_load(&g_copies_beside); }
 
 long fake_cuda_spinning_waits(void) { return atomic_load(&g_spinning_waits); }
+long fake_cuda_cross_device_copies(void) { return atomic_load(&g_cross_device); }
 
 static CUresult register_range(void *ptr, size_t size, unsigned flags);
 
@@ -1435,11 +1487,15 @@ static unsigned char *device_range(CUdeviceptr ptr, size_t size, record **held) 
 /* The host side of a copy must be memory the CPU can use. If it is pinned memory, hold a
  * reference so that cuMemFreeHost does not unmap it under a queued copy. Returns 0 if the range
  * is unusable (bugs the real driver reports too): NULL, device memory, or a range that runs
- * past the end of the pinned allocation or registration it starts in. */
-static int host_range(const void *ptr, size_t size, record **held) {
+ * past the end of the pinned allocation or registration it starts in. *device is the device
+ * whose context was current when the range was allocated or registered, -1 for pageable memory
+ * (see fake_cuda_cross_device_copies). */
+static int host_range(const void *ptr, size_t size, record **held, CUdevice *device) {
+  *device = -1;
   if (!ptr || in_device_view((uintptr_t)ptr, size)) return 0;
   pthread_mutex_lock(&g_lock);
   record *r = record_find((uintptr_t)ptr, KIND_PINNED | KIND_REGISTERED);
+  if (r) *device = r->device;
   /* A copy that starts in page-locked memory must end in the same allocation or registration,
    * even where another one follows it (CUDA_ERROR_INVALID_VALUE on an H100, driver 580). */
   int inside = !r || size <= r->size - ((uintptr_t)ptr - r->start);
@@ -1472,10 +1528,13 @@ static CUresult copy_async(int to_device, CUdeviceptr device, void *host, size_t
   }
   op *o = calloc(1, sizeof *o);
   unsigned char *cpu = o ? device_range(device, size, &o->holds[0]) : NULL;
+  CUdevice host_device = -1;
   if (!o) result = CUDA_ERROR_OUT_OF_MEMORY;
-  else if (!cpu || (fill < 0 && !host_range(host, size, &o->holds[1])))
+  else if (!cpu || (fill < 0 && !host_range(host, size, &o->holds[1], &host_device)))
     result = CUDA_ERROR_INVALID_VALUE;
   if (result == CUDA_SUCCESS) {
+    if (host_device >= 0 && host_device != s->ctx->device) atomic_fetch_add(&g_cross_device, 1);
+    o->device = s->ctx->device;
     o->kind = fill < 0 ? OP_COPY : OP_FILL;
     o->value = (uint32_t)fill;
     o->size = size;
@@ -1516,10 +1575,11 @@ static CUresult copy_now(int to_device, CUdeviceptr device, void *host, size_t s
   CUresult result = current_ctx(&ctx);
   if (result != CUDA_SUCCESS || size == 0) return result;
   record *held = NULL, *host_held = NULL;
+  CUdevice host_device;
   unsigned char *cpu = device_range(device, size, &held);
   if (!cpu) return CUDA_ERROR_INVALID_VALUE;
   if (fill >= 0) memset(cpu, fill, size);
-  else if (!host_range(host, size, &host_held)) result = CUDA_ERROR_INVALID_VALUE;
+  else if (!host_range(host, size, &host_held, &host_device)) result = CUDA_ERROR_INVALID_VALUE;
   else if (to_device) memcpy(cpu, host, size);
   else memcpy(host, cpu, size);
   record_put(held);

@@ -17,6 +17,9 @@
  *    (CUDA_ERROR_NOT_PERMITTED), and a call that waits for the device (cuMemFree, cuCtxSynchronize,
  *    cuModuleLoadData, cuModuleUnload) waits for all queued work while other driver calls wait for it.
  *
+ *  - A PCI bus id per device (FAKE_CUDA_PCI_BUS_IDS, comma-separated, else ids no machine has),
+ *    so that what kvik reads of /sys/bus/pci/devices can be tested.
+ *
  * This header declares the control API the fake exports in addition to the driver API. Tests
  * look the functions up with dlsym() on the handle of "libcuda.so.1", so that the same test can
  * run against a real driver too, where they are absent:
@@ -76,6 +79,18 @@ long fake_cuda_copies_beside_registration(void);
  * until the event is reached. */
 long fake_cuda_spinning_waits(void);
 
+/* Asynchronous copies and fills on streams of device `device`'s contexts (0 to 63) wait, from
+ * the next one a stream runs, until the device's hold is lifted (hold 0): a device that stalls,
+ * to show that work for other devices goes on meanwhile. Calls that wait for the device
+ * (cuMemFree ...) wait for the held copies too. */
+void fake_cuda_hold_copies(int device, int hold);
+
+/* Asynchronous copies queued, since the library was loaded or fake_cuda_reset() was last called,
+ * between a device and page-locked host memory (pinned or registered) that was allocated or
+ * registered while a context of another device was current: a bounce buffer of one device used
+ * for another. Copies of pageable memory are not counted. */
+long fake_cuda_cross_device_copies(void);
+
 /* Queue `fn` on `stream` as work of the driver's own, such as cuFile's transfers: unlike a host
  * function of cuLaunchHostFunc, it may call the driver, and its calls never wait for a call that
  * waits for the device (which waits for it). */
@@ -98,6 +113,8 @@ typedef void (*fake_cuda_slow_registration_fn)(long us);
 typedef long (*fake_cuda_copies_beside_registration_fn)(void);
 typedef long (*fake_cuda_spinning_waits_fn)(void);
 typedef void *(*fake_cuda_host_view_fn)(CUdeviceptr ptr, size_t size);
+typedef void (*fake_cuda_hold_copies_fn)(int device, int hold);
+typedef long (*fake_cuda_cross_device_copies_fn)(void);
 
 /* Driver API constants beyond those kvik itself uses (src/cuda.h), with the values of the real
  * cuda.h. Guarded so that src/cuda.h may define any of them later. */
@@ -106,6 +123,8 @@ typedef struct CUmod_st *CUmodule;
 /* The driver functions the fake exports beyond those kvik calls (src/cuda.h), in the same form:
  * X(member, exported symbol, return type, parameters). */
 #define FAKE_CUDA_EXTRA_FUNCTIONS(X)                                                             \
+  X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", CUresult, (char *bus_id, int len, CUdevice dev)) \
+  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", CUresult, (size_t * bytes, CUdevice device))        \
   X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult, (CUdevice device))     \
   X(cuCtxCreate, "cuCtxCreate_v2", CUresult, (CUcontext * ctx, unsigned flags, CUdevice device)) \
   X(cuCtxDestroy, "cuCtxDestroy_v2", CUresult, (CUcontext ctx))                                 \

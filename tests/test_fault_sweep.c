@@ -70,6 +70,8 @@ static const struct {
     {"kvik__fdatasync(", KVIK__FAULT_SYNC},
     {"kvik__mmap(", KVIK__FAULT_MMAP},
     {"kvik__madvise(", KVIK__FAULT_MMAP},
+    {"kvik__get_mempolicy(", KVIK__FAULT_MMAP},
+    {"kvik__prefer_node(", KVIK__FAULT_MMAP},
     {"kvik__malloc(", KVIK__FAULT_ALLOC},
     {"kvik__calloc(", KVIK__FAULT_ALLOC},
     {"kvik__realloc(", KVIK__FAULT_ALLOC},
@@ -659,6 +661,16 @@ static int step_register(void) {
   return 0;
 }
 
+/* Where device 0 sits: its PCI bus id is the machine's first PCI function (main sets it), whose
+ * sysfs attributes are read. What sysfs does not give is "unknown", never an error. */
+static int step_device_properties(void) {
+  kvik_cuda_device_properties p = {.struct_size = sizeof p};
+  int rc = kvik_cuda_device_get_properties(0, &p);
+  if (rc < 0) return failed(rc);
+  ASSERT(strcmp(p.name, "Fake CUDA Device 0") == 0);
+  return 0;
+}
+
 static int step_direct_probe(void) {
   int supported = kvik_direct_io_supported(env.dir);
   if (supported < 0) return failed(supported);
@@ -796,6 +808,7 @@ static const struct {
     {"page cache", step_page_cache},
     {"pool resize", step_pool},
     {"memory registration", step_register},
+    {"device properties", step_device_properties},
     {"O_DIRECT probe", step_direct_probe},
     {"remote open", step_remote},
     {"statistics", step_stats},
@@ -1039,7 +1052,29 @@ static const site_entry *reached(const site_entry *census, size_t n, const char 
 }
 
 /* A site that only a feature this build lacks reaches. */
+/* The machine's first PCI function, "" where sysfs lists none. */
+static char first_pci_function[64];
+
+static void find_first_pci_function(void) {
+  DIR *d = opendir("/sys/bus/pci/devices");
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (e->d_name[0] != '.' && strlen(e->d_name) < sizeof first_pci_function &&
+        (!*first_pci_function || strcmp(e->d_name, first_pci_function) < 0))
+      strcpy(first_pci_function, e->d_name);
+  if (d) closedir(d);
+}
+
+/* Whether sysfs gives device 0's function a NUMA node: only then do pinned buffers ask for one
+ * (bounce.c's memory policy sites). */
+static int numa_node_known(void) {
+  kvik_cuda_device_properties p = {.struct_size = sizeof p};
+  return kvik_cuda_device_get_properties(0, &p) == 0 && p.numa_node >= 0;
+}
+
 static int needs_missing_feature(const char *source_site) {
+  if (strstr(source_site, "/cuda.c:") && !*first_pci_function) return 1;
+  if (strstr(source_site, "/bounce.c:") && !numa_node_known()) return 1;
   if (!kvik_io_uring_supported(NULL, 0) && (strstr(source_site, "/uring.c:") || strstr(source_site, "/staging.c:")))
     return 1;
   return !kvik_remote_supported(NULL, 0) && (strstr(source_site, "/remote.c:") || strstr(source_site, "/http.c:"));
@@ -1102,6 +1137,8 @@ static int sweep(const char *self, const char *root, kvik__fault_call call) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  find_first_pci_function(); /* before any thread starts: the children inherit it */
+  if (*first_pci_function) setenv("FAKE_CUDA_PCI_BUS_IDS", first_pci_function, 1);
   if (argc == 2 && strcmp(argv[1], "--census") == 0) return child_census();
   if (argc == 6 && strcmp(argv[1], "--fault") == 0) return child_fault(argv[2], argv[3], atol(argv[4]), atoi(argv[5]));
   if (argc != 3) {

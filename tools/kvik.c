@@ -144,6 +144,32 @@ static void print_remote(void) {
 }
 
 /* What device IO can use: the driver's version and devices, or why it cannot work. */
+/* "gen 4 x16"; "unknown" for what sysfs does not say. */
+static void format_link(char *text, size_t len, int generation, int width) {
+  char gen[16] = "gen unknown", lanes[24] = "width unknown";
+  if (generation > 0) snprintf(gen, sizeof gen, "gen %d", generation);
+  if (width > 0) snprintf(lanes, sizeof lanes, "x%d", width);
+  if (generation <= 0 && width <= 0) snprintf(text, len, "unknown");
+  else snprintf(text, len, "%s %s", gen, lanes);
+}
+
+/* One GPU: its name, then where it sits (what the driver or sysfs does not say is "unknown"). */
+static void print_gpu(int ordinal) {
+  kvik_cuda_device_properties p = {.struct_size = sizeof p};
+  if (kvik_cuda_device_get_properties(ordinal, &p) < 0) {
+    printf("  device %d: ? (%s)\n", ordinal, kvik_last_error());
+    return;
+  }
+  char node[16] = "unknown", link[48], max_link[48], memory[32] = "unknown";
+  if (p.numa_node >= 0) snprintf(node, sizeof node, "%d", p.numa_node);
+  format_link(link, sizeof link, p.link_generation, p.link_width);
+  format_link(max_link, sizeof max_link, p.max_link_generation, p.max_link_width);
+  if (p.total_memory) snprintf(memory, sizeof memory, "%.1f GiB", p.total_memory / 1073741824.0);
+  printf("  device %d: %s\n    PCI bus id: %s, NUMA node: %s\n    PCIe link: %s (max %s)\n"
+         "    memory: %s\n",
+         ordinal, p.name, *p.pci_bus_id ? p.pci_bus_id : "unknown", node, link, max_link, memory);
+}
+
 static void print_cuda(void) {
   int version = kvik_cuda_driver_version();
   int count = version < 0 ? version : kvik_cuda_device_count();
@@ -153,12 +179,7 @@ static void print_cuda(void) {
   }
   printf("\nGPU memory: CUDA driver %d.%d, %d device%s\n", version / 1000, version % 1000 / 10,
          count, count == 1 ? "" : "s");
-  for (int i = 0; i < count; i++) {
-    char name[256];
-    if (kvik_cuda_device_name(i, name, sizeof name) < 0)
-      snprintf(name, sizeof name, "? (%s)", kvik_last_error());
-    printf("  device %d: %s\n", i, name);
-  }
+  for (int i = 0; i < count; i++) print_gpu(i);
 }
 
 /* ---- GPUDirect Storage ---------------------------------------------------------------------- */
