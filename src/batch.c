@@ -38,21 +38,21 @@
  * or collected failed: their events carry the codes, and the futures behind them would
  * otherwise leave their messages here. */
 typedef struct saved_message {
+  const char *now; /* this thread's message, which the call may change */
   char text[KVIK_MESSAGE_MAX];
 } saved_message;
 
 /* Both run in every call, on small batches as much as on large ones: a copy of what is there
  * (mostly a short text, often none), and a write only where the text changed. */
 static void save_message(saved_message *m) {
-  const char *text = kvik_last_error();
-  size_t len = text[0] ? strnlen(text, sizeof m->text - 1) : 0;
-  memcpy(m->text, text, len);
+  m->now = kvik_last_error();
+  size_t len = m->now[0] ? strnlen(m->now, sizeof m->text - 1) : 0;
+  memcpy(m->text, m->now, len);
   m->text[len] = '\0';
 }
 
 static int restore_message(const saved_message *m, int rc) {
-  const char *text = kvik_last_error();
-  if (rc >= 0 && (text[0] != m->text[0] || (text[0] && strcmp(text, m->text) != 0)))
+  if (rc >= 0 && (m->now[0] != m->text[0] || (m->now[0] && strcmp(m->now, m->text) != 0)))
     kvik__set_message(m->text);
   return rc;
 }
@@ -62,7 +62,7 @@ static int restore_message(const saved_message *m, int rc) {
 static kvik_batch_event pop_done(kvik_batch *b) {
   assert(b->ndone > 0);
   unsigned id = b->done_ids[b->done_head];
-  b->done_head = (b->done_head + 1) % b->max_ops;
+  if (++b->done_head == b->max_ops) b->done_head = 0; /* no division: a small batch's cost */
   b->ndone--;
   kvik__batch_put_slot(b, id);
   return b->slots[id].event;
@@ -164,32 +164,52 @@ static int nowait_worth_trying(kvik_batch *b) {
   return b->nowait.misses < NOWAIT_STREAK || ++b->nowait.skipped % NOWAIT_PROBE == 0;
 }
 
+/* The file whose descriptor the tries use, held while they do: one hold for the operations on
+ * one file that follow each other in a submission. */
+typedef struct held_file {
+  kvik_file *file;
+  int fd; /* negative: the file could not be held (closed meanwhile), no try */
+} held_file;
+
+static void held_let_go(held_file *h) {
+  if (h->file && h->fd >= 0) kvik__file_let_go(h->file);
+}
+
+static int held_fd(held_file *h, kvik_file *file) {
+  if (h->file == file) return h->fd;
+  held_let_go(h);
+  h->file = file;
+  h->fd = -1;
+  if (kvik__file_hold(file) < 0) return -1; /* closed meanwhile: the backend reports it */
+  h->fd = kvik_file_fd(file);               /* refused once a close began: likewise */
+  if (h->fd < 0) kvik__file_let_go(file);
+  return h->fd;
+}
+
 /* Read what the page cache holds of `op` on this thread. Returns the bytes read; *end says
  * whether nothing is left to read (all read, or the end of the file). */
-static size_t read_cached(kvik_batch *b, const kvik_batch_op *op, int *end) {
+static size_t read_cached(kvik_batch *b, const kvik_batch_op *op, held_file *h, int *end) {
   *end = 0;
-  if (kvik__file_hold(op->file) < 0) return 0; /* closed meanwhile: the backend reports it */
-  int fd = kvik_file_fd(op->file);             /* negative once a close began: no try */
+  int fd = held_fd(h, op->file);
+  if (fd < 0) return 0;
   size_t done = 0;
-  ssize_t n = fd < 0 ? -1 : 0;
-  while (fd >= 0 && done < op->size) {
+  ssize_t n = 0;
+  while (done < op->size) {
     n = kvik__preadv2(fd, (char *)op->buf + done, op->size - done,
                       (off_t)(op->file_offset + (int64_t)done), RWF_NOWAIT);
     if (n <= 0) break;
     done += (size_t)n;
   }
-  int err = n < 0 && fd >= 0 ? errno : 0;
-  kvik__file_let_go(op->file);
   *end = done == op->size || n == 0;
-  if (err == EOPNOTSUPP || err == EINVAL) b->nowait.refused = 1;
+  if (n < 0 && (errno == EOPNOTSUPP || errno == EINVAL)) b->nowait.refused = 1;
   return done;
 }
 
 /* Try operation `rest` (a copy of the caller's) here. Done, it is finished and r->done set; read
  * in part, it takes its slot (r->slotted, r->id) and `rest` becomes what is left. */
-static void read_now(kvik_batch *b, kvik_batch_op *rest, kvik__batch_route *r) {
+static void read_now(kvik_batch *b, kvik_batch_op *rest, kvik__batch_route *r, held_file *h) {
   int end;
-  size_t done = read_cached(b, rest, &end);
+  size_t done = read_cached(b, rest, h, &end);
   if (done == 0 && !end) {
     b->nowait.misses++;
     return;
@@ -214,10 +234,12 @@ static void read_small_now(kvik_batch *b, kvik_batch_op *rest, kvik__batch_route
                            unsigned count) {
   if (kvik__setting(KVIK_SETTING_IO_URING) == KVIK_ON) return; /* all to the ring, as asked */
   uint64_t threshold = (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
+  held_file h = {NULL, -1};
   for (unsigned i = 0; i < count; i++)
     if (rest[i].opcode == KVIK_BATCH_READ && r[i].host && !r[i].cufile && rest[i].size > 0 &&
         rest[i].size < threshold && nowait_worth_trying(b))
-      read_now(b, &rest[i], &r[i]);
+      read_now(b, &rest[i], &r[i], &h);
+  held_let_go(&h);
 }
 
 /* ---- waiting ------------------------------------------------------------------------------- */

@@ -112,7 +112,8 @@ static inline void kvik__batch_finish(kvik_batch *b, unsigned id, kvik_batch_sta
   s->in_cufile = 0;
   if (status == KVIK_BATCH_COMPLETE) result += (ssize_t)s->ahead;
   s->event = (kvik_batch_event){s->cookie, status, result};
-  b->done_ids[(b->done_head + b->ndone++) % b->max_ops] = id;
+  unsigned at = b->done_head + b->ndone++; /* below 2 * max_ops: no division */
+  b->done_ids[at >= b->max_ops ? at - b->max_ops : at] = id;
 }
 
 #endif
