@@ -4,11 +4,12 @@
  *
  *  0. Issue 29's targets for a batch of 4 KiB reads from the page cache, at kvik's default
  *     settings: at each queue depth (1, 2, 4, 8, 32, 128) the batch's reads per second and CPU
- *     microseconds per read next to a pread(2) loop on one thread that reads the same offsets,
- *     the ratio, and whether it meets 0.9x; then at depth 32 against fio --ioengine=io_uring
- *     --iodepth=32 (its own IOPS and CPU, from its terse report; "n/a" where fio cannot run),
- *     whether it meets 1.2x. Each row is the best of --repeat measurements, batch and pread
- *     taking turns. A target missed says "missed". --targets prints this table alone.
+ *     microseconds per read next to a pread(2) loop on one thread that reads the same offsets
+ *     into the same buffers (one per operation in flight), the ratio, and whether it meets
+ *     0.9x; then at depth 32 against fio --ioengine=io_uring --iodepth=32 (its own IOPS and CPU,
+ *     from its terse report; "n/a" where fio cannot run), whether it meets 1.2x. Each row is the
+ *     best of --repeat measurements, batch and pread taking turns. A target missed says
+ *     "missed". --targets prints this table alone.
  *
  *  1. 4 KiB random reads into host memory, reads per second and CPU microseconds per read:
  *     plain pread on 1 and on CPU-count threads, a kvik batch served by the thread pool
@@ -521,26 +522,26 @@ static void list_op(void *ctx, uint64_t index, unsigned slot, kvik_batch_op *op)
 }
 
 static struct cost batch_list(kvik_file *f, unsigned depth, const int64_t *offsets,
-                              uint64_t reads) {
+                              uint64_t reads, char *bufs) {
   struct pipeline p = pipeline_create(depth);
-  struct list_ctx c = {f, aligned_or_die(depth * PAGE), offsets};
+  struct list_ctx c = {f, bufs, offsets};
   pipeline_warm_up(&p, f, c.bufs);
   struct meter m = meter_start(RUSAGE_SELF);
   pipeline_run(&p, list_op, &c, reads);
   struct cost cost = meter_stop(m);
   pipeline_free(&p);
-  free(c.bufs);
   return cost;
 }
 
-static struct cost pread_list(int fd, const int64_t *offsets, uint64_t reads) {
-  char *buf = aligned_or_die(PAGE);
+/* Read i into buffer i % depth, as the batch at that depth rotates through its buffers (each
+ * operation in flight has its own): the same copies, into memory as warm. */
+static struct cost pread_list(int fd, const int64_t *offsets, uint64_t reads, unsigned depth,
+                              char *bufs) {
   struct meter m = meter_start(RUSAGE_SELF);
   for (uint64_t i = 0; i < reads; i++)
-    check_read(pread(fd, buf, PAGE, (off_t)offsets[i]), PAGE, offsets[i], "pread");
-  struct cost cost = meter_stop(m);
-  free(buf);
-  return cost;
+    check_read(pread(fd, bufs + i % depth * PAGE, PAGE, (off_t)offsets[i]), PAGE, offsets[i],
+               "pread");
+  return meter_stop(m);
 }
 
 static void keep_best(struct cost *best, struct cost c, int first) {
@@ -617,6 +618,8 @@ static void table_targets(const char *path, uint64_t size, uint64_t reads, int r
   struct cost batch[NDEPTHS], plain[NDEPTHS];
   int64_t *offsets = malloc(reads * sizeof *offsets);
   if (!offsets) die_errno("malloc");
+  char *bufs = aligned_or_die(depths[NDEPTHS - 1] * PAGE);
+  memset(bufs, 0, depths[NDEPTHS - 1] * PAGE);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) die_errno(path);
   kvik_file *f = open_kvik(path);
@@ -626,9 +629,11 @@ static void table_targets(const char *path, uint64_t size, uint64_t reads, int r
       uint64_t seed = fresh_seed();
       for (uint64_t i = 0; i < reads; i++) offsets[i] = random_offset(&seed);
       /* Which goes first alternates, so that neither always finds the caches the other left. */
-      if ((k + d) % 2) keep_best(&plain[d], pread_list(fd, offsets, reads), k == 0);
-      keep_best(&batch[d], batch_list(f, depths[d], offsets, reads), k == 0);
-      if ((k + d) % 2 == 0) keep_best(&plain[d], pread_list(fd, offsets, reads), k == 0);
+      if ((k + d) % 2)
+        keep_best(&plain[d], pread_list(fd, offsets, reads, depths[d], bufs), k == 0);
+      keep_best(&batch[d], batch_list(f, depths[d], offsets, reads, bufs), k == 0);
+      if ((k + d) % 2 == 0)
+        keep_best(&plain[d], pread_list(fd, offsets, reads, depths[d], bufs), k == 0);
     }
   }
   struct row fio = {"fio io_uring", 0, FIO_DEPTH, defaults, "", 0, {0, 0}};
@@ -642,6 +647,7 @@ static void table_targets(const char *path, uint64_t size, uint64_t reads, int r
   kvik_file_free(f);
   close(fd);
   free(offsets);
+  free(bufs);
 
   printf("\nissue 29 targets: 4 KiB random reads from the page cache at kvik's defaults, %" PRIu64
          " reads per row, best of %d, batch and pread loop taking turns on the same offsets\n",
