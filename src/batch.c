@@ -377,14 +377,17 @@ int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *ev
     return kvik__fail(-EINVAL, "%s: NULL %s", fn, !batch ? "batch" : "events");
   if (min_events > max_events)
     return kvik__fail(-EINVAL, "%s: min_events %u above max_events %u", fn, min_events, max_events);
+  unsigned n = 0, in_flight = batch->pool.n + batch->cufile.n + kvik__batch_uring_in_flight(batch);
+  if (in_flight == 0) { /* all done (within submit, say): nothing to wait for, nor to fail */
+    while (n < max_events && batch->ndone > 0) events[n++] = pop_done(batch);
+    return (int)n;
+  }
   saved_message m;
   save_message(&m);
-  unsigned outstanding =
-      batch->ndone + batch->pool.n + batch->cufile.n + kvik__batch_uring_in_flight(batch);
+  unsigned outstanding = batch->ndone + in_flight;
   int rc = gather(batch, fn, min_events < outstanding ? min_events : outstanding,
                   deadline_after(timeout_ns));
   if (rc < 0) return rc;
-  unsigned n = 0;
   while (n < max_events && batch->ndone > 0) events[n++] = pop_done(batch);
   return restore_message(&m, (int)n);
 }
