@@ -1,6 +1,16 @@
 /* What kvik's io_uring batch backend gives, next to pread(2) and kvik's thread pool.
  *
- * Creates a test file of --size bytes in DIR, then prints two tables:
+ * Creates a test file of --size bytes in DIR, then prints three tables:
+ *
+ *  0. Issue 29's targets for a batch of 4 KiB reads from the page cache, at kvik's default
+ *     settings: at each queue depth (1, 2, 4, 8, 32, 128) the batch's reads per second and CPU
+ *     microseconds per read next to a pread(2) loop on one thread that reads the same offsets
+ *     into the same buffers (one per operation in flight), the ratio, and whether it meets
+ *     0.9x (the ratio of CPU time per read beside it, steadier where other work shares the
+ *     machine; the target is the first); then at depth 32 against fio --ioengine=io_uring --iodepth=32 (its own IOPS and CPU,
+ *     from its terse report; "n/a" where fio cannot run), whether it meets 1.2x. Each row is the
+ *     best of --repeat measurements, batch and pread taking turns. A target missed says
+ *     "missed". --targets prints this table alone.
  *
  *  1. 4 KiB random reads into host memory, reads per second and CPU microseconds per read:
  *     plain pread on 1 and on CPU-count threads, a kvik batch served by the thread pool
@@ -18,7 +28,7 @@
  * getrusage around each measurement. Every read's byte count is checked; the file is removed at
  * the end.
  *
- * usage: bench_io_uring DIR [--size BYTES] [--reads N] [--repeat R] [--device]
+ * usage: bench_io_uring DIR [--size BYTES] [--reads N] [--repeat R] [--device] [--targets]
  *        (defaults: 4G, 200000, 3; sizes take a K, M or G suffix) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -494,6 +504,179 @@ static void table_random(const char *path, const char *title, int direct, int de
   print_random(title, rows, n, reads);
 }
 
+/* ---- table 0: issue 29's targets ---------------------------------------------------------- */
+
+#define TARGET_VS_PREAD 0.9 /* a batch at any depth against a pread loop on one thread */
+#define TARGET_VS_FIO 1.2   /* a batch at depth 32 against fio's io_uring at depth 32 */
+#define FIO_DEPTH 32
+
+struct list_ctx {
+  kvik_file *file;
+  char *bufs; /* one PAGE per slot */
+  const int64_t *offsets;
+};
+
+static void list_op(void *ctx, uint64_t index, unsigned slot, kvik_batch_op *op) {
+  struct list_ctx *c = ctx;
+  *op = (kvik_batch_op){c->file, KVIK_BATCH_READ,   c->bufs + (size_t)slot * PAGE,
+                        PAGE,    c->offsets[index], NULL};
+}
+
+static struct cost batch_list(kvik_file *f, unsigned depth, const int64_t *offsets,
+                              uint64_t reads, char *bufs) {
+  struct pipeline p = pipeline_create(depth);
+  struct list_ctx c = {f, bufs, offsets};
+  pipeline_warm_up(&p, f, c.bufs);
+  struct meter m = meter_start(RUSAGE_SELF);
+  pipeline_run(&p, list_op, &c, reads);
+  struct cost cost = meter_stop(m);
+  pipeline_free(&p);
+  return cost;
+}
+
+/* Read i into buffer i % depth, as the batch at that depth rotates through its buffers (each
+ * operation in flight has its own): the same copies, into memory as warm. */
+static struct cost pread_list(int fd, const int64_t *offsets, uint64_t reads, unsigned depth,
+                              char *bufs) {
+  struct meter m = meter_start(RUSAGE_SELF);
+  for (uint64_t i = 0; i < reads; i++)
+    check_read(pread(fd, bufs + i % depth * PAGE, PAGE, (off_t)offsets[i]), PAGE, offsets[i],
+               "pread");
+  return meter_stop(m);
+}
+
+static void keep_best(struct cost *best, struct cost c, int first) {
+  if (first || c.seconds < best->seconds) *best = c;
+}
+
+/* The terse (version 3) report's fields: 8 read IOPS, 9 read run time in ms, 88 and 89 the
+ * user and system CPU percentages. Returns 0, or -1 where the report has none of them. */
+static int fio_terse(const char *text, double *iops, double *runtime_ms, double *usr, double *sys) {
+  double field[90] = {0}; /* field[i] is the i-th, counted from 1 */
+  int n = 1;
+  for (const char *p = text; *p && n < 89; p++)
+    if (*p == ';') field[++n] = strtod(p + 1, NULL);
+  if (n < 89) return -1;
+  *iops = field[8], *runtime_ms = field[9], *usr = field[88], *sys = field[89];
+  return *iops > 0 ? 0 : -1;
+}
+
+/* fio --ioengine=io_uring --iodepth=32 reading `reads` random pages of the cached file. Sets
+ * r->na where fio cannot run; else r->amount to the reads and r->cost from fio's own figures. */
+static void fio_uring(const char *path, uint64_t size, uint64_t reads, struct row *r) {
+  char report[4200], file[4200], sz[64], io[64], depth[32], out[4300];
+  snprintf(report, sizeof report, "%s.fio", path);
+  snprintf(file, sizeof file, "--filename=%s", path);
+  snprintf(sz, sizeof sz, "--size=%" PRIu64, size);
+  snprintf(io, sizeof io, "--io_size=%" PRIu64, reads * PAGE);
+  snprintf(depth, sizeof depth, "--iodepth=%d", FIO_DEPTH);
+  snprintf(out, sizeof out, "--output=%s", report);
+  char fixed[][24] = {"fio",
+                      "--name=kvik-bench",
+                      "--ioengine=io_uring",
+                      "--rw=randread",
+                      "--bs=4k",
+                      "--invalidate=0",
+                      "--norandommap",
+                      "--randrepeat=0",
+                      "--output-format=terse",
+                      "--terse-version=3"};
+  char *argv[16];
+  size_t argc = 0;
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[argc++] = fixed[i];
+  char *mine[] = {file, sz, io, depth, out, NULL};
+  for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) argv[argc++] = mine[i];
+  pid_t pid;
+  int rc = posix_spawnp(&pid, "fio", NULL, NULL, argv, environ), status = 0;
+  if (rc != 0) return not_available(r, "cannot run fio: ", strerror(rc));
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) die_errno("waitpid");
+  char text[1 << 14];
+  FILE *f = fopen(report, "r");
+  size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  if (f) fclose(f);
+  unlink(report);
+  text[n] = '\0';
+  double iops, ms, usr, sys;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+      fio_terse(text, &iops, &ms, &usr, &sys) < 0) {
+    snprintf(r->na, sizeof r->na, "n/a (fio failed: status %d, or no terse report)", status);
+    return;
+  }
+  r->amount = (double)reads;
+  r->cost = (struct cost){(double)reads / iops, (usr + sys) / 100 * ms / 1000};
+}
+
+static const char *verdict(double ratio, double target) {
+  return ratio >= target ? "ok" : "missed";
+}
+
+/* Table 0: the batch at each depth against a pread loop reading the same offsets, rows taking
+ * turns `repeat` times; then depth 32 against fio. Both read the cached file at defaults. */
+static void table_targets(const char *path, uint64_t size, uint64_t reads, int repeat) {
+  const unsigned depths[] = {1, 2, 4, 8, 32, 128};
+  enum { NDEPTHS = sizeof depths / sizeof depths[0] };
+  struct cost batch[NDEPTHS], plain[NDEPTHS];
+  int64_t *offsets = malloc(reads * sizeof *offsets);
+  if (!offsets) die_errno("malloc");
+  char *bufs = aligned_or_die(depths[NDEPTHS - 1] * PAGE);
+  memset(bufs, 0, depths[NDEPTHS - 1] * PAGE);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) die_errno(path);
+  kvik_file *f = open_kvik(path);
+  apply(defaults);
+  for (int k = 0; k < repeat; k++) {
+    for (unsigned d = 0; d < NDEPTHS; d++) {
+      uint64_t seed = fresh_seed();
+      for (uint64_t i = 0; i < reads; i++) offsets[i] = random_offset(&seed);
+      /* Which goes first alternates, so that neither always finds the caches the other left. */
+      if ((k + d) % 2)
+        keep_best(&plain[d], pread_list(fd, offsets, reads, depths[d], bufs), k == 0);
+      keep_best(&batch[d], batch_list(f, depths[d], offsets, reads, bufs), k == 0);
+      if ((k + d) % 2 == 0)
+        keep_best(&plain[d], pread_list(fd, offsets, reads, depths[d], bufs), k == 0);
+    }
+  }
+  struct row fio = {"fio io_uring", 0, FIO_DEPTH, defaults, "", 0, {0, 0}};
+  for (int k = 0; k < repeat && !fio.na[0]; k++) {
+    struct row run = fio;
+    fio_uring(path, size, reads, &run);
+    if (run.na[0]) snprintf(fio.na, sizeof fio.na, "%s", run.na);
+    else if (k == 0 || run.cost.seconds < fio.cost.seconds)
+      fio.amount = run.amount, fio.cost = run.cost;
+  }
+  kvik_file_free(f);
+  close(fd);
+  free(offsets);
+  free(bufs);
+
+  printf("\nissue 29 targets: 4 KiB random reads from the page cache at kvik's defaults, %" PRIu64
+         " reads per row, best of %d, batch and pread loop taking turns on the same offsets\n",
+         reads, repeat);
+  printf("  %-6s %12s %12s %12s %12s %8s %10s  %s\n", "depth", "batch r/s", "CPU us/read",
+         "pread r/s", "CPU us/read", "ratio", "CPU ratio", "target 0.9x pread");
+  double batch32 = 0;
+  for (unsigned d = 0; d < NDEPTHS; d++) {
+    double b = (double)reads / batch[d].seconds, p = (double)reads / plain[d].seconds;
+    if (depths[d] == FIO_DEPTH) batch32 = b;
+    printf("  %-6u %12.0f %12.2f %12.0f %12.2f %7.2fx %9.2fx  %s\n", depths[d], b,
+           batch[d].cpu / (double)reads * 1e6, p, plain[d].cpu / (double)reads * 1e6, b / p,
+           plain[d].cpu / batch[d].cpu, verdict(b / p, TARGET_VS_PREAD));
+  }
+  if (fio.na[0]) {
+    printf("  depth %d against fio --ioengine=io_uring --iodepth=%d: %s\n", FIO_DEPTH, FIO_DEPTH,
+           fio.na);
+  } else {
+    double io = rate(&fio);
+    printf("  depth %d against fio --ioengine=io_uring --iodepth=%d: %.0f r/s, %.2f CPU us/read; "
+           "batch %.2fx  %s "
+           "(target %.1fx)\n",
+           FIO_DEPTH, FIO_DEPTH, io, fio.cost.cpu / fio.amount * 1e6, batch32 / io,
+           verdict(batch32 / io, TARGET_VS_FIO), TARGET_VS_FIO);
+  }
+  fflush(stdout);
+}
+
 /* What a new batch's first device operation through io_uring costs, and a batch's end: the
  * staging arena is taken (from kvik's pinned cache after the first time) and registered with the
  * ring. Printed for a few batches in turn. */
@@ -680,7 +863,7 @@ static int cold_possible(const char *path, char *why, size_t len) {
 struct options {
   const char *dir;
   uint64_t size, reads;
-  int repeat, device;
+  int repeat, device, targets_only;
 };
 
 /* "4G", "256M", "4096": bytes, or 0 when the text is no size. */
@@ -701,19 +884,22 @@ static uint64_t parse_size(const char *text) {
 }
 
 static void usage(const char *prog) {
-  fprintf(stderr, "usage: %s DIR [--size BYTES] [--reads N] [--repeat R] [--device]   (defaults: 4G 200000 3)\n",
+  fprintf(stderr,
+          "usage: %s DIR [--size BYTES] [--reads N] [--repeat R] [--device] [--targets]   "
+          "(defaults: 4G 200000 3)\n",
           prog);
   exit(2);
 }
 
 static struct options parse_args(int argc, char **argv) {
-  struct options o = {NULL, (uint64_t)4 << 30, 200000, 3, 0};
+  struct options o = {NULL, (uint64_t)4 << 30, 200000, 3, 0, 0};
   for (int i = 1; i < argc; i++) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--size") && value) o.size = parse_size(value), i++;
     else if (!strcmp(argv[i], "--reads") && value) o.reads = strtoull(value, NULL, 10), i++;
     else if (!strcmp(argv[i], "--repeat") && value) o.repeat = atoi(value), i++;
     else if (!strcmp(argv[i], "--device")) o.device = 1;
+    else if (!strcmp(argv[i], "--targets")) o.targets_only = 1;
     else if (argv[i][0] != '-' && !o.dir) o.dir = argv[i];
     else usage(argv[0]);
   }
@@ -742,7 +928,9 @@ int main(int argc, char **argv) {
          get_or_die(KVIK_SETTING_NUM_THREADS), uring_why);
   fflush(stdout);
 
-  pread_whole(path, NULL, o.size); /* the page cache table reads a fully cached file */
+  pread_whole(path, NULL, o.size); /* the page cache tables read a fully cached file */
+  table_targets(path, o.size, o.reads, o.repeat);
+  if (o.targets_only) return 0;
   uint64_t direct_reads = o.reads / 10 ? o.reads / 10 : 1;
   table_random(path, "page cache", 0, 0, NULL, uring_ok, cpus, o.reads);
   table_random(path, "O_DIRECT (from the device)", 1, 0, refused, uring_ok, cpus, direct_reads);

@@ -227,11 +227,12 @@ KVIK_API const char *kvik_last_error(void);
  *  - IO_URING: which operations of a batch the kernel's io_uring serves instead of the thread
  *    pool. OFF: none. AUTO: those below GDS_THRESHOLD, and those that go through O_DIRECT
  *    (AUTO_DIRECT_IO_READ/WRITE on; offset and size multiples of 4096, and so the address of
- *    host memory; a read of a range the page cache does not hold). ON: all. Writes to append
- *    handles always go to the pool. Results are the same either way, and where the kernel
- *    refuses io_uring the pool serves all (see kvik_io_uring_supported). A batch that gives
- *    device memory to io_uring holds a pinned staging arena of 64 MiB, for operations of up to
- *    16 MiB.
+ *    host memory; a read of a range the page cache does not hold). ON: all. Under OFF and AUTO
+ *    a read into host memory below GDS_THRESHOLD first reads what the page cache holds of it
+ *    within kvik_batch_submit() (see Batch IO). Writes to append handles always go to the pool.
+ *    Results are the same either way, and where the kernel refuses io_uring the pool serves all
+ *    (see kvik_io_uring_supported). A batch that gives device memory to io_uring holds a
+ *    pinned staging arena of 64 MiB, for operations of up to 16 MiB.
  *  - HTTP_* and REMOTE_*: see "Remote files".
  *  - REMOTE_IO_*: KvikIO's choice of remote engine, read back as set. kvik has one engine,
  *    requests on the thread pool (KvikIO's EASY_THREADPOOL); under either backend reads work
@@ -1025,12 +1026,16 @@ KVIK_API int kvik_remote_set_retry_hook(kvik_retry_hook *hook, void *arg);
  * completions, as cuFile's batch API does, everywhere: device memory on files that cuFile serves
  * goes to cuFile's batch; operations that KVIK_SETTING_IO_URING gives to the kernel go to the
  * batch's own io_uring; all others run on the thread pool as kvik_file_pread()/pwrite() start
- * them (those below KVIK_SETTING_GDS_THRESHOLD within kvik_batch_submit()). Completions of every
- * kind come back through kvik_batch_wait(), with the results kvik_file_pread()/pwrite() would
- * give. Device memory that io_uring serves is staged through pinned memory: a write's bytes are
- * copied from the device within kvik_batch_submit(), a read's to the device within the
- * kvik_batch_wait() that collects it; a failed copy fails that operation alone, with its CUDA
- * code. How operations are routed: docs/design.md#batches-and-io_uring.
+ * them (those below KVIK_SETTING_GDS_THRESHOLD within kvik_batch_submit()). A read into host
+ * memory below KVIK_SETTING_GDS_THRESHOLD, unless KVIK_SETTING_IO_URING is ON, is first made
+ * within kvik_batch_submit() as far as the page cache holds its bytes (preadv2(2) with
+ * RWF_NOWAIT): such a read may be complete when kvik_batch_submit() returns, and the rest of one
+ * read in part goes where it would have gone. Completions of every kind come back through
+ * kvik_batch_wait(), with the results kvik_file_pread()/pwrite() would give. Device memory that
+ * io_uring serves is staged through pinned memory: a write's bytes are copied from the device
+ * within kvik_batch_submit(), a read's to the device within the kvik_batch_wait() that collects
+ * it; a failed copy fails that operation alone, with its CUDA code. How operations are routed:
+ * docs/design.md#batches-and-io_uring.
  *
  * Threads: a batch is used by one thread at a time; different batches are independent. Lifetime:
  * the buffers and files of submitted operations must stay valid, and the files open, until their
@@ -1073,8 +1078,9 @@ KVIK_API int kvik_batch_create(unsigned max_ops, kvik_batch **batch);
 
 /* Submit `count` operations. All are checked first, as kvik_file_pread()/pwrite() check theirs:
  * on an error none was submitted, and the message names the operation's index. An operation is
- * in flight from its submission until its completion is collected. An operation that fails once
- * submitted (a staging copy, say) reports its error in its event.
+ * in flight from its submission until its completion is collected, also one that completed
+ * within this call (its event waits in the batch, in the order of completion, as others do). An
+ * operation that fails once submitted (a staging copy, say) reports its error in its event.
  * Returns: 0. Errors: -EINVAL (NULL `batch`, NULL `ops` with `count` > 0; an operation with a NULL
  * file, an unknown opcode, a NULL `buf` with `size` > 0, a negative offset, or offset + size above
  * INT64_MAX); -EBADF (an operation's file is closed, or not open for its opcode); -EAGAIN (more
@@ -1101,8 +1107,9 @@ KVIK_API int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_
  * canceled with cuFileBatchIOCancel: they report KVIK_BATCH_CANCELED, or their result where they
  * completed first. Operations on the thread pool cannot be stopped (some of their bytes may have
  * moved already): they are waited for and report their own result. io_uring operations the kernel
- * has not started are canceled (Linux 5.19 and later), the others report their own result. The
- * events are collected with kvik_batch_wait() like others.
+ * has not started are canceled (Linux 5.19 and later), the others report their own result.
+ * Operations that completed within kvik_batch_submit() report their result. The events are
+ * collected with kvik_batch_wait() like others.
  * Returns: 0. Errors: -EINVAL (NULL); the code of a failed cuFile call (if cuFile stops answering,
  * its operations report KVIK_BATCH_FAILED with that code), KVIK_ECANCELED_BY_FORK, or that of
  * CU_FILE_DRIVER_CLOSING, as for kvik_batch_submit(). Threads: the batch's one thread at a time. */

@@ -2,8 +2,9 @@
  * through one queue. Operations into device memory on files that cuFile serves go to cuFile's
  * batch API (batch_cufile.c); other operations go to the batch's io_uring where
  * KVIK_SETTING_IO_URING says so (batch_uring.c); all others run on the thread pool as ordinary
- * futures (batch_pool.c). Here: the API, the checks and routing, and the waiting. batch.h says
- * how slots and the done queue work. */
+ * futures (batch_pool.c). Small reads into host memory are first tried here, from the page cache
+ * alone. Here: the API, the checks and routing, the reads within submit, and the waiting.
+ * batch_state.h says how slots and the done queue work. */
 #define _GNU_SOURCE
 #include <assert.h>
 #include <errno.h>
@@ -12,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "batch.h"
@@ -19,6 +22,7 @@
 #include "file.h"
 #include "init.h"
 #include "memory.h"
+#include "settings.h"
 #include "sys.h"
 
 #define MAX_OPS 65536
@@ -34,15 +38,22 @@
  * or collected failed: their events carry the codes, and the futures behind them would
  * otherwise leave their messages here. */
 typedef struct saved_message {
+  const char *now; /* this thread's message, which the call may change */
   char text[KVIK_MESSAGE_MAX];
 } saved_message;
 
+/* Both run in every call, on small batches as much as on large ones: a copy of what is there
+ * (mostly a short text, often none), and a write only where the text changed. */
 static void save_message(saved_message *m) {
-  snprintf(m->text, sizeof m->text, "%s", kvik_last_error());
+  m->now = kvik_last_error();
+  size_t len = m->now[0] ? strnlen(m->now, sizeof m->text - 1) : 0;
+  memcpy(m->text, m->now, len);
+  m->text[len] = '\0';
 }
 
 static int restore_message(const saved_message *m, int rc) {
-  if (rc >= 0) kvik__set_message(m->text);
+  if (rc >= 0 && (m->now[0] != m->text[0] || (m->now[0] && strcmp(m->now, m->text) != 0)))
+    kvik__set_message(m->text);
   return rc;
 }
 
@@ -51,7 +62,7 @@ static int restore_message(const saved_message *m, int rc) {
 static kvik_batch_event pop_done(kvik_batch *b) {
   assert(b->ndone > 0);
   unsigned id = b->done_ids[b->done_head];
-  b->done_head = (b->done_head + 1) % b->max_ops;
+  if (++b->done_head == b->max_ops) b->done_head = 0; /* no division: a small batch's cost */
   b->ndone--;
   kvik__batch_put_slot(b, id);
   return b->slots[id].event;
@@ -59,47 +70,176 @@ static kvik_batch_event pop_done(kvik_batch *b) {
 
 /* ---- checking and routing ------------------------------------------------------------------- */
 
+/* Whether CUDA can tell device memory from host memory in this process, asked once per
+ * kvik_batch_submit() (at its first operation that gets this far): where it cannot, all memory is
+ * host memory, and no operation needs to ask it again. */
+typedef struct pointer_kinds {
+  int asked;
+  const kvik__cuda_api *cu;
+} pointer_kinds;
+
 /* Which backends may take the operation: cuFile's batch, the ring (for host or device memory),
  * the pool always. Writes to append handles go to the pool. */
-static int route_op(const char *who, const kvik_batch_op *op, int flags, CUcontext *ctx,
-                    kvik__batch_route *r) {
-  kvik__memory mem;
-  int rc = kvik__memory_classify(who, op->buf, &mem);
+static int route_op(const char *fn, const kvik_batch_op *op, int flags, pointer_kinds *kinds,
+                    CUcontext *ctx, kvik__batch_route *r) {
+  int rc = kinds->asked ? 0 : kvik__cuda_for_pointers(fn, &kinds->cu);
+  if (rc < 0) return rc;
+  kinds->asked = 1;
+  kvik__memory mem = {KVIK_MEMORY_HOST, NULL};
+  rc = kinds->cu ? kvik__memory_classify(fn, op->buf, &mem) : 0;
   if (rc < 0) return rc;
   int append_write = (flags & O_APPEND) && op->opcode == KVIK_BATCH_WRITE;
   r->host = (mem.kind == KVIK_MEMORY_HOST || mem.kind == KVIK_MEMORY_PINNED) && !append_write;
   r->device = kvik__memory_on_device(&mem) && op->size > 0 && !append_write;
   r->ctx = mem.ctx;
   if (mem.kind != KVIK_MEMORY_DEVICE || op->size == 0 || append_write) return 0;
-  return kvik__batch_cufile_route(who, op, ctx, r);
+  return kvik__batch_cufile_route(fn, op, ctx, r);
+}
+
+/* "kvik_batch_submit: operation 3", in `who` (WHO_LEN bytes): made for messages only, as an
+ * snprintf per operation would cost a small batch more than its checks. */
+#define WHO_LEN 64
+static const char *who_of(char *who, const char *fn, unsigned i) {
+  snprintf(who, WHO_LEN, "%s: operation %u", fn, i);
+  return who;
+}
+
+/* A message of route_op(), which names `fn` alone, with the operation's index put after it. */
+static int name_operation(const char *fn, unsigned i, int rc) {
+  char who[WHO_LEN], text[KVIK_MESSAGE_MAX];
+  size_t len = strlen(fn);
+  const char *message = kvik_last_error();
+  int named = strncmp(message, fn, len) == 0;
+  snprintf(text, sizeof text, "%s%s", named ? "" : ": ", named ? message + len : message);
+  return kvik__fail(rc, "%s%s", who_of(who, fn, i), text);
 }
 
 /* Check operation i as kvik_file_pread/pwrite would, and route it. */
-static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, CUcontext *ctx,
-                    kvik__batch_route *r) {
-  char who[64];
-  snprintf(who, sizeof who, "%s: operation %u", fn, i);
-  if (!op->file) return kvik__fail(-EINVAL, "%s: NULL file", who);
+static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, pointer_kinds *kinds,
+                    CUcontext *ctx, kvik__batch_route *r) {
+  char who[WHO_LEN];
+  if (!op->file) return kvik__fail(-EINVAL, "%s: NULL file", who_of(who, fn, i));
   const char *path = kvik__file_path(op->file);
   int is_write = (int)op->opcode == KVIK_BATCH_WRITE;
   if (!is_write && (int)op->opcode != KVIK_BATCH_READ)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): unknown opcode %d", who, path, (int)op->opcode);
+    return kvik__fail(-EINVAL, "%s(\"%s\"): unknown opcode %d", who_of(who, fn, i), path,
+                      (int)op->opcode);
   if (!op->buf && op->size > 0)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", who, path, op->size);
+    return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", who_of(who, fn, i), path,
+                      op->size);
   if (op->file_offset < 0)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset %lld", who, path,
+    return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset %lld", who_of(who, fn, i), path,
                       (long long)op->file_offset);
   if (op->size > (size_t)SSIZE_MAX || (uint64_t)op->file_offset + op->size > (uint64_t)INT64_MAX)
     return kvik__fail(-EINVAL,
-                      "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset", who,
-                      path, op->size, (long long)op->file_offset);
+                      "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset",
+                      who_of(who, fn, i), path, op->size, (long long)op->file_offset);
   if (kvik_file_closed(op->file))
-    return kvik__fail(-EBADF, "%s(\"%s\"): file is closed", who, path);
+    return kvik__fail(-EBADF, "%s(\"%s\"): file is closed", who_of(who, fn, i), path);
   int flags = kvik__file_access(op->file);
   if ((flags & O_ACCMODE) == (is_write ? O_RDONLY : O_WRONLY))
-    return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", who, path,
+    return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", who_of(who, fn, i), path,
                       is_write ? "writing" : "reading");
-  return route_op(who, op, flags, ctx, r);
+  int rc = route_op(fn, op, flags, kinds, ctx, r);
+  return rc < 0 ? name_operation(fn, i, rc) : rc;
+}
+
+/* ---- reads within kvik_batch_submit() ------------------------------------------------------ */
+
+/* A read into host memory below KVIK_SETTING_GDS_THRESHOLD is made on the submitting thread by
+ * either backend (the pool runs it within kvik_file_pread(); io_uring reads what the page cache
+ * holds within io_uring_enter()). It is first tried here with preadv2(RWF_NOWAIT), which reads
+ * only what the page cache holds: one system call and no backend's bookkeeping, nor a second call
+ * to collect it. Where the page cache holds nothing of it (EAGAIN), or any other error, the
+ * backend gets it as before and gives its own result; where it holds part, the backend gets the
+ * rest, in the slot taken here, and the event counts both parts. */
+
+/* After this many reads in a row that the page cache did not serve, only one in NOWAIT_PROBE is
+ * tried, so that reads from storage pay for a failed call rarely. */
+#define NOWAIT_STREAK 16U
+#define NOWAIT_PROBE 16U
+
+static int nowait_worth_trying(kvik_batch *b) {
+  if (b->nowait.refused) return 0;
+  return b->nowait.misses < NOWAIT_STREAK || ++b->nowait.skipped % NOWAIT_PROBE == 0;
+}
+
+/* The file whose descriptor the tries use, held while they do: one hold for the operations on
+ * one file that follow each other in a submission. */
+typedef struct held_file {
+  kvik_file *file;
+  int fd; /* negative: the file could not be held (closed meanwhile), no try */
+} held_file;
+
+static void held_let_go(held_file *h) {
+  if (h->file && h->fd >= 0) kvik__file_let_go(h->file);
+}
+
+static int held_fd(held_file *h, kvik_file *file) {
+  if (h->file == file) return h->fd;
+  held_let_go(h);
+  h->file = file;
+  h->fd = -1;
+  if (kvik__file_hold(file) < 0) return -1; /* closed meanwhile: the backend reports it */
+  h->fd = kvik_file_fd(file);               /* refused once a close began: likewise */
+  if (h->fd < 0) kvik__file_let_go(file);
+  return h->fd;
+}
+
+/* Read what the page cache holds of `op` on this thread. Returns the bytes read; *end says
+ * whether nothing is left to read (all read, or the end of the file). */
+static size_t read_cached(kvik_batch *b, const kvik_batch_op *op, held_file *h, int *end) {
+  *end = 0;
+  int fd = held_fd(h, op->file);
+  if (fd < 0) return 0;
+  size_t done = 0;
+  ssize_t n = 0;
+  while (done < op->size) {
+    n = kvik__preadv2(fd, (char *)op->buf + done, op->size - done,
+                      (off_t)(op->file_offset + (int64_t)done), RWF_NOWAIT);
+    if (n <= 0) break;
+    done += (size_t)n;
+  }
+  *end = done == op->size || n == 0;
+  if (n < 0 && (errno == EOPNOTSUPP || errno == EINVAL)) b->nowait.refused = 1;
+  return done;
+}
+
+/* Try operation `rest` (a copy of the caller's) here. Done, it is finished and r->done set; read
+ * in part, it takes its slot (r->slotted, r->id) and `rest` becomes what is left. */
+static void read_now(kvik_batch *b, kvik_batch_op *rest, kvik__batch_route *r, held_file *h) {
+  int end;
+  size_t done = read_cached(b, rest, h, &end);
+  if (done == 0 && !end) {
+    b->nowait.misses++;
+    return;
+  }
+  b->nowait.misses = 0;
+  r->id = kvik__batch_take_slot(b, rest->cookie);
+  if (end) {
+    kvik__batch_finish(b, r->id, KVIK_BATCH_COMPLETE, (ssize_t)done);
+    r->done = 1;
+    return;
+  }
+  b->slots[r->id].ahead = done;
+  r->slotted = 1;
+  rest->buf = (char *)rest->buf + done;
+  rest->size -= done;
+  rest->file_offset += (int64_t)done;
+}
+
+/* The reads worth trying here: reads into host memory, of at least a byte, below the threshold
+ * under which the backends read on this thread too; none where KVIK_SETTING_IO_URING is ON. */
+static void read_small_now(kvik_batch *b, kvik_batch_op *rest, kvik__batch_route *r,
+                           unsigned count) {
+  if (kvik__setting(KVIK_SETTING_IO_URING) == KVIK_ON) return; /* all to the ring, as asked */
+  uint64_t threshold = (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
+  held_file h = {NULL, -1};
+  for (unsigned i = 0; i < count; i++)
+    if (rest[i].opcode == KVIK_BATCH_READ && r[i].host && !r[i].cufile && rest[i].size > 0 &&
+        rest[i].size < threshold && nowait_worth_trying(b))
+      read_now(b, &rest[i], &r[i], &h);
+  held_let_go(&h);
 }
 
 /* ---- waiting ------------------------------------------------------------------------------- */
@@ -152,6 +292,8 @@ static int gather(kvik_batch *b, const char *fn, unsigned need, int64_t deadline
 
 static void batch_release(kvik_batch *b) {
   kvik__batch_uring_free(b);
+  free(b->routes);
+  free(b->rest);
   free(b->uring.copying_ids);
   free(b->slots);
   free(b->free_ids);
@@ -178,8 +320,10 @@ int kvik_batch_create(unsigned max_ops, kvik_batch **batch) {
   b->pool.ids = kvik__calloc(max_ops, sizeof *b->pool.ids);
   b->pool.futures = kvik__calloc(max_ops, sizeof *b->pool.futures);
   b->uring.copying_ids = kvik__calloc(max_ops, sizeof *b->uring.copying_ids);
+  b->routes = kvik__calloc(max_ops, sizeof *b->routes);
+  b->rest = kvik__calloc(max_ops, sizeof *b->rest);
   if (!b->slots || !b->free_ids || !b->done_ids || !b->pool.ids || !b->pool.futures ||
-      !b->uring.copying_ids) {
+      !b->uring.copying_ids || !b->routes || !b->rest) {
     batch_release(b);
     return kvik__fail(-ENOMEM, "%s(%u): out of memory", fn, max_ops);
   }
@@ -201,19 +345,28 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
                       "its completion is collected)",
                       fn, batch->nfree, batch->max_ops, batch->max_ops - batch->nfree);
   if (count == 0) return 0;
-  kvik__batch_route *routes = kvik__calloc(count, sizeof *routes);
-  if (!routes) return kvik__fail(-ENOMEM, "%s: out of memory for %u operations", fn, count);
+  kvik__batch_route *routes = batch->routes; /* count <= nfree <= max_ops */
+  memset(routes, 0, count * sizeof *routes);
   saved_message m;
   save_message(&m);
   CUcontext ctx = batch->cufile.handle ? batch->cufile.ctx : NULL;
+  pointer_kinds kinds = {0, NULL};
   int rc = 0;
-  for (unsigned i = 0; i < count && rc == 0; i++) rc = check_op(fn, i, &ops[i], &ctx, &routes[i]);
-  if (rc == 0) rc = kvik__batch_cufile_submit(batch, fn, ops, routes, count, ctx);
-  if (rc == 0) kvik__batch_uring_submit(batch, ops, routes, count);
   for (unsigned i = 0; i < count && rc == 0; i++)
-    if (!routes[i].cufile && !routes[i].ring && !routes[i].failed)
-      kvik__batch_pool_start(batch, &ops[i]);
-  free(routes);
+    rc = check_op(fn, i, &ops[i], &kinds, &ctx, &routes[i]);
+  if (rc == 0) rc = kvik__batch_cufile_submit(batch, fn, ops, routes, count, ctx);
+  if (rc < 0) return restore_message(&m, rc);
+  /* From here on nothing fails the call: operations that fail report it in their events. */
+  kvik_batch_op *rest = batch->rest;
+  memcpy(rest, ops, count * sizeof *rest);
+  read_small_now(batch, rest, routes, count);
+  kvik__batch_uring_submit(batch, rest, routes, count);
+  for (unsigned i = 0; i < count; i++) {
+    const kvik__batch_route *r = &routes[i];
+    if (r->cufile || r->ring || r->failed || r->done) continue;
+    unsigned id = r->slotted ? r->id : kvik__batch_take_slot(batch, rest[i].cookie);
+    kvik__batch_pool_start(batch, &rest[i], id);
+  }
   return restore_message(&m, rc);
 }
 
@@ -224,14 +377,17 @@ int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *ev
     return kvik__fail(-EINVAL, "%s: NULL %s", fn, !batch ? "batch" : "events");
   if (min_events > max_events)
     return kvik__fail(-EINVAL, "%s: min_events %u above max_events %u", fn, min_events, max_events);
+  unsigned n = 0, in_flight = batch->pool.n + batch->cufile.n + kvik__batch_uring_in_flight(batch);
+  if (in_flight == 0) { /* all done (within submit, say): nothing to wait for, nor to fail */
+    while (n < max_events && batch->ndone > 0) events[n++] = pop_done(batch);
+    return (int)n;
+  }
   saved_message m;
   save_message(&m);
-  unsigned outstanding =
-      batch->ndone + batch->pool.n + batch->cufile.n + kvik__batch_uring_in_flight(batch);
+  unsigned outstanding = batch->ndone + in_flight;
   int rc = gather(batch, fn, min_events < outstanding ? min_events : outstanding,
                   deadline_after(timeout_ns));
   if (rc < 0) return rc;
-  unsigned n = 0;
   while (n < max_events && batch->ndone > 0) events[n++] = pop_done(batch);
   return restore_message(&m, (int)n);
 }

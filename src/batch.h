@@ -10,8 +10,9 @@
 
 /* ---- the pool (batch_pool.c) ---------------------------------------------------------------- */
 
-/* Start the operation as a future (kvik_file_pread/pwrite); one that cannot start is done. */
-void kvik__batch_pool_start(kvik_batch *b, const kvik_batch_op *op);
+/* Start the operation, which holds slot `id`, as a future (kvik_file_pread/pwrite); one that
+ * cannot start is done. */
+void kvik__batch_pool_start(kvik_batch *b, const kvik_batch_op *op, unsigned id);
 
 /* Move the pool operations that are done to the done queue. */
 void kvik__batch_pool_collect(kvik_batch *b);
@@ -22,8 +23,9 @@ void kvik__batch_pool_wait(kvik_batch *b, unsigned min_done, int64_t timeout_ns)
 
 /* ---- io_uring (batch_uring.c) --------------------------------------------------------------- */
 
-/* Hand to the ring the operations it takes (see KVIK_SETTING_IO_URING), and set r[i].ring or
- * r[i].failed for them; the others are left to the pool. */
+/* Hand to the ring the operations it takes (see KVIK_SETTING_IO_URING) of those not done
+ * (r[i].done), and set r[i].ring or r[i].failed for them; the others are left to the pool. An
+ * operation already in a slot (r[i].slotted) keeps it. */
 void kvik__batch_uring_submit(kvik_batch *b, const kvik_batch_op *ops, kvik__batch_route *r,
                               unsigned count);
 

@@ -5,8 +5,7 @@
 #include "batch.h"
 #include "future.h"
 
-void kvik__batch_pool_start(kvik_batch *b, const kvik_batch_op *op) {
-  unsigned id = kvik__batch_take_slot(b, op->cookie);
+void kvik__batch_pool_start(kvik_batch *b, const kvik_batch_op *op, unsigned id) {
   kvik_future *future = NULL;
   int rc = op->opcode == KVIK_BATCH_READ
                ? kvik_file_pread(op->file, op->buf, op->size, op->file_offset, 0, &future)

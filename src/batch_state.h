@@ -28,6 +28,7 @@ typedef struct kvik__batch_slot {
   char *dev;              /* a staged operation's device memory ... */
   char *piece;            /* ... and its piece of the staging arena; NULL for others */
   size_t copied;          /* a staged read's bytes, while their copy to the device runs */
+  size_t ahead;           /* bytes read within kvik_batch_submit() before a backend took the rest */
   kvik_batch_event event; /* once done */
 } kvik__batch_slot;
 
@@ -56,6 +57,12 @@ struct kvik_batch {
     kvik__cufile_io_params *params;
     kvik__cufile_io_event *events;
   } cufile;
+  struct {                    /* batch.c's reads within kvik_batch_submit() */
+    int refused;              /* the kernel or a file refused RWF_NOWAIT: not tried again */
+    unsigned misses, skipped; /* tries in a row the page cache did not serve; tries left out */
+  } nowait;
+  struct kvik__batch_route *routes; /* kvik_batch_submit()'s, for up to max_ops operations */
+  kvik_batch_op *rest;              /* ... and what is left of each operation for a backend */
 };
 
 /* Where kvik_batch_submit() sends one operation. */
@@ -66,6 +73,9 @@ typedef struct kvik__batch_route {
   CUcontext ctx;
   kvik__cufile_handle handle;
   char *base; /* the start of the buffer's allocation */
+  /* Set by the read within kvik_batch_submit(): */
+  int done;    /* it completed there */
+  int slotted; /* it holds slot id already, with the bytes read (kvik__batch_slot.ahead) */
   /* Set while the ring's part is submitted: */
   int held;   /* the file is held */
   int ring;   /* the ring takes it, as uop says, in slot id */
@@ -84,6 +94,7 @@ static inline unsigned kvik__batch_take_slot(kvik_batch *b, void *cookie) {
   assert(b->nfree > 0); /* kvik_batch_submit() checked that there are enough */
   unsigned id = b->free_ids[--b->nfree];
   b->slots[id].cookie = cookie;
+  b->slots[id].ahead = 0;
   return id;
 }
 
@@ -92,14 +103,17 @@ static inline void kvik__batch_put_slot(kvik_batch *b, unsigned id) {
   b->free_ids[b->nfree++] = id;
 }
 
-/* The operation in slot `id` is done: its event goes to the done queue. */
+/* The operation in slot `id` is done: its event goes to the done queue. `result` is what its
+ * backend did; a completion counts the bytes read before the backend took it too. */
 static inline void kvik__batch_finish(kvik_batch *b, unsigned id, kvik_batch_status status,
                                       ssize_t result) {
   assert(b->ndone < b->max_ops && id < b->max_ops);
   kvik__batch_slot *s = &b->slots[id];
   s->in_cufile = 0;
+  if (status == KVIK_BATCH_COMPLETE) result += (ssize_t)s->ahead;
   s->event = (kvik_batch_event){s->cookie, status, result};
-  b->done_ids[(b->done_head + b->ndone++) % b->max_ops] = id;
+  unsigned at = b->done_head + b->ndone++; /* below 2 * max_ops: no division */
+  b->done_ids[at >= b->max_ops ? at - b->max_ops : at] = id;
 }
 
 #endif

@@ -167,18 +167,23 @@ static void fail_staged(kvik_batch *b, kvik__batch_route *r, int code) {
   r->failed = 1;
 }
 
+/* Whether the ring may take the operation: memory it can serve, not cuFile's, not done. */
+static int ring_may_take(const kvik__batch_route *r) {
+  return (r->host || r->device) && !r->cufile && !r->done;
+}
+
 /* Route to the ring the operations it takes, hold their files, and take their slots; queue the
  * copies of staged writes from the device. Returns how many staged writes there are. */
 static unsigned plan_ring(kvik_batch *b, const kvik_batch_op *ops, kvik__batch_route *r,
                           unsigned count) {
   unsigned staged_writes = 0;
   for (unsigned i = 0; i < count; i++) {
-    if ((!r[i].host && !r[i].device) || r[i].cufile) continue;
+    if (!ring_may_take(&r[i])) continue;
     if (kvik__file_hold(ops[i].file) < 0) continue; /* closed meanwhile: the pool reports it */
     r[i].held = 1;
     if (!ring_takes(b, &ops[i], &r[i], &r[i].uop)) continue;
     r[i].ring = 1;
-    r[i].id = kvik__batch_take_slot(b, ops[i].cookie);
+    if (!r[i].slotted) r[i].id = kvik__batch_take_slot(b, ops[i].cookie);
     if (!r[i].device) continue;
     int rc = stage_op(b, &ops[i], &r[i]);
     staged_writes += b->slots[r[i].id].write;
@@ -191,6 +196,9 @@ static unsigned plan_ring(kvik_batch *b, const kvik_batch_op *ops, kvik__batch_r
  * kernel holds the files itself. The others are left to the pool. */
 void kvik__batch_uring_submit(kvik_batch *b, const kvik_batch_op *ops, kvik__batch_route *r,
                               unsigned count) {
+  unsigned candidates = 0;
+  for (unsigned i = 0; i < count; i++) candidates += (unsigned)ring_may_take(&r[i]);
+  if (candidates == 0) return; /* nor is asking whether the process forked (getpid) worth it */
   drop_forked_ring(b);
   unsigned staged_writes = plan_ring(b, ops, r, count), started = 0;
   /* The kernel may take an operation as soon as it is queued: the copies come first. */

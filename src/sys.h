@@ -32,7 +32,7 @@
 /* The kinds of call a fault can be injected into. */
 typedef enum {
   KVIK__FAULT_OPEN,
-  KVIK__FAULT_READ,   /* pread */
+  KVIK__FAULT_READ,   /* pread, preadv2 */
   KVIK__FAULT_WRITE,  /* pwrite, write */
   KVIK__FAULT_SYNC,   /* fdatasync */
   KVIK__FAULT_MMAP,   /* mmap, madvise, get_mempolicy, set_mempolicy */
@@ -126,6 +126,26 @@ static inline ssize_t kvik__pwrite_at(const char *site, int fd, const void *buf,
   return r;
 }
 #define kvik__pwrite(fd, buf, n, offset) kvik__pwrite_at(KVIK__SITE, fd, buf, n, offset)
+
+/* preadv2(2) of one buffer with `flags` (RWF_NOWAIT: only what the page cache holds, EAGAIN when
+ * that is nothing; EOPNOTSUPP where the file or kernel refuses the flag). */
+static inline ssize_t kvik__preadv2_at(const char *site, int fd, void *buf, size_t n, off_t offset,
+                                       int flags) {
+  ssize_t r;
+  do {
+    int err = kvik__fault(KVIK__FAULT_READ, site);
+    if (err > 0) {
+      errno = err;
+      r = -1;
+    } else {
+      struct iovec iov = {buf, err == KVIK__FAULT_SHORT ? kvik__short_count(n) : n};
+      r = preadv2(fd, &iov, 1, offset, flags);
+    }
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+#define kvik__preadv2(fd, buf, n, offset, flags)                                                   \
+  kvik__preadv2_at(KVIK__SITE, fd, buf, n, offset, flags)
 
 /* Copy n bytes between `theirs`, a caller's buffer, and `mine`, memory of the library: into
  * `theirs` when `to_theirs`, else out of it. The kernel makes the copy (process_vm_readv/writev(2)
