@@ -50,6 +50,7 @@ from ._lib import (
     TimedOut,
     WouldBlock,
 )
+from ._split import read_split
 from ._version import __git_commit__, __version__
 from .buffer import bounce_buffer_free, memory_deregister, memory_register
 from .cufile import (
@@ -120,6 +121,7 @@ __all__ = [
     "memory_register",
     "nsys_plugin_search_dir",
     "read_file_to_device",
+    "read_split",
     "remote_file",
     "stream_deregister",
     "stream_register",
