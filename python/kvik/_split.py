@@ -2,6 +2,7 @@
 import math
 import os
 
+from . import _frameworks as frameworks
 from ._lib import CuFile
 
 # The default boundary of the parts of one file: a page, so that each part's read starts on one
@@ -9,22 +10,14 @@ from ._lib import CuFile
 PAGE = 4096
 
 
-def _helpers():
-    """kvik.safetensors, whose device and framework adapters this module shares. It loads on first
-    use, as `import kvik` does not load it (nor NumPy)."""
-    from . import safetensors
-
-    return safetensors
-
-
-def _dtype(st, dtype):
+def _dtype(dtype):
     """(safetensors code, item size) of `dtype`: None (bytes), a name ("float32"), a NumPy dtype
     or type, or a torch.dtype. The code is how each framework adapter names it."""
     if dtype is None:
         return "U8", 1
     if type(dtype).__module__ == "torch" and type(dtype).__name__ == "dtype":
         name = str(dtype).rpartition(".")[2]
-    elif isinstance(dtype, str) and dtype in st._CODE_OF_NAME:
+    elif isinstance(dtype, str) and dtype in frameworks.CODE_OF_NAME:
         name = dtype  # "bfloat16" and the fp8 names, which NumPy knows only with ml_dtypes
     else:
         import numpy
@@ -37,19 +30,19 @@ def _dtype(st, dtype):
             raise TypeError(f"kvik.read_split: dtype {dtype.str} is not in this machine's byte "
                             "order, which the arrays are in")
         name = dtype.name
-    code = st._CODE_OF_NAME.get(name)
-    if code is None or code in st._PACKED:
+    code = frameworks.CODE_OF_NAME.get(name)
+    if code is None or code in frameworks.PACKED:
         raise TypeError(f"kvik.read_split: no dtype {name}; it reads into those of safetensors "
                         "(bool, integers, float16 to 64, bfloat16, fp8 and complex64)")
-    return code, st._DTYPES[code][0] // 8
+    return code, frameworks.DTYPES[code][0] // 8
 
 
-def _device_list(st, devices):
+def _device_list(devices):
     """The canonical names ("cpu", "cuda:N") of a non-empty sequence of devices."""
     if isinstance(devices, (str, int)) or not hasattr(devices, "__iter__"):
         raise TypeError("kvik.read_split: devices must be a list of devices, not "
                         f"{type(devices).__name__}")
-    names = [st._device_name(device) for device in devices]
+    names = [frameworks.device_name(device) for device in devices]
     if not names:
         raise ValueError("kvik.read_split: no devices to read into")
     return names
@@ -99,19 +92,19 @@ def _mapped(paths, device_map):
     return [where[path] for path in paths]
 
 
-def _devices_of(st, one, paths, devices, device_map):
+def _devices_of(one, paths, devices, device_map):
     """The device names read_split reads into: one per part of one file, or one per file (from
     device_map), or the devices a list of files is balanced over."""
     if device_map is None:
         if devices is None:
             raise ValueError("kvik.read_split: give devices, or device_map for a list of files")
-        return _device_list(st, devices)
+        return _device_list(devices)
     if one:
         raise ValueError("kvik.read_split: device_map places whole files: give a list of paths, "
                          "or devices to split one file")
     if devices is not None:
         raise ValueError("kvik.read_split: give devices or device_map, not both")
-    return [st._device_name(device) for device in _mapped(paths, device_map)]
+    return [frameworks.device_name(device) for device in _mapped(paths, device_map)]
 
 
 def _read(files, reads):
@@ -164,14 +157,13 @@ def read_split(paths, devices=None, framework="pt", *, dtype=None, align=PAGE, d
     OSError (kvik.FileNotFound, ...) for a file that cannot be opened; ValueError naming the file
     for one that shrank while it was read.
     """
-    st = _helpers()
     one = isinstance(paths, (str, bytes, os.PathLike))
     paths = [os.fsdecode(paths)] if one else [os.fsdecode(path) for path in paths]
-    names = _devices_of(st, one, paths, devices, device_map)
+    names = _devices_of(one, paths, devices, device_map)
     if not _is_count(align):
         raise ValueError(f"kvik.read_split: align must be an int of at least 1, not {align!r}")
-    code, item = _dtype(st, dtype)
-    adapters = {name: st._framework(framework, name, name) for name in dict.fromkeys(names)}
+    code, item = _dtype(dtype)
+    adapters = {name: frameworks.adapter(framework, name, name) for name in dict.fromkeys(names)}
     dtypes = {name: adapters[name].dtype(code) for name in adapters}
     files = {}
     try:
