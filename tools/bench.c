@@ -47,7 +47,7 @@ static const char bench_usage[] =
     "  --threads LIST  comma-separated thread counts (default: 1,2,4 and kvik's num_threads)\n"
     "  --repeat N      runs per measurement (default: 5)\n"
     "  --no-write      skip the write table\n"
-    "  --device        measure device memory instead of host memory\n"
+    "  --device [N]    measure device memory instead of host memory, of GPU N (default: 0)\n"
     "  --cold          with --device, also a read table with the file dropped from the page\n"
     "                  cache before every run (reads from storage)\n"
     "  -h, --help      show this help\n";
@@ -468,11 +468,31 @@ static int set_option(enum value_option opt, const char *v, struct options *o) {
   }
 }
 
+/* The GPU that a value of --device names: a number, or -1. */
+static int device_value(const char *v) {
+  char *end;
+  if (strcmp(v, "0") == 0) return 0;
+  int n = cli_parse_positive(v, &end);
+  return n > 0 && *end == '\0' ? n : -1;
+}
+
+/* --device, --device N, --device=N: the next argument is the option's value only where it names
+ * a GPU, so that `--device --cold` means what it did before. */
+static int parse_device(int argc, char **argv, int *i, struct options *o) {
+  const char *arg = argv[*i], *v = NULL;
+  o->device = 1;
+  if (arg[8] == '=') v = arg + 9;
+  else if (*i + 1 < argc && device_value(argv[*i + 1]) >= 0) v = argv[++*i];
+  if (v && (o->gpu = device_value(v)) < 0) return cli_usage_error("bench", "invalid --device", v);
+  return CLI_OK;
+}
+
 static int parse_option(int argc, char **argv, int *i, struct options *o) {
   const char *arg = argv[*i];
   if (cli_is_help(arg)) return fputs(bench_usage, stdout), PARSE_HELP;
   if (strcmp(arg, "--no-write") == 0) return o->write = 0, CLI_OK;
-  if (strcmp(arg, "--device") == 0) return o->device = 1, CLI_OK;
+  if (strncmp(arg, "--device", 8) == 0 && (!arg[8] || arg[8] == '='))
+    return parse_device(argc, argv, i, o);
   if (strcmp(arg, "--cold") == 0) return o->cold = 1, CLI_OK;
   for (int opt = 0; opt < OPT_COUNT; opt++) {
     const char *v = cli_option_value(value_options[opt], argc, argv, i);

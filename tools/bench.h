@@ -21,6 +21,7 @@ struct options {
   int repeat;
   int write;
   int device; /* --device: measure device memory (bench_device.c) */
+  int gpu;    /* --device N: the GPU measured (default 0) */
   int cold;   /* --cold: also read with the file dropped from the page cache before each run */
 };
 
@@ -97,8 +98,53 @@ void bench_default_counts(struct options *o, int def);
 /* Check a kvik call's byte count against the file size. */
 int bench_check_count(struct bench *b, ssize_t n, const char *call);
 
-/* `kvik bench --device`: the device tables. Returns a CLI exit code. */
+/* `kvik bench --device [N]`: the device tables of GPU N (0). Returns a CLI exit code. */
 int bench_device(struct bench *b);
+
+/* ---- the CUDA driver, which the tool loads itself for its buffers and baselines ------------ */
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+
+/* The driver functions the device benches call: X(member, symbol, parameters). */
+#define BENCH_DRIVER_FUNCTIONS(X)                                                                  \
+  X(cuInit, "cuInit", (unsigned flags))                                                            \
+  X(cuGetErrorName, "cuGetErrorName", (CUresult error, const char **name))                         \
+  X(cuDeviceGet, "cuDeviceGet", (int *device, int ordinal))                                        \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * ctx, int device))           \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext ctx))                                           \
+  X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * ptr, size_t size))                                 \
+  X(cuMemFree, "cuMemFree_v2", (CUdeviceptr ptr))                                                  \
+  X(cuMemHostAlloc, "cuMemHostAlloc", (void **ptr, size_t size, unsigned flags))                   \
+  X(cuMemFreeHost, "cuMemFreeHost", (void *ptr))                                                   \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr dst, const void *src, size_t size))              \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *dst, CUdeviceptr src, size_t size))                    \
+  X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr dst, unsigned char value, size_t count))             \
+  X(cuCtxSynchronize, "cuCtxSynchronize", (void))
+
+struct bench_driver {
+#define MEMBER_(member, symbol, params) CUresult(*member) params;
+  BENCH_DRIVER_FUNCTIONS(MEMBER_)
+#undef MEMBER_
+};
+
+extern struct bench_driver bench_cu; /* filled by bench_cuda_load() */
+
+/* Print "kvik bench --device: CALL failed: CUDA_ERROR_..." on stderr; returns CLI_ERROR. */
+int bench_cuda_fail(const char *call, CUresult r);
+
+#define CU_CHECK(call)                                                                             \
+  do {                                                                                             \
+    CUresult r_ = (call);                                                                          \
+    if (r_ != 0) return bench_cuda_fail(#call, r_);                                                \
+  } while (0)
+
+/* Load libcuda.so.1 into bench_cu and initialise it (cuInit). A CLI exit code. */
+int bench_cuda_load(void);
+
+/* GPU `ordinal`'s primary context, retained for the rest of the process. A CLI exit code. */
+int bench_cuda_context(int ordinal, CUcontext *ctx);
 
 /* Load the CUDA driver and make GPU 0's primary context current (naming the GPU on stdout), then
  * allocate and free device memory in it: for `kvik bench URL --device` (remote.c). CLI codes. */
