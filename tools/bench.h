@@ -12,6 +12,8 @@
 #define CHUNK ((size_t)4 << 20) /* bytes per call of the hand-written loops: kvik's task size */
 #define MAX_COUNTS 32           /* thread counts --threads may list */
 #define MAX_METHODS 7
+#define BENCH_MAX_GPUS 64 /* --device all measures at most this many */
+#define BENCH_ALL_GPUS (-1)
 
 struct options {
   const char *dir;
@@ -21,7 +23,7 @@ struct options {
   int repeat;
   int write;
   int device; /* --device: measure device memory (bench_device.c) */
-  int gpu;    /* --device N: the GPU measured (default 0) */
+  int gpu;    /* --device N: the GPU measured (default 0); BENCH_ALL_GPUS: --device all */
   int cold;   /* --cold: also read with the file dropped from the page cache before each run */
 };
 
@@ -61,8 +63,23 @@ struct suite {
 /* Measure every thread count of --threads and print the table. Returns a CLI exit code. */
 int bench_table(struct bench *b, const struct suite *suite, int write);
 
+/* Fill buf with the pattern of the test file's bytes from `offset` (a multiple of 8) on. */
+void bench_pattern_fill(unsigned char *buf, uint64_t offset, size_t len);
+
 /* The file's pattern at `offset`: CLI_OK if buf holds it, else print where it differs. */
 int bench_check_range(const unsigned char *buf, uint64_t offset, size_t len, const char *what);
+
+/* The same, for a file that holds the pattern from `origin` (a multiple of 8) on, as
+ * bench_pattern_fill(buf, origin, size) wrote it: its byte at `offset` is the pattern's at
+ * origin + offset. */
+int bench_check_pattern(const unsigned char *buf, uint64_t origin, uint64_t offset, size_t len,
+                        const char *what);
+
+/* Another test file in --dir, of --size bytes holding `content`, flushed and read once as the
+ * first one is, so that it is in the page cache; removed, and its descriptor closed, when the
+ * command ends or dies of a signal. Its path (valid until then) in *path, its descriptor in *fd.
+ * At most BENCH_MAX_GPUS - 1 of them. Returns a CLI exit code. */
+int bench_add_file(struct bench *b, unsigned char *content, const char **path, int *fd);
 
 /* Check that the test file holds the pattern, reading it back with plain preads. */
 int bench_verify_file(struct bench *b, const char *what);
@@ -100,6 +117,9 @@ int bench_check_count(struct bench *b, ssize_t n, const char *call);
 
 /* `kvik bench --device [N]`: the device tables of GPU N (0). Returns a CLI exit code. */
 int bench_device(struct bench *b);
+
+/* `kvik bench --device all`: every GPU at once (bench_all.c). Returns a CLI exit code. */
+int bench_all(struct bench *b);
 
 /* ---- the CUDA driver, which the tool loads itself for its buffers and baselines ------------ */
 
