@@ -33,10 +33,10 @@ struct gpu {
   struct node *node;
   int ordinal;
   kvik_cuda_device_properties props;
-  int known;       /* props were filled */
-  int placed;      /* its pinned memory was allocated preferring props.numa_node */
-  CUcontext ctx;   /* its primary context */
-  CUdeviceptr dev; /* --size bytes of its memory */
+  int known;             /* props were filled */
+  int placed;            /* its pinned memory was allocated preferring props.numa_node */
+  CUcontext ctx;         /* its primary context */
+  CUdeviceptr dev;       /* --size bytes of its memory */
   unsigned char *pinned; /* --size bytes of pinned host memory */
   uint64_t origin;       /* its file holds the pattern from here on, so that files differ */
   int fd;                /* its test file */
@@ -54,8 +54,8 @@ struct node {
   enum work work;
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  int ready; /* gang threads waiting for `go` */
-  int go;    /* 1: start; -1: not all threads started, end */
+  int ready;                    /* gang threads waiting for `go` */
+  int go;                       /* 1: start; -1: not all threads started, end */
   double together, pread, kvik; /* the best totals in GB/s */
   double pread_cpu, kvik_cpu;   /* CPU s/GB of those runs */
 };
@@ -240,7 +240,8 @@ static void *span_main(void *arg) {
 static int read_files(struct node *nd, int nthreads) {
   struct span *s = calloc((size_t)nthreads, sizeof *s);
   if (!s) return -ENOMEM;
-  uint64_t total = nd->b->opt.size * (uint64_t)nd->n, step = total / (uint64_t)nthreads / 4096 * 4096;
+  uint64_t total = nd->b->opt.size * (uint64_t)nd->n,
+           step = total / (uint64_t)nthreads / 4096 * 4096;
   int started = 0, err = 0;
   for (; started < nthreads; started++) {
     uint64_t begin = step * (uint64_t)started, end = started == nthreads - 1 ? total : begin + step;
