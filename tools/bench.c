@@ -1,7 +1,8 @@
 /* kvik bench: throughput of kvik_file_read/kvik_file_write next to what a user would otherwise
  * write, measured side by side. Host memory (here): plain pread/pwrite loops on one and on T
  * threads, so that the numbers say what kvik's thread pool buys (or costs) on this machine.
- * Device memory (--device, bench_device.c): the baselines and ceilings of a GPU transfer. */
+ * Device memory (--device, bench_device.c): the baselines and ceilings of a GPU transfer; every
+ * GPU at once (--device all, bench_all.c). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>

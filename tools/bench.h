@@ -1,6 +1,6 @@
-/* What the host (bench.c) and device (bench_device.c) benchmarks share: options, the test file
- * and its pattern, the plain IO loops, and the engine that measures a suite of methods side by
- * side and prints one table row per thread count. */
+/* What the host (bench.c) and device (bench_device.c, bench_all.c) benchmarks share: options,
+ * the test files and their pattern, the plain IO loops, the engine that measures a suite of
+ * methods side by side and prints one table row per thread count, and the CUDA driver. */
 #ifndef KVIK_BENCH_H
 #define KVIK_BENCH_H
 
