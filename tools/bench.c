@@ -1,9 +1,11 @@
 /* kvik bench: throughput of kvik_file_read/kvik_file_write next to what a user would otherwise
  * write, measured side by side. Host memory (here): plain pread/pwrite loops on one and on T
  * threads, so that the numbers say what kvik's thread pool buys (or costs) on this machine.
- * Device memory (--device, bench_device.c): the baselines and ceilings of a GPU transfer. */
+ * Device memory (--device, bench_device.c): the baselines and ceilings of a GPU transfer; every
+ * GPU at once (--device all, bench_all.c). */
 #define _POSIX_C_SOURCE 200809L
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -41,19 +43,34 @@ static const char bench_usage[] =
     "it, or n/a with the reason where it cannot. Writes mirror this from device memory.\n"
     "Needs SIZE bytes free in DIR and about twice SIZE of memory (three times with --device).\n"
     "\n"
+    "Every GPU at once (--device all): each of the N GPUs reads a file of its own (N files of\n"
+    "SIZE bytes) with kvik_file_read, one host thread per GPU, all at the same time, sharing\n"
+    "kvik's pool of T threads (default: kvik's num_threads only). Per GPU: 'copy alone', one\n"
+    "pinned cuMemcpyHtoD of SIZE with no other GPU busy, its own ceiling; 'copy all', the same\n"
+    "on every GPU at once; 'kvik all', and its ratios to both. For the node: the totals, and\n"
+    "the pread ceiling, all the files read at once into pinned memory by T threads in all.\n"
+    "Then the targets of issue 30: each GPU at least 0.90x its copy alone, where the pread\n"
+    "ceiling allows; else the node's total at least 0.85x the pread ceiling. Reads only.\n"
+    "Needs N * SIZE bytes free in DIR and about (2N + 1) * SIZE of host memory.\n"
+    "\n"
     "options:\n"
     "  --dir DIR       directory for the test file (default: $TMPDIR or /tmp)\n"
     "  --size BYTES    test file size; suffixes K, M, G mean KiB, MiB, GiB (default: 1G)\n"
     "  --threads LIST  comma-separated thread counts (default: 1,2,4 and kvik's num_threads)\n"
     "  --repeat N      runs per measurement (default: 5)\n"
     "  --no-write      skip the write table\n"
-    "  --device        measure device memory instead of host memory\n"
+    "  --device [N]    measure device memory instead of host memory, of GPU N (default: 0)\n"
+    "  --device all    every GPU at once, each reading its own file (see above)\n"
     "  --cold          with --device, also a read table with the file dropped from the page\n"
     "                  cache before every run (reads from storage)\n"
     "  -h, --help      show this help\n";
 
 char test_path[4096];
 static volatile sig_atomic_t test_path_set;
+/* bench_add_file()'s files: their paths, descriptors, and how many there are (for on_signal). */
+static char more_paths[BENCH_MAX_GPUS - 1][4096];
+static int more_fds[BENCH_MAX_GPUS - 1];
+static volatile sig_atomic_t more_files;
 static int show_progress; /* stderr is a terminal: logs get no progress lines */
 
 enum host_method { LOOP_1, LOOP_T, KVIK };
@@ -71,8 +88,7 @@ static uint64_t pattern_word(uint64_t offset) {
   return x;
 }
 
-/* Fill buf with the pattern of the file's bytes from `offset` (a multiple of 8) on. */
-static void pattern_fill(unsigned char *buf, uint64_t offset, size_t len) {
+void bench_pattern_fill(unsigned char *buf, uint64_t offset, size_t len) {
   size_t i = 0;
   for (; i + 8 <= len; i += 8) {
     uint64_t w = pattern_word(offset + i);
@@ -130,13 +146,18 @@ int bench_kvik_fail(void) {
   return cli_fail("bench");
 }
 
-int bench_check_range(const unsigned char *buf, uint64_t offset, size_t len, const char *what) {
-  size_t bad = pattern_mismatch(buf, offset, len);
+int bench_check_pattern(const unsigned char *buf, uint64_t origin, uint64_t offset, size_t len,
+                        const char *what) {
+  size_t bad = pattern_mismatch(buf, origin + offset, len);
   if (bad == len) return CLI_OK;
   bench_progress_clear();
   fprintf(stderr, "kvik bench: %s: wrong data at file offset %llu: 0x%02x, expected 0x%02x\n", what,
-          (unsigned long long)(offset + bad), buf[bad], pattern_byte(offset + bad));
+          (unsigned long long)(offset + bad), buf[bad], pattern_byte(origin + offset + bad));
   return CLI_ERROR;
+}
+
+int bench_check_range(const unsigned char *buf, uint64_t offset, size_t len, const char *what) {
+  return bench_check_pattern(buf, 0, offset, len, what);
 }
 
 /* ---- IO ---------------------------------------------------------------------------------- */
@@ -369,9 +390,10 @@ static int host_tables(struct bench *b) {
 
 /* ---- setup and cleanup ------------------------------------------------------------------- */
 
-/* Ctrl-C must not leave a GiB behind: remove the test file, then die of the signal as usual. */
+/* Ctrl-C must not leave a GiB behind: remove the test files, then die of the signal as usual. */
 static void on_signal(int sig) {
   if (test_path_set) unlink(test_path);
+  for (int i = 0; i < more_files; i++) unlink(more_paths[i]);
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -386,20 +408,38 @@ static void catch_signals(void) {
       sigaction(sigs[i], &sa, NULL);
 }
 
+/* A new empty test file in --dir: its path into `path` (4096 bytes), its descriptor or -1. */
+static int open_file(const struct options *o, char *path, int *fd) {
+  if (snprintf(path, 4096, "%s/kvik-bench-XXXXXX", o->dir) >= 4096)
+    return bench_sys_fail(o->dir, -ENAMETOOLONG);
+  *fd = mkstemp(path);
+  return *fd < 0 ? bench_sys_fail(o->dir, -errno) : CLI_OK;
+}
+
 /* Write the test file, flush it (so that writeback does not run during the read table) and
  * read it once, so that the whole file is in the page cache before the first timed read. */
+static int fill_file(const struct options *o, const char *path, int fd, unsigned char *content) {
+  int err = bench_io_loop(fd, content, o->size, 0, 1);
+  if (!err && fdatasync(fd) < 0) err = -errno;
+  if (!err) err = bench_io_loop(fd, content, o->size, 0, 0);
+  return err ? bench_sys_fail(path, err) : CLI_OK;
+}
+
 static int create_file(struct bench *b) {
-  if (snprintf(test_path, sizeof test_path, "%s/kvik-bench-XXXXXX", b->opt.dir) >=
-      (int)sizeof test_path)
-    return bench_sys_fail(b->opt.dir, -ENAMETOOLONG);
   catch_signals();
-  b->fd = mkstemp(test_path);
-  if (b->fd < 0) return bench_sys_fail(b->opt.dir, -errno);
+  if (open_file(&b->opt, test_path, &b->fd) != CLI_OK) return CLI_ERROR;
   test_path_set = 1;
-  int err = bench_io_loop(b->fd, b->buf, b->opt.size, 0, 1);
-  if (!err && fdatasync(b->fd) < 0) err = -errno;
-  if (!err) err = bench_io_loop(b->fd, b->buf, b->opt.size, 0, 0);
-  return err ? bench_sys_fail(test_path, err) : CLI_OK;
+  return fill_file(&b->opt, test_path, b->fd, b->buf);
+}
+
+int bench_add_file(struct bench *b, unsigned char *content, const char **path, int *fd) {
+  int i = more_files;
+  assert(i < BENCH_MAX_GPUS - 1);
+  if (open_file(&b->opt, more_paths[i], &more_fds[i]) != CLI_OK) return CLI_ERROR;
+  more_files = i + 1;
+  *path = more_paths[i];
+  *fd = more_fds[i];
+  return fill_file(&b->opt, more_paths[i], more_fds[i], content);
 }
 
 /* Filling the buffer with the pattern also faults in all its pages, so that no timed run
@@ -411,7 +451,7 @@ static int setup(struct bench *b) {
   b->buf = buf;
   b->scratch = malloc(CHUNK);
   if (!b->scratch) return bench_sys_fail("buffer", -ENOMEM);
-  pattern_fill(b->buf, 0, b->opt.size);
+  bench_pattern_fill(b->buf, 0, b->opt.size);
   if (create_file(b) != CLI_OK) return CLI_ERROR;
   printf("kvik bench: %ld online CPUs, file %zu bytes (%.2f GiB) in %s, kvik default num_threads "
          "%lld\n",
@@ -425,6 +465,10 @@ static int cleanup(struct bench *b, int rc) {
   if (test_path_set) unlink(test_path);
   test_path_set = 0;
   if (b->fd >= 0) close(b->fd);
+  for (; more_files > 0; more_files--) {
+    unlink(more_paths[more_files - 1]);
+    close(more_fds[more_files - 1]);
+  }
   free(b->buf);
   free(b->scratch);
   if (kvik_setting_set(KVIK_SETTING_NUM_THREADS, b->default_threads) < 0) return cli_fail("bench");
@@ -468,11 +512,35 @@ static int set_option(enum value_option opt, const char *v, struct options *o) {
   }
 }
 
+#define NO_GPU (-2) /* device_value() of anything else */
+
+/* What a value of --device names: a GPU's number, or "all" (BENCH_ALL_GPUS). */
+static int device_value(const char *v) {
+  char *end;
+  if (strcmp(v, "all") == 0) return BENCH_ALL_GPUS;
+  if (strcmp(v, "0") == 0) return 0;
+  int n = cli_parse_positive(v, &end);
+  return n > 0 && *end == '\0' ? n : NO_GPU;
+}
+
+/* --device, --device N|all, --device=N|all: the next argument is the option's value only where
+ * it names GPUs, so that `--device --cold` means what it did before. */
+static int parse_device(int argc, char **argv, int *i, struct options *o) {
+  const char *arg = argv[*i], *v = NULL;
+  o->device = 1;
+  if (arg[8] == '=') v = arg + 9;
+  else if (*i + 1 < argc && device_value(argv[*i + 1]) != NO_GPU) v = argv[++*i];
+  if (v && (o->gpu = device_value(v)) == NO_GPU)
+    return cli_usage_error("bench", "invalid --device", v);
+  return CLI_OK;
+}
+
 static int parse_option(int argc, char **argv, int *i, struct options *o) {
   const char *arg = argv[*i];
   if (cli_is_help(arg)) return fputs(bench_usage, stdout), PARSE_HELP;
   if (strcmp(arg, "--no-write") == 0) return o->write = 0, CLI_OK;
-  if (strcmp(arg, "--device") == 0) return o->device = 1, CLI_OK;
+  if (strncmp(arg, "--device", 8) == 0 && (!arg[8] || arg[8] == '='))
+    return parse_device(argc, argv, i, o);
   if (strcmp(arg, "--cold") == 0) return o->cold = 1, CLI_OK;
   for (int opt = 0; opt < OPT_COUNT; opt++) {
     const char *v = cli_option_value(value_options[opt], argc, argv, i);
@@ -494,6 +562,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
     int rc = parse_option(argc, argv, &i, o);
     if (rc != CLI_OK) return rc;
   }
+  if (o->device && o->gpu == BENCH_ALL_GPUS && o->cold)
+    return cli_usage_error("bench", "--device all takes no", "--cold");
   return CLI_OK;
 }
 
@@ -502,10 +572,12 @@ int cli_bench(int argc, char **argv) {
   int rc = parse_args(argc, argv, &b.opt);
   if (rc != CLI_OK) return rc == PARSE_HELP ? CLI_OK : rc;
   if (kvik_setting_get(KVIK_SETTING_NUM_THREADS, &b.default_threads) < 0) return cli_fail("bench");
+  int all = b.opt.device && b.opt.gpu == BENCH_ALL_GPUS;
+  if (b.opt.ncounts == 0 && all) b.opt.counts[b.opt.ncounts++] = (int)b.default_threads;
   if (b.opt.ncounts == 0) bench_default_counts(&b.opt, (int)b.default_threads);
   bench_progress_init();
   rc = setup(&b);
   /* The last verified kvik read leaves the pattern in its buffer: the writes write it back. */
-  if (rc == CLI_OK) rc = b.opt.device ? bench_device(&b) : host_tables(&b);
+  if (rc == CLI_OK) rc = all ? bench_all(&b) : b.opt.device ? bench_device(&b) : host_tables(&b);
   return cleanup(&b, rc);
 }

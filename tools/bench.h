@@ -1,6 +1,6 @@
-/* What the host (bench.c) and device (bench_device.c) benchmarks share: options, the test file
- * and its pattern, the plain IO loops, and the engine that measures a suite of methods side by
- * side and prints one table row per thread count. */
+/* What the host (bench.c) and device (bench_device.c, bench_all.c) benchmarks share: options,
+ * the test files and their pattern, the plain IO loops, the engine that measures a suite of
+ * methods side by side and prints one table row per thread count, and the CUDA driver. */
 #ifndef KVIK_BENCH_H
 #define KVIK_BENCH_H
 
@@ -12,6 +12,8 @@
 #define CHUNK ((size_t)4 << 20) /* bytes per call of the hand-written loops: kvik's task size */
 #define MAX_COUNTS 32           /* thread counts --threads may list */
 #define MAX_METHODS 7
+#define BENCH_MAX_GPUS 64 /* --device all measures at most this many */
+#define BENCH_ALL_GPUS (-1)
 
 struct options {
   const char *dir;
@@ -21,6 +23,7 @@ struct options {
   int repeat;
   int write;
   int device; /* --device: measure device memory (bench_device.c) */
+  int gpu;    /* --device N: the GPU measured (default 0); BENCH_ALL_GPUS: --device all */
   int cold;   /* --cold: also read with the file dropped from the page cache before each run */
 };
 
@@ -60,8 +63,23 @@ struct suite {
 /* Measure every thread count of --threads and print the table. Returns a CLI exit code. */
 int bench_table(struct bench *b, const struct suite *suite, int write);
 
+/* Fill buf with the pattern of the test file's bytes from `offset` (a multiple of 8) on. */
+void bench_pattern_fill(unsigned char *buf, uint64_t offset, size_t len);
+
 /* The file's pattern at `offset`: CLI_OK if buf holds it, else print where it differs. */
 int bench_check_range(const unsigned char *buf, uint64_t offset, size_t len, const char *what);
+
+/* The same, for a file that holds the pattern from `origin` (a multiple of 8) on, as
+ * bench_pattern_fill(buf, origin, size) wrote it: its byte at `offset` is the pattern's at
+ * origin + offset. */
+int bench_check_pattern(const unsigned char *buf, uint64_t origin, uint64_t offset, size_t len,
+                        const char *what);
+
+/* Another test file in --dir, of --size bytes holding `content`, flushed and read once as the
+ * first one is, so that it is in the page cache; removed, and its descriptor closed, when the
+ * command ends or dies of a signal. Its path (valid until then) in *path, its descriptor in *fd.
+ * At most BENCH_MAX_GPUS - 1 of them. Returns a CLI exit code. */
+int bench_add_file(struct bench *b, unsigned char *content, const char **path, int *fd);
 
 /* Check that the test file holds the pattern, reading it back with plain preads. */
 int bench_verify_file(struct bench *b, const char *what);
@@ -97,8 +115,56 @@ void bench_default_counts(struct options *o, int def);
 /* Check a kvik call's byte count against the file size. */
 int bench_check_count(struct bench *b, ssize_t n, const char *call);
 
-/* `kvik bench --device`: the device tables. Returns a CLI exit code. */
+/* `kvik bench --device [N]`: the device tables of GPU N (0). Returns a CLI exit code. */
 int bench_device(struct bench *b);
+
+/* `kvik bench --device all`: every GPU at once (bench_all.c). Returns a CLI exit code. */
+int bench_all(struct bench *b);
+
+/* ---- the CUDA driver, which the tool loads itself for its buffers and baselines ------------ */
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+
+/* The driver functions the device benches call: X(member, symbol, parameters). */
+#define BENCH_DRIVER_FUNCTIONS(X)                                                                  \
+  X(cuInit, "cuInit", (unsigned flags))                                                            \
+  X(cuGetErrorName, "cuGetErrorName", (CUresult error, const char **name))                         \
+  X(cuDeviceGet, "cuDeviceGet", (int *device, int ordinal))                                        \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * ctx, int device))           \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext ctx))                                           \
+  X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * ptr, size_t size))                                 \
+  X(cuMemFree, "cuMemFree_v2", (CUdeviceptr ptr))                                                  \
+  X(cuMemHostAlloc, "cuMemHostAlloc", (void **ptr, size_t size, unsigned flags))                   \
+  X(cuMemFreeHost, "cuMemFreeHost", (void *ptr))                                                   \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr dst, const void *src, size_t size))              \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *dst, CUdeviceptr src, size_t size))                    \
+  X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr dst, unsigned char value, size_t count))             \
+  X(cuCtxSynchronize, "cuCtxSynchronize", (void))
+
+struct bench_driver {
+#define MEMBER_(member, symbol, params) CUresult(*member) params;
+  BENCH_DRIVER_FUNCTIONS(MEMBER_)
+#undef MEMBER_
+};
+
+extern struct bench_driver bench_cu; /* filled by bench_cuda_load() */
+
+/* Print "kvik bench --device: CALL failed: CUDA_ERROR_..." on stderr; returns CLI_ERROR. */
+int bench_cuda_fail(const char *call, CUresult r);
+
+#define CU_CHECK(call)                                                                             \
+  do {                                                                                             \
+    CUresult r_ = (call);                                                                          \
+    if (r_ != 0) return bench_cuda_fail(#call, r_);                                                \
+  } while (0)
+
+/* Load libcuda.so.1 into bench_cu and initialise it (cuInit). A CLI exit code. */
+int bench_cuda_load(void);
+
+/* GPU `ordinal`'s primary context, retained for the rest of the process. A CLI exit code. */
+int bench_cuda_context(int ordinal, CUcontext *ctx);
 
 /* Load the CUDA driver and make GPU 0's primary context current (naming the GPU on stdout), then
  * allocate and free device memory in it: for `kvik bench URL --device` (remote.c). CLI codes. */

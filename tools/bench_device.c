@@ -11,31 +11,7 @@
 #include "bench.h"
 #include "cli.h"
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-
-/* The driver functions the bench calls: X(member, symbol, parameters). */
-#define DRIVER_FUNCTIONS(X)                                                                        \
-  X(cuInit, "cuInit", (unsigned flags))                                                            \
-  X(cuGetErrorName, "cuGetErrorName", (CUresult error, const char **name))                         \
-  X(cuDeviceGet, "cuDeviceGet", (int *device, int ordinal))                                        \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * ctx, int device))           \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext ctx))                                           \
-  X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * ptr, size_t size))                                 \
-  X(cuMemFree, "cuMemFree_v2", (CUdeviceptr ptr))                                                  \
-  X(cuMemHostAlloc, "cuMemHostAlloc", (void **ptr, size_t size, unsigned flags))                   \
-  X(cuMemFreeHost, "cuMemFreeHost", (void *ptr))                                                   \
-  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr dst, const void *src, size_t size))              \
-  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *dst, CUdeviceptr src, size_t size))                    \
-  X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr dst, unsigned char value, size_t count))             \
-  X(cuCtxSynchronize, "cuCtxSynchronize", (void))
-
-static struct driver {
-#define MEMBER_(member, symbol, params) CUresult(*member) params;
-  DRIVER_FUNCTIONS(MEMBER_)
-#undef MEMBER_
-} cu;
+struct bench_driver bench_cu;
 
 /* KVIK_ZERO_COPY is kvik with zero-copy reads on auto (KVIK_SETTING_ZERO_COPY_READ), which is
  * off by default, each run on a handle of its own: a first read, which registers what it maps,
@@ -69,28 +45,30 @@ static int method_of(int column, int write) {
 
 static int is_kvik(int m) { return m >= KVIK_DEVICE; }
 
-static int cuda_fail(const char *call, CUresult r) {
+int bench_cuda_fail(const char *call, CUresult r) {
   const char *name = NULL;
-  cu.cuGetErrorName(r, &name);
+  bench_cu.cuGetErrorName(r, &name);
   bench_progress_clear();
   fprintf(stderr, "kvik bench --device: %s failed: %s\n", call, name ? name : "unknown CUDA error");
   return CLI_ERROR;
 }
 
-#define CU_CHECK(call)                                                                             \
-  do {                                                                                             \
-    CUresult r_ = (call);                                                                          \
-    if (r_ != 0) return cuda_fail(#call, r_);                                                      \
-  } while (0)
-
-static int load_driver(void) {
+int bench_cuda_load(void) {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) return fprintf(stderr, "kvik bench --device: %s\n", dlerror()), CLI_ERROR;
 #define RESOLVE_(member, symbol, params)                                                           \
-  if (!(*(void **)&cu.member = dlsym(lib, symbol)))                                                \
+  if (!(*(void **)&bench_cu.member = dlsym(lib, symbol)))                                          \
     return fprintf(stderr, "kvik bench --device: libcuda.so.1 lacks %s\n", symbol), CLI_ERROR;
-  DRIVER_FUNCTIONS(RESOLVE_)
+  BENCH_DRIVER_FUNCTIONS(RESOLVE_)
 #undef RESOLVE_
+  CU_CHECK(bench_cu.cuInit(0));
+  return CLI_OK;
+}
+
+int bench_cuda_context(int ordinal, CUcontext *ctx) {
+  int device;
+  CU_CHECK(bench_cu.cuDeviceGet(&device, ordinal));
+  CU_CHECK(bench_cu.cuDevicePrimaryCtxRetain(ctx, device));
   return CLI_OK;
 }
 
@@ -104,8 +82,8 @@ static int device_prepare(struct bench *b, int column, int write) {
   /* A read target is zeroed so that bytes kvik did not read cannot pass. The memset runs on the
    * legacy default stream, which kvik's streams do not wait for: it must end first. */
   if (!write && is_kvik(m)) {
-    CU_CHECK(cu.cuMemsetD8(d->dev, 0, b->opt.size));
-    CU_CHECK(cu.cuCtxSynchronize());
+    CU_CHECK(bench_cu.cuMemsetD8(d->dev, 0, b->opt.size));
+    CU_CHECK(bench_cu.cuCtxSynchronize());
   }
   return CLI_OK;
 }
@@ -153,10 +131,10 @@ static int device_read(struct bench *b, kvik_file *f, int m, int nthreads) {
   switch (m) {
   case PAGEABLE_COPY:
     err = bench_io_loop(b->fd, b->buf, size, 0, 0);
-    if (!err) CU_CHECK(cu.cuMemcpyHtoD(d->dev, b->buf, size));
+    if (!err) CU_CHECK(bench_cu.cuMemcpyHtoD(d->dev, b->buf, size));
     break;
   case PINNED_PARALLEL: err = bench_io_parallel(b->fd, d->pinned, size, nthreads, 0); break;
-  case PINNED_COPY: CU_CHECK(cu.cuMemcpyHtoD(d->dev, d->pinned, size)); break;
+  case PINNED_COPY: CU_CHECK(bench_cu.cuMemcpyHtoD(d->dev, d->pinned, size)); break;
   case KVIK_ZERO_COPY: return zero_copy_first_read(b);
   case KVIK_ZERO_COPY_AGAIN: return zero_copy_again(b);
   case CUFILE: return kvik_read(b, d->cufile, d->zero_copy);
@@ -177,11 +155,11 @@ static int device_write(struct bench *b, kvik_file *f, int m, int nthreads) {
   int err = 0;
   switch (m) {
   case PAGEABLE_COPY:
-    CU_CHECK(cu.cuMemcpyDtoH(b->buf, d->dev, size));
+    CU_CHECK(bench_cu.cuMemcpyDtoH(b->buf, d->dev, size));
     err = bench_io_loop(b->fd, b->buf, size, 0, 1);
     break;
   case PINNED_PARALLEL: err = bench_io_parallel(b->fd, d->pinned, size, nthreads, 1); break;
-  case PINNED_COPY: CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, size)); break;
+  case PINNED_COPY: CU_CHECK(bench_cu.cuMemcpyDtoH(d->pinned, d->dev, size)); break;
   case CUFILE: return kvik_write(b, d->cufile);
   default: return kvik_write(b, f);
   }
@@ -199,7 +177,7 @@ static int device_verify(struct bench *b, int column, int write) {
   int m = method_of(column, write);
   if (!is_kvik(m)) return CLI_OK;
   if (write) return bench_verify_file(b, "kvik_file_write");
-  CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
+  CU_CHECK(bench_cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
   return bench_check_range(d->pinned, 0, b->opt.size, "kvik_file_read");
 }
 
@@ -242,8 +220,8 @@ static int device_tables(struct bench *b) {
   if (rc != CLI_OK || !b->opt.write) return rc;
   /* The writes write the pattern: put it in device memory and in the pinned buffer. */
   struct device_state *d = b->device_state;
-  CU_CHECK(cu.cuMemcpyHtoD(d->dev, b->buf, b->opt.size));
-  CU_CHECK(cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
+  CU_CHECK(bench_cu.cuMemcpyHtoD(d->dev, b->buf, b->opt.size));
+  CU_CHECK(bench_cu.cuMemcpyDtoH(d->pinned, d->dev, b->opt.size));
   s.title = "WRITE: device memory -> page cache";
   s.nmethods = 5;
   s.names[0] = "(a) copy+pwrite1";
@@ -272,38 +250,37 @@ static int open_cufile(struct device_state *d) {
   return CLI_OK;
 }
 
-int bench_cuda_init(void) {
-  if (load_driver() != CLI_OK) return CLI_ERROR;
+/* GPU `ordinal`'s primary context, current on the calling thread; its name on stdout. */
+static int cuda_use(int ordinal) {
   CUcontext ctx;
-  int device;
-  CU_CHECK(cu.cuInit(0));
-  CU_CHECK(cu.cuDeviceGet(&device, 0));
-  CU_CHECK(cu.cuDevicePrimaryCtxRetain(&ctx, device));
-  CU_CHECK(cu.cuCtxSetCurrent(ctx));
+  if (bench_cuda_load() != CLI_OK || bench_cuda_context(ordinal, &ctx) != CLI_OK) return CLI_ERROR;
+  CU_CHECK(bench_cu.cuCtxSetCurrent(ctx));
   char name[256] = "?";
-  kvik_cuda_device_name(0, name, sizeof name);
-  printf("kvik bench --device: GPU 0 %s\n", name);
+  kvik_cuda_device_name(ordinal, name, sizeof name);
+  printf("kvik bench --device: GPU %d %s\n", ordinal, name);
   return CLI_OK;
 }
 
+int bench_cuda_init(void) { return cuda_use(0); }
+
 int bench_cuda_alloc(size_t size, void **dev) {
   CUdeviceptr ptr;
-  CU_CHECK(cu.cuMemAlloc(&ptr, size));
+  CU_CHECK(bench_cu.cuMemAlloc(&ptr, size));
   *dev = (void *)(uintptr_t)ptr;
   return CLI_OK;
 }
 
 void bench_cuda_free(void *dev) {
-  if (dev) cu.cuMemFree((CUdeviceptr)(uintptr_t)dev);
+  if (dev) bench_cu.cuMemFree((CUdeviceptr)(uintptr_t)dev);
 }
 
 int bench_device(struct bench *b) {
-  if (bench_cuda_init() != CLI_OK) return CLI_ERROR;
+  if (cuda_use(b->opt.gpu) != CLI_OK) return CLI_ERROR;
   struct device_state d = {0, NULL, KVIK_AUTO, NULL, NULL};
   if (kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &d.zero_copy) < 0) return bench_kvik_fail();
-  CUresult r = cu.cuMemAlloc(&d.dev, b->opt.size);
-  if (r == 0) r = cu.cuMemHostAlloc((void **)&d.pinned, b->opt.size, 0);
-  int rc = r == 0 ? CLI_OK : cuda_fail("buffers of the file's size", r);
+  CUresult r = bench_cu.cuMemAlloc(&d.dev, b->opt.size);
+  if (r == 0) r = bench_cu.cuMemHostAlloc((void **)&d.pinned, b->opt.size, 0);
+  int rc = r == 0 ? CLI_OK : bench_cuda_fail("buffers of the file's size", r);
   if (rc == CLI_OK) rc = open_cufile(&d);
   b->device_state = &d;
   if (rc == CLI_OK) rc = device_tables(b);
@@ -312,7 +289,7 @@ int bench_device(struct bench *b) {
     rc = bench_kvik_fail();
   kvik_file_free(d.cufile);
   kvik_file_free(d.again);
-  if (d.pinned) cu.cuMemFreeHost(d.pinned);
-  if (d.dev) cu.cuMemFree(d.dev);
+  if (d.pinned) bench_cu.cuMemFreeHost(d.pinned);
+  if (d.dev) bench_cu.cuMemFree(d.dev);
   return rc;
 }
