@@ -9,6 +9,7 @@
 #include "bounce.h"
 #include "error.h"
 #include "init.h"
+#include "numa.h"
 #include "pool.h"
 #include "settings.h"
 #include "sys.h"
@@ -400,6 +401,7 @@ static int read_lane(const char *fn, const kvik__cuda_api *cu, const kvik__memor
   int rc = lane_for(fn, mem->ctx, out);
   if (rc < 0) return rc;
   lane *l = *out;
+  kvik__numa_follow_device(cu, l->device);
   settle_finished(cu, l);
   if (l->chunk != chunk) {
     settle_lane(cu, l, 1);
@@ -497,6 +499,7 @@ int kvik__device_write(const kvik__device_io *io, size_t *done) {
   int rc = kvik__context_push(io->fn, io->mem->ctx);
   if (rc < 0) return rc;
   rc = lane_for(io->fn, io->mem->ctx, &p.lane);
+  if (rc == 0) kvik__numa_follow_device(p.cu, p.lane->device);
   if (rc == 0) settle_finished(p.cu, p.lane);
   if (rc == 0 && p.lane->deferred) settle_deferred(p.cu, p.lane); /* writes use its events */
   if (rc == 0) rc = pipeline_write(&p, (CUdeviceptr)(uintptr_t)io->dev, io->size, io->offset, done);

@@ -103,6 +103,8 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
                                     MAX_BYTES, NULL},
     [KVIK_SETTING_CURL_LIBRARY] = {"curl_library", "KVIK_CURL_LIBRARY", NULL, KIND_TEXT, 0, 0,
                                    NULL},
+    [KVIK_SETTING_NUMA_AFFINITY] = {"numa_affinity", "KVIK_NUMA_AFFINITY", NULL, KIND_BOOL, 0, 1,
+                                    NULL},
 };
 
 static _Atomic int64_t values[KVIK_SETTING_COUNT];

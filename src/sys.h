@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@ typedef enum {
   KVIK__FAULT_SYNC,   /* fdatasync */
   KVIK__FAULT_MMAP,   /* mmap, madvise, get_mempolicy, set_mempolicy */
   KVIK__FAULT_ALLOC,  /* malloc, calloc, realloc, strdup, strndup, posix_memalign */
-  KVIK__FAULT_THREAD, /* pthread_create */
+  KVIK__FAULT_THREAD, /* pthread_create, sched_getaffinity, sched_setaffinity */
   KVIK__FAULT_DLOPEN,
   KVIK__FAULT_COPY,      /* process_vm_readv, process_vm_writev */
   KVIK__FAULT_URING,     /* io_uring_setup, io_uring_enter, io_uring_register */
@@ -246,6 +247,19 @@ static inline int kvik__pthread_create_at(const char *site, pthread_t *thread,
 }
 #define kvik__pthread_create(thread, start, arg)                                                   \
   kvik__pthread_create_at(KVIK__SITE, thread, start, arg)
+
+/* The calling thread's CPUs: sched_getaffinity(2), sched_setaffinity(2). */
+static inline int kvik__sched_getaffinity_at(const char *site, cpu_set_t *cpus) {
+  int err = kvik__fault_errno(KVIK__FAULT_THREAD, site);
+  return err ? (errno = err, -1) : sched_getaffinity(0, sizeof *cpus, cpus);
+}
+#define kvik__sched_getaffinity(cpus) kvik__sched_getaffinity_at(KVIK__SITE, cpus)
+
+static inline int kvik__sched_setaffinity_at(const char *site, const cpu_set_t *cpus) {
+  int err = kvik__fault_errno(KVIK__FAULT_THREAD, site);
+  return err ? (errno = err, -1) : sched_setaffinity(0, sizeof *cpus, cpus);
+}
+#define kvik__sched_setaffinity(cpus) kvik__sched_setaffinity_at(KVIK__SITE, cpus)
 
 /* Sleep `ns` nanoseconds (less where a signal interrupts it: callers poll). Not a fault site:
  * a sleep that fails only ends early. */

@@ -80,6 +80,8 @@ static const struct {
     {"kvik__strndup(", KVIK__FAULT_ALLOC},
     {"kvik__posix_memalign(", KVIK__FAULT_ALLOC},
     {"kvik__pthread_create(", KVIK__FAULT_THREAD},
+    {"kvik__sched_getaffinity(", KVIK__FAULT_THREAD},
+    {"kvik__sched_setaffinity(", KVIK__FAULT_THREAD},
     {"kvik__dlopen(", KVIK__FAULT_DLOPEN},
     {"kvik__ring_read_result(", KVIK__FAULT_READ},
     {"kvik__ring_write_result(", KVIK__FAULT_WRITE},
@@ -318,7 +320,14 @@ static int step_direct(void) {
   return rc;
 }
 
-static int step_device(void) { return write_then_read(KVIK_COMPAT_ON, 1, 1); }
+/* With numa_affinity on: where sysfs gives device 0 a NUMA node, the pool threads move to its
+ * CPUs (numa.c's sites), and give them back at their next device transfer after. */
+static int step_device(void) {
+  kvik_setting_set(KVIK_SETTING_NUMA_AFFINITY, 1);
+  int rc = write_then_read(KVIK_COMPAT_ON, 1, 1);
+  kvik_setting_set(KVIK_SETTING_NUMA_AFFINITY, 0);
+  return rc;
+}
 
 static int step_cufile(void) { return write_then_read(KVIK_COMPAT_OFF, 1, 0); }
 
@@ -1104,7 +1113,8 @@ static void find_first_pci_function(void) {
 }
 
 /* Whether sysfs gives device 0's function a NUMA node: only then do pinned buffers ask for one
- * (bounce.c's memory policy sites). */
+ * (bounce.c's memory policy sites), and pool threads move to its CPUs (numa.c, with
+ * KVIK_SETTING_NUMA_AFFINITY on). */
 static int numa_node_known(void) {
   kvik_cuda_device_properties p = {.struct_size = sizeof p};
   return kvik_cuda_device_get_properties(0, &p) == 0 && p.numa_node >= 0;
@@ -1112,7 +1122,8 @@ static int numa_node_known(void) {
 
 static int needs_missing_feature(const char *source_site) {
   if (strstr(source_site, "/cuda.c:") && !*first_pci_function) return 1;
-  if (strstr(source_site, "/bounce.c:") && !numa_node_known()) return 1;
+  if ((strstr(source_site, "/bounce.c:") || strstr(source_site, "/numa.c:")) && !numa_node_known())
+    return 1;
   if (!kvik_io_uring_supported(NULL, 0) && (strstr(source_site, "/uring.c:") || strstr(source_site, "/staging.c:")))
     return 1;
   return !kvik_remote_supported(NULL, 0) && (strstr(source_site, "/remote.c:") || strstr(source_site, "/http.c:"));

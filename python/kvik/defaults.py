@@ -27,6 +27,9 @@ Each setting starts from its environment variable (KvikIO's names: ``KVIKIO_NTHR
 - ``"nvcomp_memory"``: kvik's own, the device memory per GPU (bytes, 16 GiB) that kvik keeps
   between calls for its nvCOMP work (nvCOMP's temporary space, the fused read's staging); 0
   keeps none (see kvik.h, KVIK_SETTING_NVCOMP_MEMORY).
+- ``"numa_affinity"``: kvik's own, a bool (False): a pool thread that moves data for a GPU runs
+  on the CPUs of the GPU's NUMA node, where sysfs names one (see kvik.h,
+  KVIK_SETTING_NUMA_AFFINITY).
 
 Remote files (kvik.RemoteFile) follow these; a failed request is tried again, after a pause that
 doubles each time from 0.5 s (at most 4 s), as kvikio's:
@@ -109,7 +112,7 @@ _PROCESS_LIFETIME = frozenset({
 
 
 # The Python type of each setting's value; the others are ints.
-_BOOLS = ("auto_direct_io_read", "auto_direct_io_write", "remote_verbose")
+_BOOLS = ("auto_direct_io_read", "auto_direct_io_write", "remote_verbose", "numa_affinity")
 # Lists of ints, which libkvik reads and writes as text only ("429,500,503").
 _LISTS = ("http_status_codes",)
 # Text, read and written as it is (a path).
