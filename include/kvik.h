@@ -250,12 +250,12 @@ KVIK_API const char *kvik_last_error(void);
  *    it goes back to the device when the work that used it is waited for; a change gives back at
  *    once what kvik holds above the new value (0: all of it) and no work uses.
  *  - CURL_LIBRARY: the file that libcurl is loaded from, "" for the soname (see "Remote files").
+ *    Read at the first remote call; a change after that has no effect in this process.
  *  - NUMA_AFFINITY: a pool thread that moves data for a GPU runs, from then on, on the CPUs of the
  *    GPU's NUMA node (sysfs's numa_node of its PCI function; those CPUs the thread may run on),
  *    until it serves a GPU of another node; set to 0, threads get back the CPUs they had at
  *    their next device transfer. Nothing changes where the node is not known (one socket, no
  *    sysfs). Off by default: no measurement has shown it faster yet (docs/multi_gpu.md).
- *    Read at the first remote call; a change after that has no effect in this process.
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
