@@ -35,14 +35,6 @@ static int resolve(void *handle, const char *file) {
   return 0;
 }
 
-/* The path the loader found `handle` at, else `file`. */
-static void record_path(void *handle, const char *file) {
-  struct link_map *map = NULL;
-  const char *path =
-      dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name[0] ? map->l_name : file;
-  snprintf(api.path, sizeof api.path, "%s", path);
-}
-
 /* Called with the lock held, in state NOT_TRIED; leaves LOADED or FAILED. The handle stays open
  * for the life of the process, as libcurl cannot be unloaded once initialised. */
 static void load_locked(const char *file) {
@@ -67,7 +59,7 @@ static void load_locked(const char *file) {
              api.easy_strerror(cc));
     return;
   }
-  record_path(handle, file);
+  kvik__dl_path(handle, file, api.path, sizeof api.path);
   atomic_store(&state, LOADED);
 }
 

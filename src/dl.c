@@ -38,12 +38,14 @@ int kvik_runtime_lib_supported(kvik_runtime_lib lib, char *detail, size_t len) {
   }
   void *handle = kvik__dl_open(file, detail, len);
   if (!handle) return 0;
-  struct link_map *map = NULL;
-  if (detail && len) {
-    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name[0])
-      snprintf(detail, len, "%s", map->l_name);
-    else snprintf(detail, len, "%s", file);
-  }
+  if (detail && len) kvik__dl_path(handle, file, detail, len);
   dlclose(handle);
   return 1;
+}
+
+void kvik__dl_path(void *handle, const char *file, char *path, size_t len) {
+  struct link_map *map = NULL;
+  const char *found =
+      dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name[0] ? map->l_name : file;
+  snprintf(path, len, "%s", found);
 }

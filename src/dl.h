@@ -15,4 +15,8 @@
 /* dlopen(soname). Returns the handle, or NULL with the loader's reason in `why` (may be NULL). */
 void *kvik__dl_open(const char *soname, char *why, size_t len);
 
+/* The path the loader found `handle` at (a dlopen() handle), else `file`, in `path` (cut to `len`
+ * bytes with the NUL). */
+void kvik__dl_path(void *handle, const char *file, char *path, size_t len);
+
 #endif

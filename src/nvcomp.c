@@ -61,14 +61,6 @@ static int resolve(void *handle, const char *file) {
   return 0;
 }
 
-/* The path the loader found `handle` at, else `file`. */
-static void record_path(void *handle, const char *file) {
-  struct link_map *map = NULL;
-  const char *path =
-      dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name[0] ? map->l_name : file;
-  snprintf(api.path, sizeof api.path, "%s", path);
-}
-
 /* Called with the lock held, in state NOT_TRIED. `file` is the setting's path or the soname. */
 static void load_locked(const char *file) {
   char why[512];
@@ -95,7 +87,7 @@ static void load_locked(const char *file) {
     return;
   }
   api.version = props.version;
-  record_path(library, file);
+  kvik__dl_path(library, file, api.path, sizeof api.path);
   atomic_store(&state, LOADED);
 }
 
