@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "pool.h"
 #include "settings.h"
 #include "sys.h"
 
@@ -67,6 +68,7 @@ static void move_to(int node) {
 }
 
 void kvik__numa_follow_device(const kvik__cuda_api *cu, CUdevice device) {
+  if (!kvik__pool_in_worker()) return;
   int node = kvik__setting(KVIK_SETTING_NUMA_AFFINITY) ? kvik__device_numa_node(cu, device) : -1;
   if (node == bound_node) return;
   if (node < 0) give_back_cpus();

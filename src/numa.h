@@ -8,12 +8,13 @@
 
 #include "cuda.h"
 
-/* Called by a thread about to move data for CUDA device `device`. With the setting on and the
- * device's NUMA node known (kvik__device_numa_node), the thread runs from now on on that node's
- * CPUs (those of them it may run on), until it serves a device of another node. With the setting
- * off, or a device of no known node, a thread that was moved gets back the CPUs it had. Anything
- * that fails leaves the thread where it runs: the placement is a preference, never an error.
- * Costs a load and a compare where nothing changes. */
+/* Called by a thread about to move data for CUDA device `device`; does nothing on a thread that
+ * is not one of kvik's IO pool (the caller's threads stay where the caller put them). With the
+ * setting on and the device's NUMA node known (kvik__device_numa_node), the pool thread runs from
+ * now on on that node's CPUs (those of them it may run on), until it serves a device of another
+ * node. With the setting off, or a device of no known node, a thread that was moved gets back the
+ * CPUs it had. Anything that fails leaves the thread where it runs: the placement is a
+ * preference, never an error. Costs a few loads and compares where nothing changes. */
 void kvik__numa_follow_device(const kvik__cuda_api *cu, CUdevice device);
 
 /* The CPUs of a sysfs cpulist ("0-15,32-47\n") in `set`: 0, or -1 where the text is not one or
