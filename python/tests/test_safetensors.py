@@ -26,6 +26,8 @@ import pytest
 import kvik.safetensors as kst
 from test_nvcomp import needs_fakes, run_python
 
+TESTS = os.path.dirname(os.path.abspath(__file__))  # fake_devices.py, for the scripts
+
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -778,65 +780,11 @@ def test_device_map_host(tmp_path, rng):
 
 
 FAKE_DEVICE_MAP = """
-import ctypes, json, os, tempfile
+import json, os, tempfile
 import numpy
 import kvik.safetensors as kst
 from safetensors.numpy import save_file
-cu = ctypes.CDLL("libcuda.so.1")
-assert cu.cuInit(0) == 0
-contexts = []
-for ordinal in range(2):
-    ctx = ctypes.c_void_p()
-    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), ordinal) == 0
-    contexts.append(ctx)
-assert cu.cuCtxSetCurrent(contexts[0]) == 0
-
-
-def download(ptr, size):
-    out = ctypes.create_string_buffer(size)
-    if size:
-        assert cu.cuMemcpyDtoH_v2(out, ctypes.c_uint64(ptr), ctypes.c_size_t(size)) == 0
-    return out.raw
-
-
-class Device:
-    def __init__(self, size, ptr):
-        self.ptr, self.size = ptr, size
-        self.__cuda_array_interface__ = {
-            "data": (ptr, False), "shape": (size,), "typestr": "|u1", "version": 3}
-
-
-class FakeFramework:
-    # Device memory of the fake driver on one device; for_device() gives another's.
-    allocations = []
-
-    def __init__(self, ordinal=0):
-        self.ordinal = ordinal
-
-    def for_device(self, kind, ordinal):
-        assert kind == "cuda"
-        return FakeFramework(ordinal)
-
-    def dtype(self, code):
-        return code
-
-    def empty(self, nbytes):
-        p = ctypes.c_uint64()
-        assert cu.cuCtxSetCurrent(contexts[self.ordinal]) == 0
-        assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(max(nbytes, 1))) == 0
-        assert cu.cuCtxSetCurrent(contexts[0]) == 0
-        self.allocations.append((self.ordinal, p.value))
-        return Device(nbytes, p.value)
-
-    def region(self, buf, start, stop):
-        return Device(stop - start, buf.ptr + start)
-
-    def view(self, buf, start, stop, dtype, shape):
-        return {"device": self.ordinal, "base": buf.ptr, "shape": shape,
-                "bytes": download(buf.ptr + start, stop - start).hex()}
-
-    def copy(self, buf, start, stop):
-        raise AssertionError("every tensor here is aligned")
+from fake_devices import FakeFramework
 
 
 rng = numpy.random.default_rng(11)
@@ -865,7 +813,7 @@ def expected_device(name):
 
 result = {
     "names": sorted(got) == sorted(tensors),
-    "bytes": all(bytes.fromhex(got[n]["bytes"]) == a.tobytes() for n, a in tensors.items()),
+    "bytes": all(got[n]["bytes"] == a.tobytes() for n, a in tensors.items()),
     "devices": all(got[n]["device"] == expected_device(n) for n in tensors),
     "allocations": sorted(o for o, _ in FakeFramework.allocations),
     "bases": all(got[n]["base"] == dict(FakeFramework.allocations)[got[n]["device"]]
@@ -880,7 +828,7 @@ def test_fake_device_map():
     """A sharded checkpoint split over two devices of the fake driver by an accelerate-style
     device_map: one allocation per device, each tensor's bytes on its own device ("model.layers.1"
     does not cover "model.layers.10" or "model.layers.11")."""
-    result = run_python(FAKE_DEVICE_MAP, nvcomp=False, FAKE_CUDA_DEVICES="2")
+    result = run_python(FAKE_DEVICE_MAP, nvcomp=False, pythonpath=(TESTS,), FAKE_CUDA_DEVICES="2")
     assert result == {"names": True, "bytes": True, "devices": True, "allocations": [0, 1],
                       "bases": True}
 

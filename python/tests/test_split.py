@@ -18,6 +18,8 @@ import kvik
 import kvik._split
 from test_nvcomp import needs_fakes, run_python
 
+TESTS = os.path.dirname(os.path.abspath(__file__))  # fake_devices.py, for the scripts
+
 PAGE = 4096
 SIZES = [0, 1, 100, 4095, 4096, 4097, 8191, 8192, 3 * PAGE + 17, 12345, 1 << 20, (1 << 20) + 7]
 
@@ -294,72 +296,10 @@ def test_import_stays_light():
 
 
 FAKE_SPLIT = """
-import ctypes, json, os, tempfile
+import json, os, tempfile
 import numpy
 import kvik, kvik._split
-cu = ctypes.CDLL("libcuda.so.1")
-assert cu.cuInit(0) == 0
-contexts = []
-for ordinal in range(3):
-    ctx = ctypes.c_void_p()
-    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), ordinal) == 0
-    contexts.append(ctx)
-assert cu.cuCtxSetCurrent(contexts[0]) == 0
-DEVICE_ORDINAL = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-
-
-def download(ptr, size):
-    out = ctypes.create_string_buffer(size)
-    if size:
-        assert cu.cuMemcpyDtoH_v2(out, ctypes.c_uint64(ptr), ctypes.c_size_t(size)) == 0
-    return out.raw
-
-
-def ordinal_of(ptr):
-    ordinal = ctypes.c_int(-1)
-    data = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(ordinal), ctypes.c_void_p))
-    attributes = (ctypes.c_int * 1)(DEVICE_ORDINAL)
-    assert cu.cuPointerGetAttributes(1, attributes, data, ctypes.c_uint64(ptr)) == 0
-    return ordinal.value
-
-
-class Device:
-    def __init__(self, size, ptr):
-        self.ptr, self.size = ptr, size
-        self.__cuda_array_interface__ = {
-            "data": (ptr, False), "shape": (size,), "typestr": "|u1", "version": 3}
-
-
-class FakeFramework:
-    # Device memory of the fake driver on one device; for_device() gives another's.
-    allocations = []
-
-    def __init__(self, ordinal=0):
-        self.ordinal = ordinal
-
-    def for_device(self, kind, ordinal):
-        if kind != "cuda" or ordinal >= len(contexts):
-            name = kind if ordinal is None else f"{kind}:{ordinal}"
-            raise ValueError(f"the fake driver has no device {name}")
-        return FakeFramework(ordinal)
-
-    def dtype(self, code):
-        return code
-
-    def empty(self, nbytes):
-        p = ctypes.c_uint64()
-        assert cu.cuCtxSetCurrent(contexts[self.ordinal]) == 0
-        assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(max(nbytes, 1))) == 0
-        assert cu.cuCtxSetCurrent(contexts[0]) == 0
-        self.allocations.append((self.ordinal, p.value))
-        return Device(nbytes, p.value)
-
-    def region(self, buf, start, stop):
-        return Device(stop - start, buf.ptr + start)
-
-    def view(self, buf, start, stop, dtype, shape):
-        return {"device": self.ordinal, "on": ordinal_of(buf.ptr), "dtype": dtype,
-                "shape": shape, "bytes": download(buf.ptr + start, stop - start)}
+from fake_devices import FakeFramework, contexts, cu, download
 
 
 def placed(got, devices):
@@ -479,7 +419,7 @@ print(json.dumps(result))
 
 @needs_fakes
 def test_fake_devices():
-    result = run_python(FAKE_SPLIT, nvcomp=False, FAKE_CUDA_DEVICES="3")
+    result = run_python(FAKE_SPLIT, nvcomp=False, pythonpath=(TESTS,), FAKE_CUDA_DEVICES="3")
     assert result["one file"]
     for size, devices, parts in result["parts"]:
         assert parts == expected_sizes(size, devices, PAGE), (size, devices)
