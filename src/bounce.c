@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "cuda.h"
 #include "error.h"
@@ -33,7 +35,7 @@ typedef struct buffer_cache {
   int device; /* pinned memory: the CUDA device it is for; -1 for any (and aligned memory) */
   /* 0, or a code with a message */
   int (*allocate)(const struct buffer_cache *cache, const char *fn, size_t size, void **buf);
-  void (*release)(void *buf);
+  void (*release)(void *buf, size_t size);
 } buffer_cache;
 
 /* Free the buffers of `list`; returns their bytes. */
@@ -42,7 +44,7 @@ static size_t release_all(buffer_cache *cache, idle_buffer *list) {
   while (list) {
     idle_buffer *next = list->next;
     bytes += list->size;
-    cache->release(list);
+    cache->release(list, list->size);
     list = next;
   }
   return bytes;
@@ -103,16 +105,16 @@ static void cache_put(buffer_cache *cache, void *buf, size_t size) {
     cache->idle_bytes += size;
   }
   pthread_mutex_unlock(&cache->lock);
-  if (!keep) cache->release(buf);
+  if (!keep) cache->release(buf, size);
 }
 
 /* ---- aligned pageable memory ------------------------------------------------------------ */
 
 /* Buffers of a huge page or more are asked for in transparent huge pages, where the system has
- * them for the asking (THP "madvise" or "always"): the kernel's copies between a bounce buffer and
- * the caller's buffer (kvik__copy_user) pin the bounce buffer's pages, and pinning 512 small pages
- * costs about a fifth of a copy of them, one huge page almost nothing. Without huge pages the
- * buffer works all the same. */
+ * them for the asking (THP "madvise" or "always"): pinning 512 small pages costs about a fifth of
+ * a copy of them, one huge page almost nothing, whether the kernel pins them for a copy between a
+ * bounce buffer and the caller's buffer (kvik__copy_user) or CUDA for a registration. Without huge
+ * pages the buffer works all the same. */
 static int allocate_aligned(const buffer_cache *cache, const char *fn, size_t size, void **buf) {
   (void)cache;
   int huge = size >= HUGE_PAGE;
@@ -125,11 +127,16 @@ static int allocate_aligned(const buffer_cache *cache, const char *fn, size_t si
   return 0;
 }
 
+static void release_aligned(void *buf, size_t size) {
+  (void)size;
+  free(buf);
+}
+
 static buffer_cache aligned = {.lock = PTHREAD_MUTEX_INITIALIZER,
                                .max_idle_bytes = KVIK__BOUNCE_CACHE_BYTES,
                                .device = -1,
                                .allocate = allocate_aligned,
-                               .release = free};
+                               .release = release_aligned};
 
 void *kvik__bounce_get(size_t size) {
   void *buf;
@@ -141,19 +148,50 @@ void kvik__bounce_put(void *buf, size_t size) { cache_put(&aligned, buf, size); 
 
 /* ---- pinned memory ---------------------------------------------------------------------- */
 
-/* cuMemHostAlloc while the calling thread prefers NUMA node `node` (-1: no preference) for the
- * pages it allocates: the driver allocates and pins the pages in the calling thread, under its
- * memory policy, before it returns, so they land on that node without a thread of kvik's own
- * running there. The thread's own policy is put back after. Where the policy cannot be read or
- * set (seccomp, a kernel without NUMA), the buffer is allocated all the same, where the kernel
- * puts it. */
-static CUresult host_alloc_on(const kvik__cuda_api *cu, int node, size_t size, void **buf) {
+/* Pinned buffers are anonymous pages that the allocating thread faults in and then registers with
+ * CUDA, rather than cuMemHostAlloc's: the driver serialises cuMemHostAlloc and pins small pages,
+ * so that on an H100 the 32 buffers of 2 MiB of a first read on 16 threads took 39 ms, where
+ * huge pages touched by those threads at once and then registered took 8-9 ms
+ * (build-deps/probe_pin.py), a sixth of a first 8 GiB read's time.
+ *
+ * Each buffer is a mapping of its own, in whole pages: the driver pins whole pages, so a page
+ * shared with other memory would make the caller's own registration of that memory fail, and it
+ * may mark what it pins not to be inherited by a child process (MADV_DONTFORK), which must not
+ * take heap pages from under the child's malloc. */
+static size_t whole_pages(size_t size) {
+  return (size + BOUNCE_ALIGNMENT - 1) & ~(size_t)(BOUNCE_ALIGNMENT - 1);
+}
+
+/* A mapping of `bytes` (whole pages), starting on a huge page where it holds one or more. */
+static int map_pages(const char *fn, size_t bytes, char **buf) {
+  size_t slack = bytes >= HUGE_PAGE ? HUGE_PAGE : 0;
+  char *raw = kvik__mmap(bytes + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    *buf = NULL;
+    return kvik__fail_errno(errno, "%s: pinned bounce buffer of %zu bytes", fn, bytes);
+  }
+  char *start = raw;
+  if (slack) {
+    start = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (start > raw) munmap(raw, (size_t)(start - raw));
+    if (raw + slack > start) munmap(start + bytes, (size_t)(raw + slack - start));
+    kvik__madvise(start, bytes, MADV_HUGEPAGE);
+  }
+  *buf = start;
+  return 0;
+}
+
+/* Write a byte of each page of `buf`, so that the kernel gives it its pages now, on this thread,
+ * while the thread prefers NUMA node `node` (-1: no preference): they land on that node without
+ * a thread of kvik's own running there. The thread's own policy is put back after. Where the
+ * policy cannot be read or set (seccomp, a kernel without NUMA), the pages land where the kernel
+ * puts them. */
+static void fault_in_on(int node, char *buf, size_t size) {
   int mode;
   kvik__nodemask old;
   int placed = node >= 0 && kvik__get_mempolicy(&mode, &old) == 0 && kvik__prefer_node(node) == 0;
-  CUresult result = cu->cuMemHostAlloc(buf, size, CU_MEMHOSTALLOC_PORTABLE);
+  for (size_t at = 0; at < size; at += BOUNCE_ALIGNMENT) ((volatile char *)buf)[at] = 0;
   if (placed) kvik__restore_mempolicy(mode, &old);
-  return result;
 }
 
 /* Portable: the buffer serves copies in every context of its device (and of every other device,
@@ -162,15 +200,25 @@ static int allocate_pinned(const buffer_cache *cache, const char *fn, size_t siz
   *buf = NULL;
   const kvik__cuda_api *cu = kvik__cuda(fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
-  int node = cache->device < 0 ? -1 : kvik__device_numa_node(cu, cache->device);
-  int rc = kvik__cuda_check(host_alloc_on(cu, node, size, buf), fn, "cuMemHostAlloc");
-  if (rc < 0) *buf = NULL;
-  return rc;
+  size_t bytes = whole_pages(size);
+  char *pages;
+  int rc = map_pages(fn, bytes, &pages);
+  if (rc < 0) return rc;
+  fault_in_on(cache->device < 0 ? -1 : kvik__device_numa_node(cu, cache->device), pages, bytes);
+  rc = kvik__cuda_check(cu->cuMemHostRegister(pages, bytes, CU_MEMHOSTREGISTER_PORTABLE), fn,
+                        "cuMemHostRegister");
+  if (rc < 0) {
+    munmap(pages, bytes);
+    return rc;
+  }
+  *buf = pages;
+  return 0;
 }
 
-static void release_pinned(void *buf) {
+static void release_pinned(void *buf, size_t size) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
-  if (cu) cu->cuMemFreeHost(buf);
+  if (cu) cu->cuMemHostUnregister(buf);
+  munmap(buf, whole_pages(size));
 }
 
 /* Of no device in particular: stream-ordered IO's and fused reads' buffers. */

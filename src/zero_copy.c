@@ -17,7 +17,6 @@
 #include "sys.h"
 
 #define CUDA_ERROR_NOT_SUPPORTED 801
-#define CU_MEMHOSTREGISTER_READ_ONLY 8
 
 /* Set once the driver said it cannot register read-only memory: no use asking again, until the
  * setting is set again. */

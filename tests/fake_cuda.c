@@ -56,6 +56,7 @@ _Static_assert(FN_COUNT <= FAKE_MAX_FUNCTIONS, "raise FAKE_MAX_FUNCTIONS");
 static atomic_long g_copies_beside; /* see fake_cuda_copies_beside_registration() */
 static atomic_long g_spinning_waits; /* see fake_cuda_spinning_waits() */
 static atomic_long g_cross_device;  /* see fake_cuda_cross_device_copies() */
+static atomic_long g_read_only_calls; /* see fake_cuda_read_only_registrations() */
 
 static atomic_int g_initialized;
 
@@ -115,17 +116,19 @@ void fake_cuda_reset(void) {
   atomic_store(&g_copies_beside, 0);
   atomic_store(&g_spinning_waits, 0);
   atomic_store(&g_cross_device, 0);
+  atomic_store(&g_read_only_calls, 0);
 }
 
 /* ---- Live counts -------------------------------------------------------------------------- */
 
 typedef enum live_kind {
-  LIVE_DEVICE, LIVE_PINNED, LIVE_REGISTERED, LIVE_STREAMS, LIVE_EVENTS, LIVE_CONTEXTS,
-  LIVE_PRIMARY, LIVE_POOLS, LIVE_COUNT
+  LIVE_DEVICE, LIVE_PINNED, LIVE_REGISTERED, LIVE_READ_ONLY, LIVE_STREAMS, LIVE_EVENTS,
+  LIVE_CONTEXTS, LIVE_PRIMARY, LIVE_POOLS, LIVE_COUNT
 } live_kind;
 
 static const char *const live_names[LIVE_COUNT] = {
-    "device", "pinned", "registered", "streams", "events", "contexts", "primary", "pools"};
+    "device", "pinned", "registered", "read-only", "streams", "events", "contexts", "primary",
+    "pools"};
 static atomic_long g_live[LIVE_COUNT];
 
 long fake_cuda_live(const char *what) {
@@ -323,6 +326,7 @@ typedef struct record {
   atomic_int refs;    /* one for the registry, one per queued operation that uses it */
   int freeing;        /* cuMemFreeAsync called; g_lock. Still found (by work queued before the
                        * free, as the real driver allows) until the stream reaches the free. */
+  int read_only;      /* registered with CU_MEMHOSTREGISTER_READ_ONLY */
 } record;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -416,6 +420,7 @@ static record *record_make(uintptr_t start, size_t size, size_t reserved, mem_ki
   r->device = device;
   r->cpu = cpu;
   r->freeing = 0;
+  r->read_only = 0;
   atomic_init(&r->refs, 1);
   return r;
 }
@@ -441,6 +446,7 @@ static CUresult record_free(uintptr_t addr, int kinds, CUresult not_found) {
   record *r = record_take(addr, kinds);
   if (!r) return not_found;
   atomic_fetch_sub(&g_live[live_of(r->kind)], 1);
+  if (r->read_only) atomic_fetch_sub(&g_live[LIVE_READ_ONLY], 1);
   record_put(r);
   return CUDA_SUCCESS;
 }
@@ -1371,11 +1377,12 @@ CUresult cuMemFreeHost(void *ptr) {
 }
 
 static atomic_long g_register_delay_us;
-static atomic_int g_registering; /* threads in cuMemHostRegister */
+static atomic_int g_registering; /* threads in a read-only cuMemHostRegister */
 
 void fake_cuda_slow_registration(long us) { atomic_store(&g_register_delay_us, us); }
 
 long fake_cuda_copies_beside_registration(void) { return atomic_load(&g_copies_beside); }
+long fake_cuda_read_only_registrations(void) { return atomic_load(&g_read_only_calls); }
 
 long fake_cuda_spinning_waits(void) { return atomic_load(&g_spinning_waits); }
 long fake_cuda_cross_device_copies(void) { return atomic_load(&g_cross_device); }
@@ -1383,8 +1390,13 @@ long fake_cuda_cross_device_copies(void) { return atomic_load(&g_cross_device); 
 static CUresult register_range(void *ptr, size_t size, unsigned flags);
 
 CUresult cuMemHostRegister(void *ptr, size_t size, unsigned flags) {
+  int read_only = (flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0;
+  if (read_only) atomic_fetch_add(&g_read_only_calls, 1);
   ENTER(cuMemHostRegister);
+  if (!read_only) return register_range(ptr, size, flags);
   atomic_fetch_add(&g_registering, 1);
+  long delay_us = atomic_load(&g_register_delay_us);
+  if (delay_us > 0) usleep((useconds_t)delay_us);
   CUresult result = register_range(ptr, size, flags);
   atomic_fetch_sub(&g_registering, 1);
   return result;
@@ -1392,8 +1404,6 @@ CUresult cuMemHostRegister(void *ptr, size_t size, unsigned flags) {
 
 static CUresult register_range(void *ptr, size_t size, unsigned flags) {
   if (!ptr || size == 0 || (flags & ~15u)) return CUDA_ERROR_INVALID_VALUE; /* 1, 2, 4, 8: the real flags */
-  long delay_us = atomic_load(&g_register_delay_us);
-  if (delay_us > 0) usleep((useconds_t)delay_us);
   CUcontext ctx;
   CUresult result = current_ctx(&ctx);
   if (result != CUDA_SUCCESS) return result;
@@ -1401,6 +1411,7 @@ static CUresult register_range(void *ptr, size_t size, unsigned flags) {
   if (in_device_view(start, size)) return CUDA_ERROR_INVALID_VALUE;
   record *r = record_make(start, size, size, KIND_REGISTERED, ctx, ctx->device, ptr);
   if (!r) return CUDA_ERROR_OUT_OF_MEMORY;
+  r->read_only = (flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0;
   /* The overlap check and the insertion under one lock: two threads registering overlapping
    * ranges at once must not both succeed. */
   pthread_mutex_lock(&g_lock);
@@ -1411,8 +1422,12 @@ static CUresult register_range(void *ptr, size_t size, unsigned flags) {
   }
   if (result == CUDA_SUCCESS && record_add(r) != 0) result = CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_unlock(&g_lock);
-  if (result != CUDA_SUCCESS) free(r);
-  else atomic_fetch_add(&g_live[LIVE_REGISTERED], 1);
+  if (result != CUDA_SUCCESS) {
+    free(r);
+    return result;
+  }
+  atomic_fetch_add(&g_live[LIVE_REGISTERED], 1);
+  if (r->read_only) atomic_fetch_add(&g_live[LIVE_READ_ONLY], 1);
   return result;
 }
 

@@ -48,7 +48,10 @@ long fake_cuda_calls(const char *symbol);
 /* Live counts, for leak checks; -1 for an unknown name:
  *   "device"     allocations of cuMemAlloc, cuMemAllocAsync and cuMemAllocManaged not yet freed
  *   "pinned"     cuMemHostAlloc allocations not yet freed with cuMemFreeHost
- *   "registered" cuMemHostRegister ranges not yet unregistered
+ *   "registered" cuMemHostRegister ranges not yet unregistered (kvik's pinned bounce buffers
+ *                among them)
+ *   "read-only"  those of them registered with CU_MEMHOSTREGISTER_READ_ONLY: kvik's zero-copy
+ *                registrations of the page cache
  *   "streams"    streams made with cuStreamCreate and not destroyed (the default streams the fake
  *                makes on demand are not counted)
  *   "events"     events made with cuEventCreate and not destroyed
@@ -64,15 +67,20 @@ unsigned long long fake_cuda_pool_threshold(void);
 /* Disarm every armed failure and zero the call counters. Live counts are left as they are. */
 void fake_cuda_reset(void);
 
-/* Make every later cuMemHostRegister sleep `us` microseconds first (0, the default: no sleep), as
- * a real driver takes milliseconds to register tens of MiB: other threads then run while one
- * registers. */
+/* Make every later read-only cuMemHostRegister (kvik's zero-copy registrations of the page cache)
+ * sleep `us` microseconds first (0, the default: no sleep), as a real driver takes milliseconds
+ * to register tens of MiB: other threads then run while one registers. Other registrations (kvik's
+ * pinned bounce buffers, made once and kept) take no time. */
 void fake_cuda_slow_registration(long us);
 
-/* Host-to-device copy calls made while a thread was in cuMemHostRegister, since the library was
- * loaded or fake_cuda_reset() was last called. On a real driver such a call can wait for the
- * registration to end (bench_zero_copy_probe step 6). */
+/* Host-to-device copy calls made while a thread was in a read-only cuMemHostRegister, since the
+ * library was loaded or fake_cuda_reset() was last called. On a real driver such a call can wait
+ * for the registration to end (bench_zero_copy_probe step 6). */
 long fake_cuda_copies_beside_registration(void);
+
+/* cuMemHostRegister calls with CU_MEMHOSTREGISTER_READ_ONLY (kvik's zero-copy registrations),
+ * failed ones included, since the library was loaded or fake_cuda_reset() was last called. */
+long fake_cuda_read_only_registrations(void);
 
 /* cuEventSynchronize calls on events made without CU_EVENT_BLOCKING_SYNC, since the library was
  * loaded or fake_cuda_reset() was last called: on a real driver such a waiter spins on its core
@@ -112,6 +120,7 @@ typedef void (*fake_cuda_reset_fn)(void);
 typedef void (*fake_cuda_slow_registration_fn)(long us);
 typedef long (*fake_cuda_copies_beside_registration_fn)(void);
 typedef long (*fake_cuda_spinning_waits_fn)(void);
+typedef long (*fake_cuda_read_only_registrations_fn)(void);
 typedef void *(*fake_cuda_host_view_fn)(CUdeviceptr ptr, size_t size);
 typedef void (*fake_cuda_hold_copies_fn)(int device, int hold);
 typedef long (*fake_cuda_cross_device_copies_fn)(void);

@@ -2,7 +2,8 @@
  * that device IO left in the cache and returns their bytes, then 0; buffers follow the bounce
  * buffer size setting (below a page too), and a change of the setting frees the idle ones of the
  * old size; IO in other threads while the cache is emptied still moves the right bytes. The fake's
- * live count of pinned allocations proves that the memory is freed, not only forgotten. Skips
+ * live count of registrations (kvik's pinned buffers are registered pages) proves that the memory
+ * is freed, not only forgotten. Skips
  * (77) where no libcuda.so.1 loads. */
 #include "test_cuda.h"
 
@@ -37,12 +38,12 @@ static void device_write(const char *name, size_t n) {
 
 static void test_frees_idle_buffers(void) {
   kvik_bounce_buffer_free();
-  long before = live("pinned");
+  long before = live("registered");
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 8192));
   device_write("a", 100);
-  ASSERT_EQ(live("pinned"), before + 1);
+  ASSERT_EQ(live("registered"), before + 1);
   ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)8192);
-  ASSERT_EQ(live("pinned"), before);
+  ASSERT_EQ(live("registered"), before);
   ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)0);
   device_write("a", 100); /* IO allocates again what it needs */
   ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)8192);
@@ -60,15 +61,15 @@ static void test_sizes_below_a_page(void) {
 }
 
 static void test_setting_change_frees_old_size(void) {
-  long before = live("pinned");
+  long before = live("registered");
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 1024));
   device_write("c", 80);
-  ASSERT_EQ(live("pinned"), before + 1);
+  ASSERT_EQ(live("registered"), before + 1);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 2048));
   device_write("c", 80);
-  ASSERT_EQ(live("pinned"), before + 1); /* the 1024-byte buffer went */
+  ASSERT_EQ(live("registered"), before + 1); /* the 1024-byte buffer went */
   ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)2048);
-  ASSERT_EQ(live("pinned"), before);
+  ASSERT_EQ(live("registered"), before);
 }
 
 static atomic_int writers_done;
@@ -88,14 +89,14 @@ static void *writer(void *arg) {
 
 static void test_free_beside_io(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 16384));
-  long before = live("pinned");
+  long before = live("registered");
   pthread_t t[THREADS];
   for (int i = 0; i < THREADS; i++)
     ASSERT_EQ(pthread_create(&t[i], NULL, writer, (void *)(intptr_t)i), 0);
   while (atomic_load(&writers_done) < THREADS) kvik_bounce_buffer_free();
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
   kvik_bounce_buffer_free();
-  ASSERT_EQ(live("pinned"), before);
+  ASSERT_EQ(live("registered"), before);
 }
 
 int main(void) {
