@@ -11,6 +11,9 @@
  *     from its terse report; "n/a" where fio cannot run), whether it meets 1.2x. Each row is the
  *     best of --repeat measurements, batch and pread taking turns. A target missed says
  *     "missed". --targets prints this table alone.
+ *     --only-batch DEPTH and --only-pread DEPTH time one of its rows alone, --repeat times, each
+ *     on fresh offsets, and print nothing else: a process to profile (perf record, valgrind
+ *     --tool=callgrind --toggle-collect=batch_list or pread_list: instructions per read).
  *
  *  1. 4 KiB random reads into host memory, reads per second and CPU microseconds per read:
  *     plain pread on 1 and on CPU-count threads, a kvik batch served by the thread pool
@@ -29,6 +32,7 @@
  * the end.
  *
  * usage: bench_io_uring DIR [--size BYTES] [--reads N] [--repeat R] [--device] [--targets]
+ *                       [--only-batch DEPTH | --only-pread DEPTH]
  *        (defaults: 4G, 200000, 3; sizes take a K, M or G suffix) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -677,6 +681,30 @@ static void table_targets(const char *path, uint64_t size, uint64_t reads, int r
   fflush(stdout);
 }
 
+/* --only-batch / --only-pread: one row of table 0 at `depth`, `repeat` times. */
+static void only_row(const char *path, int batch, unsigned depth, uint64_t reads, int repeat) {
+  int64_t *offsets = malloc(reads * sizeof *offsets);
+  if (!offsets) die_errno("malloc");
+  char *bufs = aligned_or_die(depth * PAGE);
+  memset(bufs, 0, depth * PAGE);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) die_errno(path);
+  kvik_file *f = open_kvik(path);
+  apply(defaults);
+  for (int k = 0; k < repeat; k++) {
+    uint64_t seed = fresh_seed();
+    for (uint64_t i = 0; i < reads; i++) offsets[i] = random_offset(&seed);
+    struct cost c = batch ? batch_list(f, depth, offsets, reads, bufs)
+                          : pread_list(fd, offsets, reads, depth, bufs);
+    printf("%s, depth %u: %.0f r/s, %.3f CPU us/read\n", batch ? "batch" : "pread loop", depth,
+           (double)reads / c.seconds, c.cpu / (double)reads * 1e6);
+  }
+  kvik_file_free(f);
+  close(fd);
+  free(offsets);
+  free(bufs);
+}
+
 /* What a new batch's first device operation through io_uring costs, and a batch's end: the
  * staging arena is taken (from kvik's pinned cache after the first time) and registered with the
  * ring. Printed for a few batches in turn. */
@@ -864,7 +892,11 @@ struct options {
   const char *dir;
   uint64_t size, reads;
   int repeat, device, targets_only;
+  int only; /* ONLY_BATCH or ONLY_PREAD: one row of table 0 alone, at only_depth */
+  unsigned only_depth;
 };
+
+enum { ONLY_NONE, ONLY_BATCH, ONLY_PREAD };
 
 /* "4G", "256M", "4096": bytes, or 0 when the text is no size. */
 static uint64_t parse_size(const char *text) {
@@ -885,14 +917,14 @@ static uint64_t parse_size(const char *text) {
 
 static void usage(const char *prog) {
   fprintf(stderr,
-          "usage: %s DIR [--size BYTES] [--reads N] [--repeat R] [--device] [--targets]   "
-          "(defaults: 4G 200000 3)\n",
+          "usage: %s DIR [--size BYTES] [--reads N] [--repeat R] [--device] [--targets] "
+          "[--only-batch DEPTH | --only-pread DEPTH]   (defaults: 4G 200000 3)\n",
           prog);
   exit(2);
 }
 
 static struct options parse_args(int argc, char **argv) {
-  struct options o = {NULL, (uint64_t)4 << 30, 200000, 3, 0, 0};
+  struct options o = {NULL, (uint64_t)4 << 30, 200000, 3, 0, 0, ONLY_NONE, 0};
   for (int i = 1; i < argc; i++) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--size") && value) o.size = parse_size(value), i++;
@@ -900,11 +932,16 @@ static struct options parse_args(int argc, char **argv) {
     else if (!strcmp(argv[i], "--repeat") && value) o.repeat = atoi(value), i++;
     else if (!strcmp(argv[i], "--device")) o.device = 1;
     else if (!strcmp(argv[i], "--targets")) o.targets_only = 1;
+    else if (!strcmp(argv[i], "--only-batch") && value)
+      o.only = ONLY_BATCH, o.only_depth = (unsigned)strtoul(value, NULL, 10), i++;
+    else if (!strcmp(argv[i], "--only-pread") && value)
+      o.only = ONLY_PREAD, o.only_depth = (unsigned)strtoul(value, NULL, 10), i++;
     else if (argv[i][0] != '-' && !o.dir) o.dir = argv[i];
     else usage(argv[0]);
   }
   o.size -= o.size % PAGE; /* whole pages, which every O_DIRECT read needs */
   if (!o.dir || o.size == 0 || o.reads == 0 || o.repeat <= 0) usage(argv[0]);
+  if (o.only != ONLY_NONE && (o.only_depth < 1 || o.only_depth > 65536)) usage(argv[0]);
   return o;
 }
 
@@ -929,6 +966,10 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   pread_whole(path, NULL, o.size); /* the page cache tables read a fully cached file */
+  if (o.only != ONLY_NONE) {
+    only_row(path, o.only == ONLY_BATCH, o.only_depth, o.reads, o.repeat);
+    return 0;
+  }
   table_targets(path, o.size, o.reads, o.repeat);
   if (o.targets_only) return 0;
   uint64_t direct_reads = o.reads / 10 ? o.reads / 10 : 1;

@@ -59,13 +59,22 @@ static int restore_message(const saved_message *m, int rc) {
 
 /* ---- the done queue ------------------------------------------------------------------------ */
 
-static kvik_batch_event pop_done(kvik_batch *b) {
-  assert(b->ndone > 0);
-  unsigned id = b->done_ids[b->done_head];
-  if (++b->done_head == b->max_ops) b->done_head = 0; /* no division: a small batch's cost */
-  b->ndone--;
-  kvik__batch_put_slot(b, id);
-  return b->slots[id].event;
+/* Move up to `max` events, oldest first, from the done queue to `events`, freeing their slots.
+ * Returns how many. The queue's counters are kept in locals: `events` may alias nothing of the
+ * batch, but the compiler cannot know it and would reload them at every event. */
+static unsigned hand_out(kvik_batch *b, kvik_batch_event *events, unsigned max) {
+  unsigned n = b->ndone < max ? b->ndone : max, head = b->done_head, nfree = b->nfree;
+  assert(nfree + n <= b->max_ops);
+  for (unsigned k = 0; k < n; k++) {
+    unsigned id = b->done_ids[head];
+    if (++head == b->max_ops) head = 0; /* no division: a small batch's cost */
+    b->free_ids[nfree++] = id;
+    events[k] = b->slots[id].event;
+  }
+  b->done_head = head;
+  b->ndone -= n;
+  b->nfree = nfree;
+  return n;
 }
 
 /* ---- checking and routing ------------------------------------------------------------------- */
@@ -114,33 +123,44 @@ static int name_operation(const char *fn, unsigned i, int rc) {
   return kvik__fail(rc, "%s%s", who_of(who, fn, i), text);
 }
 
-/* Check operation i as kvik_file_pread/pwrite would, and route it. */
-static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, pointer_kinds *kinds,
-                    CUcontext *ctx, kvik__batch_route *r) {
+/* The file of the operation checked before: the operations after it on the same file (a run of
+ * them is the common batch) ask once whether it is closed, and for its flags. */
+typedef struct checked_file {
+  const kvik_file *file;
+  int flags; /* kvik__file_access() */
+} checked_file;
+
+/* Check operation i as kvik_file_pread/pwrite would, and route it: every field of `r` that
+ * kvik_batch_submit() reads before a backend sets it is set here. */
+static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, checked_file *last,
+                    pointer_kinds *kinds, CUcontext *ctx, kvik__batch_route *r) {
   char who[WHO_LEN];
   if (!op->file) return kvik__fail(-EINVAL, "%s: NULL file", who_of(who, fn, i));
-  const char *path = kvik__file_path(op->file);
   int is_write = (int)op->opcode == KVIK_BATCH_WRITE;
   if (!is_write && (int)op->opcode != KVIK_BATCH_READ)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): unknown opcode %d", who_of(who, fn, i), path,
-                      (int)op->opcode);
+    return kvik__fail(-EINVAL, "%s(\"%s\"): unknown opcode %d", who_of(who, fn, i),
+                      kvik__file_path(op->file), (int)op->opcode);
   if (!op->buf && op->size > 0)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", who_of(who, fn, i), path,
-                      op->size);
+    return kvik__fail(-EINVAL, "%s(\"%s\"): NULL buffer for %zu bytes", who_of(who, fn, i),
+                      kvik__file_path(op->file), op->size);
   if (op->file_offset < 0)
-    return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset %lld", who_of(who, fn, i), path,
-                      (long long)op->file_offset);
+    return kvik__fail(-EINVAL, "%s(\"%s\"): negative offset %lld", who_of(who, fn, i),
+                      kvik__file_path(op->file), (long long)op->file_offset);
   if (op->size > (size_t)SSIZE_MAX || (uint64_t)op->file_offset + op->size > (uint64_t)INT64_MAX)
-    return kvik__fail(-EINVAL,
-                      "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset",
-                      who_of(who, fn, i), path, op->size, (long long)op->file_offset);
-  if (kvik_file_closed(op->file))
-    return kvik__fail(-EBADF, "%s(\"%s\"): file is closed", who_of(who, fn, i), path);
-  int flags = kvik__file_access(op->file);
-  if ((flags & O_ACCMODE) == (is_write ? O_RDONLY : O_WRONLY))
-    return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", who_of(who, fn, i), path,
-                      is_write ? "writing" : "reading");
-  int rc = route_op(fn, op, flags, kinds, ctx, r);
+    return kvik__fail(
+        -EINVAL, "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset",
+        who_of(who, fn, i), kvik__file_path(op->file), op->size, (long long)op->file_offset);
+  if (op->file != last->file) {
+    if (kvik_file_closed(op->file))
+      return kvik__fail(-EBADF, "%s(\"%s\"): file is closed", who_of(who, fn, i),
+                        kvik__file_path(op->file));
+    *last = (checked_file){op->file, kvik__file_access(op->file)};
+  }
+  if ((last->flags & O_ACCMODE) == (is_write ? O_RDONLY : O_WRONLY))
+    return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", who_of(who, fn, i),
+                      kvik__file_path(op->file), is_write ? "writing" : "reading");
+  r->cufile = r->done = r->slotted = r->held = r->ring = r->failed = 0;
+  int rc = route_op(fn, op, last->flags, kinds, ctx, r);
   return rc < 0 ? name_operation(fn, i, rc) : rc;
 }
 
@@ -205,17 +225,18 @@ static size_t read_cached(kvik_batch *b, const kvik_batch_op *op, held_file *h, 
   return done;
 }
 
-/* Try operation `rest` (a copy of the caller's) here. Done, it is finished and r->done set; read
- * in part, it takes its slot (r->slotted, r->id) and `rest` becomes what is left. */
-static void read_now(kvik_batch *b, kvik_batch_op *rest, kvik__batch_route *r, held_file *h) {
+/* Try operation `op` here. Done, it is finished and r->done set; read in part, it takes its slot
+ * (r->slotted, r->id) and *rest is what is left of it. */
+static void read_now(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op *rest,
+                     kvik__batch_route *r, held_file *h) {
   int end;
-  size_t done = read_cached(b, rest, h, &end);
+  size_t done = read_cached(b, op, h, &end);
   if (done == 0 && !end) {
     b->nowait.misses++;
     return;
   }
   b->nowait.misses = 0;
-  r->id = kvik__batch_take_slot(b, rest->cookie);
+  r->id = kvik__batch_take_slot(b, op->cookie);
   if (end) {
     kvik__batch_finish(b, r->id, KVIK_BATCH_COMPLETE, (ssize_t)done);
     r->done = 1;
@@ -223,23 +244,38 @@ static void read_now(kvik_batch *b, kvik_batch_op *rest, kvik__batch_route *r, h
   }
   b->slots[r->id].ahead = done;
   r->slotted = 1;
+  *rest = *op;
   rest->buf = (char *)rest->buf + done;
   rest->size -= done;
   rest->file_offset += (int64_t)done;
 }
 
-/* The reads worth trying here: reads into host memory, of at least a byte, below the threshold
- * under which the backends read on this thread too; none where KVIK_SETTING_IO_URING is ON. */
-static void read_small_now(kvik_batch *b, kvik_batch_op *rest, kvik__batch_route *r,
-                           unsigned count) {
-  if (kvik__setting(KVIK_SETTING_IO_URING) == KVIK_ON) return; /* all to the ring, as asked */
+/* Whether to try operation `op`, routed as `r`, here: a read into host memory, of at least a
+ * byte, below `threshold`, under which the backends read on this thread too. */
+static int read_now_fits(const kvik_batch_op *op, const kvik__batch_route *r, uint64_t threshold) {
+  return op->opcode == KVIK_BATCH_READ && r->host && !r->cufile && op->size > 0 &&
+         op->size < threshold;
+}
+
+/* Make the reads that fit here (none where KVIK_SETTING_IO_URING is ON: all go to the ring, as
+ * asked), and set rest[i] to what is left for a backend of each operation not done here and not
+ * cuFile's. Returns how many such operations there are: often none, and then no backend is
+ * asked. */
+static unsigned read_small_now(kvik_batch *b, const kvik_batch_op *ops, kvik_batch_op *rest,
+                               kvik__batch_route *r, unsigned count) {
+  int may_try = kvik__setting(KVIK_SETTING_IO_URING) != KVIK_ON;
   uint64_t threshold = (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   held_file h = {NULL, -1};
-  for (unsigned i = 0; i < count; i++)
-    if (rest[i].opcode == KVIK_BATCH_READ && r[i].host && !r[i].cufile && rest[i].size > 0 &&
-        rest[i].size < threshold && nowait_worth_trying(b))
-      read_now(b, &rest[i], &r[i], &h);
+  unsigned left = 0;
+  for (unsigned i = 0; i < count; i++) {
+    if (may_try && read_now_fits(&ops[i], &r[i], threshold) && nowait_worth_trying(b))
+      read_now(b, &ops[i], &rest[i], &r[i], &h);
+    if (r[i].done || r[i].cufile) continue;
+    if (!r[i].slotted) rest[i] = ops[i];
+    left++;
+  }
   held_let_go(&h);
+  return left;
 }
 
 /* ---- waiting ------------------------------------------------------------------------------- */
@@ -265,14 +301,18 @@ static int64_t left_until(int64_t deadline, int64_t slice) {
   return slice >= 0 && slice < left ? slice : left;
 }
 
-/* Collect completions until `need` are queued or the deadline passes. `need` is at most what is
- * queued and in flight, so each branch below has enough operations to wait for. */
-static int gather(kvik_batch *b, const char *fn, unsigned need, int64_t deadline) {
-  for (;;) {
+/* Collect completions until `need` are queued or `timeout_ns` passed (negative: no limit). `need`
+ * is at most what is queued and in flight, so each branch below has enough operations to wait
+ * for. The clock is read only once a wait is needed: most calls find what they need at once. */
+static int gather(kvik_batch *b, const char *fn, unsigned need, int64_t timeout_ns) {
+  int64_t deadline = -1;
+  for (int first = 1;; first = 0) {
     kvik__batch_pool_collect(b);
     int rc = b->cufile.n ? kvik__batch_cufile_collect(b, fn, 0, 0) : 0;
     if (rc == 0 && kvik__batch_uring_in_flight(b)) rc = kvik__batch_uring_collect(b, 0, 0);
-    if (rc < 0 || b->ndone >= need || left_until(deadline, -1) == 0) return rc;
+    if (rc < 0 || b->ndone >= need || timeout_ns == 0) return rc;
+    if (first) deadline = deadline_after(timeout_ns);
+    if (left_until(deadline, -1) == 0) return rc;
     unsigned want = need - b->ndone, npool = b->pool.n, nring = kvik__batch_uring_in_flight(b);
     int kinds = (npool > 0) + (b->cufile.n > 0) + (nring > 0);
     int64_t slice = kinds > 1 ? MIXED_SLICE_NS : -1;
@@ -346,20 +386,22 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
                       fn, batch->nfree, batch->max_ops, batch->max_ops - batch->nfree);
   if (count == 0) return 0;
   kvik__batch_route *routes = batch->routes; /* count <= nfree <= max_ops */
-  memset(routes, 0, count * sizeof *routes);
   saved_message m;
   save_message(&m);
   CUcontext ctx = batch->cufile.handle ? batch->cufile.ctx : NULL;
   pointer_kinds kinds = {0, NULL};
+  checked_file last = {NULL, 0};
   int rc = 0;
-  for (unsigned i = 0; i < count && rc == 0; i++)
-    rc = check_op(fn, i, &ops[i], &kinds, &ctx, &routes[i]);
-  if (rc == 0) rc = kvik__batch_cufile_submit(batch, fn, ops, routes, count, ctx);
+  unsigned ncufile = 0;
+  for (unsigned i = 0; i < count && rc == 0; i++) {
+    rc = check_op(fn, i, &ops[i], &last, &kinds, &ctx, &routes[i]);
+    if (rc == 0) ncufile += (unsigned)routes[i].cufile;
+  }
+  if (rc == 0 && ncufile > 0) rc = kvik__batch_cufile_submit(batch, fn, ops, routes, count, ctx);
   if (rc < 0) return restore_message(&m, rc);
   /* From here on nothing fails the call: operations that fail report it in their events. */
   kvik_batch_op *rest = batch->rest;
-  memcpy(rest, ops, count * sizeof *rest);
-  read_small_now(batch, rest, routes, count);
+  if (read_small_now(batch, ops, rest, routes, count) == 0) return restore_message(&m, 0);
   kvik__batch_uring_submit(batch, rest, routes, count);
   for (unsigned i = 0; i < count; i++) {
     const kvik__batch_route *r = &routes[i];
@@ -367,7 +409,7 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
     unsigned id = r->slotted ? r->id : kvik__batch_take_slot(batch, rest[i].cookie);
     kvik__batch_pool_start(batch, &rest[i], id);
   }
-  return restore_message(&m, rc);
+  return restore_message(&m, 0);
 }
 
 int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events,
@@ -377,19 +419,16 @@ int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *ev
     return kvik__fail(-EINVAL, "%s: NULL %s", fn, !batch ? "batch" : "events");
   if (min_events > max_events)
     return kvik__fail(-EINVAL, "%s: min_events %u above max_events %u", fn, min_events, max_events);
-  unsigned n = 0, in_flight = batch->pool.n + batch->cufile.n + kvik__batch_uring_in_flight(batch);
-  if (in_flight == 0) { /* all done (within submit, say): nothing to wait for, nor to fail */
-    while (n < max_events && batch->ndone > 0) events[n++] = pop_done(batch);
-    return (int)n;
-  }
+  unsigned in_flight = batch->pool.n + batch->cufile.n + kvik__batch_uring_in_flight(batch);
+  /* All done (within submit, say), or more done than fit in `events`: nothing to wait for or
+   * collect now, nor to fail. What is in flight stays there for a later call. */
+  if (in_flight == 0 || batch->ndone >= max_events) return (int)hand_out(batch, events, max_events);
   saved_message m;
   save_message(&m);
   unsigned outstanding = batch->ndone + in_flight;
-  int rc = gather(batch, fn, min_events < outstanding ? min_events : outstanding,
-                  deadline_after(timeout_ns));
+  int rc = gather(batch, fn, min_events < outstanding ? min_events : outstanding, timeout_ns);
   if (rc < 0) return rc;
-  while (n < max_events && batch->ndone > 0) events[n++] = pop_done(batch);
-  return restore_message(&m, (int)n);
+  return restore_message(&m, (int)hand_out(batch, events, max_events));
 }
 
 int kvik_batch_cancel(kvik_batch *batch) {

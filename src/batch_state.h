@@ -20,16 +20,17 @@
 #include "staging.h"
 #include "uring.h"
 
+/* What every operation touches comes first, within 40 bytes: a small read's take, finish and
+ * hand-out touch one cache line of its slot more often than two. */
 typedef struct kvik__batch_slot {
-  void *cookie;
-  int in_cufile; /* in flight in cuFile's batch, which may report it */
-  size_t size;   /* of a cuFile operation (to tell a short write) or a staged one */
-  int write;
-  char *dev;              /* a staged operation's device memory ... */
-  char *piece;            /* ... and its piece of the staging arena; NULL for others */
-  size_t copied;          /* a staged read's bytes, while their copy to the device runs */
+  kvik_batch_event event; /* its cookie from the start, the rest once done */
   size_t ahead;           /* bytes read within kvik_batch_submit() before a backend took the rest */
-  kvik_batch_event event; /* once done */
+  int in_cufile;          /* in flight in cuFile's batch, which may report it */
+  int write;
+  size_t size;   /* of a cuFile operation (to tell a short write) or a staged one */
+  char *dev;     /* a staged operation's device memory ... */
+  char *piece;   /* ... and its piece of the staging arena; NULL for others */
+  size_t copied; /* a staged read's bytes, while their copy to the device runs */
 } kvik__batch_slot;
 
 struct kvik_batch {
@@ -65,14 +66,13 @@ struct kvik_batch {
   kvik_batch_op *rest;              /* ... and what is left of each operation for a backend */
 };
 
-/* Where kvik_batch_submit() sends one operation. */
+/* Where kvik_batch_submit() sends one operation. Its flags (cufile to failed) are set as the
+ * operation is checked, not by clearing the whole struct: the others are set, and read, only where
+ * a flag says so. */
 typedef struct kvik__batch_route {
-  int cufile;
+  int cufile; /* cuFile's batch takes it (handle, base) */
   int host;   /* host memory, not an append write: the ring may take it */
   int device; /* device or managed memory, not an append write: the ring may take it, staged */
-  CUcontext ctx;
-  kvik__cufile_handle handle;
-  char *base; /* the start of the buffer's allocation */
   /* Set by the read within kvik_batch_submit(): */
   int done;    /* it completed there */
   int slotted; /* it holds slot id already, with the bytes read (kvik__batch_slot.ahead) */
@@ -80,8 +80,11 @@ typedef struct kvik__batch_route {
   int held;   /* the file is held */
   int ring;   /* the ring takes it, as uop says, in slot id */
   int failed; /* it failed before the ring took it, and is done */
-  kvik__uring_op uop;
+  CUcontext ctx;
   unsigned id;
+  kvik__cufile_handle handle;
+  char *base; /* the start of the buffer's allocation */
+  kvik__uring_op uop;
 } kvik__batch_route;
 
 /* The longest one cuFileBatchIOGetStatus call may wait. cuFile is never given a NULL timeout,
@@ -93,7 +96,7 @@ typedef struct kvik__batch_route {
 static inline unsigned kvik__batch_take_slot(kvik_batch *b, void *cookie) {
   assert(b->nfree > 0); /* kvik_batch_submit() checked that there are enough */
   unsigned id = b->free_ids[--b->nfree];
-  b->slots[id].cookie = cookie;
+  b->slots[id].event.cookie = cookie;
   b->slots[id].ahead = 0;
   return id;
 }
@@ -111,7 +114,8 @@ static inline void kvik__batch_finish(kvik_batch *b, unsigned id, kvik_batch_sta
   kvik__batch_slot *s = &b->slots[id];
   s->in_cufile = 0;
   if (status == KVIK_BATCH_COMPLETE) result += (ssize_t)s->ahead;
-  s->event = (kvik_batch_event){s->cookie, status, result};
+  s->event.status = status;
+  s->event.result = result;
   unsigned at = b->done_head + b->ndone++; /* below 2 * max_ops: no division */
   b->done_ids[at >= b->max_ops ? at - b->max_ops : at] = id;
 }

@@ -306,6 +306,46 @@ static void test_waiting(void) {
   printf("ok: min_events, timeouts and max_events\n");
 }
 
+/* Reads done within kvik_batch_submit() beside a pool read held at the gate: a wait for no more
+ * events than are done returns them at once, whatever its timeout; the held read comes later,
+ * each completion once. Small reads on the submitting thread only here (threshold 8 KiB). */
+static void test_waiting_beside_done(void) {
+  kvik_file *free_f = open_file(ref_path, "r"), *held_f = open_file(held_path, "r");
+  unsigned char *buf = calloc(4, 64 * KiB);
+  kvik_batch_op ops[4];
+  kvik_batch_event ev[4];
+  kvik_batch *b = batch_new(4);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 8 * KiB));
+  atomic_store(&shim.gate_closed, 1);
+  read_ops(ops, held_f, buf, 1, 0);
+  for (unsigned i = 1; i < 4; i++)
+    ops[i] = (kvik_batch_op){free_f, KVIK_BATCH_READ, buf + i * 64 * KiB, 4 * KiB,
+                             (int64_t)(i * 64 * KiB), cookie_of(i)};
+  ASSERT_OK(kvik_batch_submit(b, ops, 4));
+  unsigned char seen[4] = {0};
+  ASSERT_EQ(kvik_batch_wait(b, 2, ev, 2, FOREVER), 2);
+  ASSERT_EQ(kvik_batch_wait(b, 1, ev + 2, 1, FOREVER), 1);
+  for (unsigned k = 0; k < 3; k++) {
+    unsigned i = index_of(&ev[k], 4);
+    ASSERT(i > 0 && !seen[i]++);
+    expect_complete(&ev[k], i, 4 * KiB);
+  }
+  ASSERT_EQ(kvik_batch_wait(b, 1, ev, 1, 20 * MS), 0); /* the held read is still held */
+  shim_open_gate();
+  ASSERT_EQ(kvik_batch_wait(b, 1, ev, 4, FOREVER), 1);
+  ASSERT(ev[0].cookie == cookie_of(0));
+  expect_complete(&ev[0], 0, 64 * KiB);
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, 4, 0), 0);
+  for (unsigned i = 0; i < 4; i++)
+    ASSERT_SAME_BYTES(buf + i * 64 * KiB, ref + i * 64 * KiB, i == 0 ? 64 * KiB : 4 * KiB);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
+  kvik_batch_free(b);
+  kvik_file_free(free_f);
+  kvik_file_free(held_f);
+  free(buf);
+  printf("ok: waits for reads done within submit while another is held\n");
+}
+
 /* ---- Validation and limits ------------------------------------------------------------------ */
 
 static void test_validation(void) {
@@ -476,6 +516,7 @@ static void test_host(void) {
   test_scattered_reads(0, NOPS, 300 * KiB);
   test_writes(0, NOPS);
   test_waiting();
+  test_waiting_beside_done();
   test_cancel_and_free_in_flight();
   test_failed_operation();
 }

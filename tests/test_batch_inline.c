@@ -12,6 +12,8 @@
  *  - a failed try leaves the read to the backend, whose result counts: a buffer that cannot be
  *    written fails its operation alone with -EFAULT; a file that refuses RWF_NOWAIT is not asked
  *    again;
+ *  - submissions the page cache serves whole, not at all and in part, in turn on one batch, each
+ *    land as the first three cases say;
  *  - cancel after such reads reports them complete;
  *  - in a fault-injection build, kvik_batch_submit() and kvik_batch_wait() of such reads allocate
  *    nothing. */
@@ -306,6 +308,32 @@ static void test_failures(kvik_file *f) {
   printf("ok: failed tries leave reads to the backend; -EFAULT fails its operation alone\n");
 }
 
+/* One batch, submissions in turn that the page cache serves whole, not at all, in part, and
+ * whole again: what routed an operation of one submission (done within submit, in a slot
+ * already, on the ring) says nothing of the operation at that index in the next. */
+static void test_turns(kvik_file *f) {
+  const int64_t modes[] = {KVIK_AUTO, KVIK_OFF};
+  for (size_t m = 0; m < 2; m++) {
+    set(KVIK_SETTING_IO_URING, modes[m]);
+    kvik_batch *b;
+    ASSERT_OK(kvik_batch_create(NOPS, &b));
+    for (int round = 0; round < 8; round++) {
+      hook_reset();
+      hook.not_cached = round % 4 == 1;
+      hook.cap = round % 4 == 2 ? 3000 : 0;
+      reads r;
+      reads_make(&r, f, NOPS - (unsigned)round, 16 * KiB);
+      unsigned at_once;
+      submit_and_check(b, &r, &at_once);
+      if (round % 4 == 0 || round % 4 == 3) ASSERT_EQ(at_once, r.n);
+      reads_free(&r);
+    }
+    hook_reset();
+    kvik_batch_free(b);
+  }
+  printf("ok: cached, uncached and partly cached submissions in turn on one batch\n");
+}
+
 /* Reads done within submit are complete, whatever kvik_batch_cancel() says after. */
 static void test_cancel(kvik_file *f) {
   set(KVIK_SETTING_IO_URING, KVIK_AUTO);
@@ -380,6 +408,7 @@ int main(void) {
   test_partly_cached(f);
   test_not_cached(f);
   test_failures(f);
+  test_turns(f);
   test_cancel(f);
   test_no_allocation(f);
   kvik_file_free(f);
