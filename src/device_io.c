@@ -322,6 +322,7 @@ static int reap_done(const kvik__cuda_api *cu, lane *l, int if_unknown) {
 #define SETTLE_POLL_NS 20000
 
 void kvik__device_settle(void) {
+  if (lanes.count == 0) return; /* nothing deferred, and no need to ask for CUDA: a host read */
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   if (!cu) return;
   unsigned waiting = 0;
