@@ -96,6 +96,19 @@ static long direct_read(unsigned char *area, size_t skew, size_t size, size_t of
   return calls;
 }
 
+/* Whether every page of the file is in the page cache. O_DIRECT reads leave the cache as it is:
+ * a file that is whole after a read that went to storage was whole before it, and kvik should have
+ * copied it. One that is not lost pages to reclaim meanwhile (CI's parallel tests fill a memory
+ * cgroup), and the read was right to go to storage. */
+static int still_resident(void) {
+  size_t resident, total;
+  ASSERT_OK(kvik_page_cache_info(path, &resident, &total));
+  if (resident == total) return 1;
+  printf("note: %zu of %zu pages left the page cache during a read: not judged\n", total - resident,
+         total);
+  return 0;
+}
+
 /* AUTO_DIRECT_IO_READ reads through the page cache what it holds (issue 29): random ranges of a
  * file made resident, into aligned and unaligned buffers, make no O_DIRECT pread; once the file
  * is dropped from the cache (before each read: the buffered head and tail of a read bring pages
@@ -112,8 +125,6 @@ static void test_direct_knows_page_cache(void) {
   ASSERT_EQ(posix_memalign(&mem, 4096, FILE_BYTES + 4096), 0);
   unsigned char *area = mem;
   size_t n, whole_blocks_end = FILE_BYTES & ~(size_t)4095;
-  free(test_read_file(path, &n)); /* resident */
-  ASSERT_EQ(n, FILE_BYTES);
   for (int cold = 0; cold < 2; cold++) {
     long total = 0;
     for (int i = 0; i < 40; i++) {
@@ -121,9 +132,10 @@ static void test_direct_knows_page_cache(void) {
       size_t offset = test_below(&rng, FILE_BYTES - size + 1);
       size_t skew = test_below(&rng, 2) ? 0 : 1 + test_below(&rng, 4095);
       if (cold) ASSERT_OK(kvik_page_cache_drop(path));
+      else free(test_read_file(path, &n)); /* whole again, whatever reclaim took */
       long calls = direct_read(area, skew, size, offset);
       total += calls;
-      if (!cold && calls != 0)
+      if (!cold && calls != 0 && still_resident())
         FAIL_AT("a read of %zu cached bytes at %zu made %ld O_DIRECT preads", size, offset, calls);
       if (cold && size >= TASK && offset + TASK <= whole_blocks_end && calls == 0)
         FAIL_AT("a read of %zu bytes at %zu, not cached, made no O_DIRECT pread", size, offset);
