@@ -151,8 +151,8 @@ void kvik__bounce_put(void *buf, size_t size) { cache_put(&aligned, buf, size); 
 /* Pinned buffers are anonymous pages that the allocating thread faults in and then registers with
  * CUDA, rather than cuMemHostAlloc's: the driver serialises cuMemHostAlloc and pins small pages,
  * so that on an H100 the 32 buffers of 2 MiB of a first read on 16 threads took 39 ms, where
- * huge pages touched by those threads at once and then registered took 8-9 ms
- * (build-deps/probe_pin.py), a sixth of a first 8 GiB read's time.
+ * huge pages touched by those threads at once and then registered took 8-9 ms; a new process's
+ * first 8 GiB read went from 219-431 ms to 197-199 (bench/first_read.py, docs/benchmarks.md).
  *
  * Each buffer is a mapping of its own, in whole pages: the driver pins whole pages, so a page
  * shared with other memory would make the caller's own registration of that memory fail, and it
