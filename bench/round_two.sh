@@ -12,7 +12,8 @@
 #      against KvikIO, fresh handles and repeated reads (bench/kvikio_compare.py, where kvikio
 #      imports).
 #
-# The fio rows need fio (Debian: apt-get install fio); without it each program says so.
+# The fio rows need fio (Debian: apt-get install fio; on a machine without network, a static one
+# from bench/fio_static.sh on PATH); without it each program says so.
 #
 # usage: bench/round_two.sh [BUILD_DIR] [DIR] [--gpu]   (defaults: build, $TMPDIR or /tmp)
 set -u
