@@ -12,7 +12,8 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/lists/partial" "$out"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 echo "deb-src [signed-by=$keyring] http://deb.debian.org/debian bookworm main" >"$work/src.list"
-apt_opts="-oDir::Etc::SourceList=$work/src.list -oDir::Etc::SourceParts=/dev/null -oDir::State::Lists=$work/lists"
+apt_opts="-oDir::Etc::SourceList=$work/src.list -oDir::Etc::SourceParts=/dev/null"
+apt_opts="$apt_opts -oDir::State::Lists=$work/lists"
 # shellcheck disable=SC2086
 apt-get $apt_opts update >/dev/null
 # shellcheck disable=SC2086
