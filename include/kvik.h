@@ -553,7 +553,11 @@ KVIK_API void kvik_future_free(kvik_future *future);
  * Every read and write of this header but raw IO accepts host or device memory: the kind of
  * `buf` is found per call from the pointer itself, an address inside an allocation included.
  * Pinned host memory (cuMemHostAlloc, cudaHostAlloc, kvik_host_pin) and pageable host memory are
- * read and written directly; device and managed memory go through pinned bounce buffers.
+ * read and written directly; device and managed memory go through pinned bounce buffers. A
+ * blocking read or write of a file (kvik_file_read, kvik_file_write) of at most 256 KiB that
+ * would run on the calling thread is tried as host memory before the kind is asked: device
+ * memory fails its first system call with EFAULT before a byte moves and then takes the bounce
+ * buffers, while managed memory, which the CPU may touch, is read or written through the CPU.
  *
  * The CUDA driver (libcuda.so.1) is loaded on the first call that needs it, never at build or
  * load time. Without a driver or a device, host IO works as before and whatever needs the

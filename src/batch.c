@@ -32,31 +32,6 @@
  * this long on one kind, so a completion of another is noticed within about this much. */
 #define MIXED_SLICE_NS ((int64_t)1000000)
 
-/* ---- messages ------------------------------------------------------------------------------ */
-
-/* A call that succeeds leaves this thread's message as it was, even when operations it started
- * or collected failed: their events carry the codes, and the futures behind them would
- * otherwise leave their messages here. */
-typedef struct saved_message {
-  const char *now; /* this thread's message, which the call may change */
-  char text[KVIK_MESSAGE_MAX];
-} saved_message;
-
-/* Both run in every call, on small batches as much as on large ones: a copy of what is there
- * (mostly a short text, often none), and a write only where the text changed. */
-static void save_message(saved_message *m) {
-  m->now = kvik_last_error();
-  size_t len = m->now[0] ? strnlen(m->now, sizeof m->text - 1) : 0;
-  memcpy(m->text, m->now, len);
-  m->text[len] = '\0';
-}
-
-static int restore_message(const saved_message *m, int rc) {
-  if (rc >= 0 && (m->now[0] != m->text[0] || (m->now[0] && strcmp(m->now, m->text) != 0)))
-    kvik__set_message(m->text);
-  return rc;
-}
-
 /* ---- the done queue ------------------------------------------------------------------------ */
 
 /* Move up to `max` events, oldest first, from the done queue to `events`, freeing their slots.
@@ -330,6 +305,10 @@ static int gather(kvik_batch *b, const char *fn, unsigned need, int64_t timeout_
 
 /* ---- the API ------------------------------------------------------------------------------- */
 
+/* A call that succeeds leaves this thread's message as it was (kvik__message_save and _restore),
+ * even when operations it started or collected failed: their events carry the codes, and the
+ * futures behind them would otherwise leave their messages here. */
+
 static void batch_release(kvik_batch *b) {
   kvik__batch_uring_free(b);
   free(b->routes);
@@ -386,8 +365,8 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
                       fn, batch->nfree, batch->max_ops, batch->max_ops - batch->nfree);
   if (count == 0) return 0;
   kvik__batch_route *routes = batch->routes; /* count <= nfree <= max_ops */
-  saved_message m;
-  save_message(&m);
+  kvik__saved_message m;
+  kvik__message_save(&m);
   CUcontext ctx = batch->cufile.handle ? batch->cufile.ctx : NULL;
   pointer_kinds kinds = {0, NULL};
   checked_file last = {NULL, 0};
@@ -398,10 +377,10 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
     if (rc == 0) ncufile += (unsigned)routes[i].cufile;
   }
   if (rc == 0 && ncufile > 0) rc = kvik__batch_cufile_submit(batch, fn, ops, routes, count, ctx);
-  if (rc < 0) return restore_message(&m, rc);
+  if (rc < 0) return kvik__message_restore(&m, rc);
   /* From here on nothing fails the call: operations that fail report it in their events. */
   kvik_batch_op *rest = batch->rest;
-  if (read_small_now(batch, ops, rest, routes, count) == 0) return restore_message(&m, 0);
+  if (read_small_now(batch, ops, rest, routes, count) == 0) return kvik__message_restore(&m, 0);
   kvik__batch_uring_submit(batch, rest, routes, count);
   for (unsigned i = 0; i < count; i++) {
     const kvik__batch_route *r = &routes[i];
@@ -409,7 +388,7 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
     unsigned id = r->slotted ? r->id : kvik__batch_take_slot(batch, rest[i].cookie);
     kvik__batch_pool_start(batch, &rest[i], id);
   }
-  return restore_message(&m, 0);
+  return kvik__message_restore(&m, 0);
 }
 
 int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events,
@@ -423,19 +402,19 @@ int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *ev
   /* All done (within submit, say), or more done than fit in `events`: nothing to wait for or
    * collect now, nor to fail. What is in flight stays there for a later call. */
   if (in_flight == 0 || batch->ndone >= max_events) return (int)hand_out(batch, events, max_events);
-  saved_message m;
-  save_message(&m);
+  kvik__saved_message m;
+  kvik__message_save(&m);
   unsigned outstanding = batch->ndone + in_flight;
   int rc = gather(batch, fn, min_events < outstanding ? min_events : outstanding, timeout_ns);
   if (rc < 0) return rc;
-  return restore_message(&m, (int)hand_out(batch, events, max_events));
+  return kvik__message_restore(&m, (int)hand_out(batch, events, max_events));
 }
 
 int kvik_batch_cancel(kvik_batch *batch) {
   static const char fn[] = "kvik_batch_cancel";
   if (!batch) return kvik__fail(-EINVAL, "%s: NULL batch", fn);
-  saved_message m;
-  save_message(&m);
+  kvik__saved_message m;
+  kvik__message_save(&m);
   /* Operations on the pool cannot be stopped: their tasks may have moved bytes already, so they
    * are waited for and report what they did rather than a cancellation that did not happen. The
    * kernel cancels only ring operations that have not started. */
@@ -443,15 +422,15 @@ int kvik_batch_cancel(kvik_batch *batch) {
   kvik__batch_uring_cancel(batch);
   kvik__batch_pool_wait(batch, batch->pool.n, -1);
   kvik__batch_pool_collect(batch);
-  return restore_message(&m, rc);
+  return kvik__message_restore(&m, rc);
 }
 
 void kvik_batch_free(kvik_batch *batch) {
   if (!batch) return;
-  saved_message m;
-  save_message(&m);
+  kvik__saved_message m;
+  kvik__message_save(&m);
   kvik_batch_cancel(batch);
   kvik__batch_cufile_free(batch);
   batch_release(batch);
-  restore_message(&m, 0);
+  kvik__message_restore(&m, 0);
 }

@@ -16,6 +16,19 @@ void kvik__set_message(const char *message) {
   snprintf(last_message, sizeof last_message, "%s", message);
 }
 
+void kvik__message_save(kvik__saved_message *m) {
+  m->now = last_message;
+  size_t len = last_message[0] ? strnlen(last_message, sizeof m->text - 1) : 0;
+  memcpy(m->text, last_message, len);
+  m->text[len] = '\0';
+}
+
+int kvik__message_restore(const kvik__saved_message *m, int rc) {
+  if (rc >= 0 && (m->now[0] != m->text[0] || (m->now[0] && strcmp(m->now, m->text) != 0)))
+    kvik__set_message(m->text);
+  return rc;
+}
+
 int kvik__fail(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -31,4 +31,18 @@ void kvik__error_register(int base, kvik__foreign_text *name, kvik__foreign_text
 /* Replace this thread's detail message with a copy of `message`. */
 void kvik__set_message(const char *message);
 
+/* This thread's message as a call found it, for a call that succeeds to leave it as it was even
+ * where something it tried on the way failed (and wrote a message of its own). */
+typedef struct kvik__saved_message {
+  const char *now; /* this thread's message, which the call may change */
+  char text[KVIK_MESSAGE_MAX];
+} kvik__saved_message;
+
+/* Copy this thread's message into *m: mostly a short text, often none. */
+void kvik__message_save(kvik__saved_message *m);
+
+/* Where rc is not an error, put back the message kvik__message_save() copied (a write only where
+ * the text changed); return rc. */
+int kvik__message_restore(const kvik__saved_message *m, int rc);
+
 #endif

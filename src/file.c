@@ -117,7 +117,7 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   kvik__zc_file *zc = f->access == O_WRONLY ? NULL : &f->zc; /* a mapping needs read access */
   const kvik__append_file *append_to = f->append ? &f->append_to : NULL;
   f->source =
-      (kvik__source){{0, 0}, file_transfer, f, append_to, zc, &f->gds, f->path, KVIK_IO_POSIX};
+      (kvik__source){{0, 0}, file_transfer, f, append_to, zc, &f->gds, f->path, KVIK_IO_POSIX, 1};
   *file = f;
   return 0;
 }

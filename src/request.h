@@ -28,6 +28,10 @@ typedef struct kvik__source {
   kvik__gds_file *gds;     /* how cuFile serves the source, or NULL where it cannot */
   const char *name;        /* the path, for messages */
   kvik_io_backend backend; /* what carries its requests for the monitors, unless cuFile does */
+  /* Its transfer moves bytes with system calls only, which fail with EFAULT on memory the CPU
+   * cannot touch (device memory) where a memcpy would crash: a small request may try it before
+   * its memory is classified (request.c, TRY_HOST_MAX). */
+  int syscalls_only;
 } kvik__source;
 
 typedef struct kvik__request {

@@ -450,6 +450,59 @@ static void test_reads(void) {
   printf("ok: %d random reads into each of %d kinds of memory\n", READS_PER_KIND, BUF_CUDA_KINDS);
 }
 
+/* A small blocking read or write is tried as host memory before its buffer is classified. Host
+ * memory then asks the driver nothing. Device memory fails the first system call with EFAULT and
+ * goes the device's way: the right bytes, this thread's message as it was, and one operation in a
+ * monitor, not two. Before, every request of host memory asked cuPointerGetAttributes. */
+static void small_device_request(kvik_file *f, kvik_file *w, unsigned char *dev, size_t n,
+                                 int64_t at, const char *before) {
+  ASSERT_EQ(kvik_file_read(f, dev, n, at), (ssize_t)n);
+  ASSERT(strcmp(kvik_last_error(), before) == 0);
+  CU_OK(cu.cuMemcpyDtoH_v2(g_scratch, dptr(dev), n));
+  ASSERT_SAME_BYTES(g_scratch, g_ref + at, n);
+  ASSERT_EQ(kvik_file_write(w, dev, n, at), (ssize_t)n);
+  ASSERT(strcmp(kvik_last_error(), before) == 0);
+}
+
+static void test_small_requests(void) {
+  g_case = "small requests";
+  kvik_file *f = open_file(g_ref_path, "r");
+  char *path = test_path(g_dir, "small");
+  kvik_file *w = open_file(path, "w+");
+  unsigned char host[2 * PAGE];
+  if (fake.reset) fake.reset();
+  ASSERT_EQ(kvik_file_read(f, host, sizeof host, 3 * PAGE + 5), (ssize_t)sizeof host);
+  ASSERT_SAME_BYTES(host, g_ref + 3 * PAGE + 5, sizeof host);
+  if (fake.calls) ASSERT_EQ(fake.calls("cuPointerGetAttributes"), 0);
+  kvik_file *none;
+  ASSERT(kvik_file_open("/nonexistent/kvik-small", "r", 0, &none) < 0);
+  char before[1024];
+  snprintf(before, sizeof before, "%s", kvik_last_error());
+  kvik_monitor *m;
+  ASSERT_OK(kvik_monitor_create(&m));
+  enum { N = 4 };
+  static const size_t sizes[N] = {1, PAGE, 3 * PAGE + 17, 256 * KiB};
+  int64_t at[N] = {0, 7, 3 * PAGE + 1, MiB + 99};
+  unsigned char *dev = dev_alloc(256 * KiB);
+  for (int i = 0; i < N; i++) small_device_request(f, w, dev, sizes[i], at[i], before);
+  kvik_summary sum = {.struct_size = sizeof sum};
+  ASSERT_OK(kvik_monitor_read(m, &sum));
+  kvik_monitor_free(m);
+  ASSERT_EQ(sum.num_reads, N);
+  ASSERT_EQ(sum.num_writes, N);
+  ASSERT_EQ(sum.num_errors, 0);
+  dev_free(dev);
+  kvik_file_free(w);
+  size_t n;
+  unsigned char *back = test_read_file(path, &n);
+  for (int i = 0; i < N; i++) ASSERT_SAME_BYTES(back + at[i], g_ref + at[i], sizes[i]);
+  free(back);
+  kvik_file_free(f);
+  free(path);
+  printf("ok: small reads and writes: of host memory without asking the driver, of device memory "
+         "the right bytes\n");
+}
+
 /* ---- 3. Writes ------------------------------------------------------------------------------ */
 
 #define WFILE_BYTES (12 * MiB + 999)
@@ -1803,6 +1856,7 @@ static void run_suite(void) {
   test_write_file(g_ref_path, g_ref, FILE_BYTES);
   test_classification();
   test_reads();
+  test_small_requests();
   test_writes();
   test_threads();
   test_other_context();
