@@ -83,6 +83,17 @@ static double run(int method, int fd, kvik_file *f, unsigned char *buf, size_t s
   return now() - start;
 }
 
+/* The best of `repeat` runs of methods 0 to `methods` - 1, taking turns, into best[]. */
+static void best_of(int methods, double *best, int fd, kvik_file *f, unsigned char *buf, size_t size,
+                    long reads, int repeat) {
+  for (int m = 0; m < methods; m++) best[m] = 0;
+  for (int rep = 0; rep < repeat; rep++)
+    for (int m = 0; m < methods; m++) {
+      double s = run(m, fd, f, buf, size, reads);
+      if (best[m] == 0 || s < best[m]) best[m] = s;
+    }
+}
+
 /* Load and initialise the CUDA driver, with device 0's primary context current on this thread,
  * as a PyTorch or CuPy process has; 0 where there is none. */
 static int load_cuda(void) {
@@ -102,12 +113,8 @@ static void with_cuda(int fd, kvik_file *f, unsigned char *buf, size_t size, lon
     printf("with CUDA loaded: skipped (no CUDA driver)\n");
     return;
   }
-  double best[2] = {0};
-  for (int rep = 0; rep < repeat; rep++)
-    for (int m = PREAD; m <= KVIK_READ; m++) {
-      double s = run(m, fd, f, buf, size, reads);
-      if (best[m] == 0 || s < best[m]) best[m] = s;
-    }
+  double best[KVIK_READ + 1];
+  best_of(KVIK_READ + 1, best, fd, f, buf, size, reads, repeat);
   printf("with CUDA loaded, a context current: pread(2) %.0f ns, kvik_file_read %.0f ns a read: %.2fx\n",
          best[PREAD] / (double)reads * 1e9, best[KVIK_READ] / (double)reads * 1e9, best[PREAD] / best[KVIK_READ]);
 }
@@ -131,12 +138,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cannot open %s: %s\n", path, kvik_last_error());
     return 1;
   }
-  double best[METHODS] = {0};
-  for (int rep = 0; rep < repeat; rep++)
-    for (int m = 0; m < METHODS; m++) {
-      double s = run(m, fd, f, buf, size, reads);
-      if (best[m] == 0 || s < best[m]) best[m] = s;
-    }
+  double best[METHODS];
+  best_of(METHODS, best, fd, f, buf, size, reads, repeat);
   printf("%ld reads of %zu bytes at random offsets of a 64 MiB page-cached file in %s, one thread, best of %d\n",
          reads, size, dir, repeat);
   printf("%-22s %10s %12s %10s\n", "method", "ns/read", "reads/s", "vs pread");

@@ -378,20 +378,20 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
  * future would have: the bytes moved, or the error with how many moved, counted by the
  * monitors.
  *
- * Where `trying`, `buf` was not classified: a transfer that fails with EFAULT before a byte moved
- * is not ended but given back (*given_back set, the thread's message as it was), for the request
- * to go the way its kind of memory says (see TRY_HOST_MAX). */
-static ssize_t run_on_caller(kvik__request *req, int trying, int *given_back) {
+ * Where `given_back` is not NULL, `buf` was not classified: a transfer that fails with EFAULT
+ * before a byte moved is not ended but given back (*given_back set, the thread's message as it
+ * was), for the request to go the way its kind of memory says (see TRY_HOST_MAX). */
+static ssize_t run_on_caller(kvik__request *req, int *given_back) {
   kvik__source *src = req->source;
   int rc = acquire_owner(req);
   if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
   kvik__saved_message before;
-  if (trying) kvik__message_save(&before);
+  if (given_back) kvik__message_save(&before);
   kvik__device_settle(); /* as run_task() does before a host transfer */
   size_t done = 0;
   rc = src->transfer(src->self, req->op, req->buf, req->size, req->offset, &done);
   kvik__owner_release(&src->owner);
-  if (trying && rc == -EFAULT && done == 0) {
+  if (given_back && rc == -EFAULT && done == 0) {
     *given_back = 1;
     return kvik__message_restore(&before, 0);
   }
@@ -426,15 +426,13 @@ ssize_t kvik__request_run(kvik__request *req) {
   int rc = kvik__request_check_args(req);
   if (rc == 0 && try_as_host(req)) {
     int given_back = 0;
-    ssize_t result = run_on_caller(req, 1, &given_back);
+    ssize_t result = run_on_caller(req, &given_back);
     if (!given_back) return result;
   }
   if (rc == 0) rc = kvik__memory_classify(req->fn, req->buf, &mem);
   if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
-  if (!kvik__memory_on_device(&mem) && !appends(req) && runs_inline(req, 1)) {
-    int given_back = 0;
-    return run_on_caller(req, 0, &given_back);
-  }
+  if (!kvik__memory_on_device(&mem) && !appends(req) && runs_inline(req, 1))
+    return run_on_caller(req, NULL);
   kvik_future *future = NULL;
   if ((rc = start(req, &mem, 1, &future)) < 0) return rc; /* classified once */
   ssize_t result = kvik_future_wait(future);
