@@ -351,8 +351,25 @@ static void settle_finished(const kvik__cuda_api *cu, const lane *l) {
   }
 }
 
-/* An IO worker finishes the reads it deferred before it sleeps. */
-KVIK__ON_LOAD(install_idle_hook) { kvik__pool_set_idle(KVIK__POOL_IO, kvik__device_settle); }
+/* An IO worker out of work: the deferred reads whose copies are done are finished, and whether
+ * any is left returned, so that the worker takes new tasks (for another device, say) while a
+ * stalled device's copies run; before it exits (`may_wait`) all of them, waiting. */
+static int settle_idle(int may_wait) {
+  if (may_wait) kvik__device_settle();
+  if (may_wait || lanes.count == 0) return 0;
+  const kvik__cuda_api *cu = kvik__cuda_if_present();
+  if (!cu) return 0;
+  unsigned left = 0;
+  for (unsigned i = 0; i < lanes.count; i++) {
+    lane *l = &lanes.lane[i];
+    if (!l->deferred) continue;
+    if (reap_done(cu, l, 1)) left++;
+    else settle_deferred(cu, l);
+  }
+  return left > 0;
+}
+
+KVIK__ON_LOAD(install_idle_hook) { kvik__pool_set_idle(KVIK__POOL_IO, settle_idle); }
 
 /* Read the range chunk by chunk, each into the slot whose copy was queued first, once that copy
  * is done. Returns 0 or the first error. */

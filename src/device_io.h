@@ -61,8 +61,8 @@ typedef struct kvik__handoff {
  * straight from host memory that needs none (kvik__device_read_direct; zero-copy reads copy so
  * from a file's registered mapping). On a pool thread its last bounce copies may still run when
  * kvik__device_read_end() returns: the thread goes on with its next task, whose first chunk is
- * read from the file while they run, and finishes the read when it needs their buffers again or
- * before it sleeps (kvik__device_settle). */
+ * read from the file while they run, and finishes the read when it needs their buffers again, or
+ * once their copies are done when it runs out of work (the pool's idle hook). */
 typedef struct kvik__device_read {
   /* Called exactly once, on the reading thread, with the bytes that reached the device and 0 or
    * the first error (then this thread's detail message describes it). The read may be freed from

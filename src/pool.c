@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "error.h"
 #include "init.h"
@@ -20,8 +21,8 @@
 #include "sys.h"
 
 typedef struct pool {
-  const char *name;   /* for messages */
-  void (*idle)(void); /* called by a worker before it sleeps or exits, or NULL; set at load */
+  const char *name;          /* for messages */
+  int (*idle)(int may_wait); /* see kvik__pool_set_idle(), or NULL; set at load */
   pthread_mutex_t resize_lock, queue_lock;
   pthread_cond_t work_available;
   kvik__task *queue_head, *queue_tail; /* guarded by queue_lock */
@@ -42,12 +43,24 @@ static pool pools[KVIK__POOLS] = {POOL_INIT("thread pool"), POOL_INIT("host thre
 
 static _Thread_local pool *worker_of; /* the pool whose thread this is, or NULL */
 
-/* Take the next task; with `wait`, wait for one. NULL when there is none or the pool is
- * stopping. */
-static kvik__task *next_task(pool *p, int wait) {
+/* How long a worker with deferred work left sleeps before it looks at that work again. */
+#define IDLE_POLL_NS 1000000L
+
+/* Take the next task; with `wait`, wait for one (with `poll`, at most IDLE_POLL_NS). NULL when
+ * there is none or the pool is stopping; *stopping says which. */
+static kvik__task *next_task(pool *p, int wait, int poll, int *stopping) {
+  struct timespec until;
+  if (poll) {
+    clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
+    until.tv_nsec += IDLE_POLL_NS;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  }
   pthread_mutex_lock(&p->queue_lock);
-  while (wait && !p->stopping && !p->queue_head)
-    pthread_cond_wait(&p->work_available, &p->queue_lock);
+  int timed_out = 0;
+  while (wait && !timed_out && !p->stopping && !p->queue_head)
+    timed_out = poll ? pthread_cond_timedwait(&p->work_available, &p->queue_lock, &until) != 0
+                     : pthread_cond_wait(&p->work_available, &p->queue_lock) != 0;
+  *stopping = p->stopping;
   kvik__task *task = p->stopping ? NULL : p->queue_head;
   if (task) {
     p->queue_head = task->next;
@@ -57,29 +70,30 @@ static kvik__task *next_task(pool *p, int wait) {
   return task;
 }
 
-static void go_idle(const pool *p) {
-  if (p->idle) p->idle();
+/* The next task, waiting for one; NULL when the pool stops. Out of work, the worker first
+ * finishes what it deferred as far as it can without waiting; while some is left, it waits for a
+ * task in short turns and finishes more between them (kvik__pool_set_idle). */
+static kvik__task *next_task_or_stop(pool *p) {
+  int stopping;
+  kvik__task *task = next_task(p, 0, 0, &stopping);
+  while (!task && !stopping) {
+    int left = p->idle && p->idle(0);
+    task = next_task(p, 1, left, &stopping);
+  }
+  return task;
 }
 
 static void *worker_main(void *arg) {
   pool *p = arg;
   worker_of = p;
-  for (;;) {
-    kvik__task *task = next_task(p, 0);
-    if (!task) {
-      go_idle(p);
-      task = next_task(p, 1);
-    }
-    if (!task) break;
-    task->run(task);
-  }
-  go_idle(p);
+  for (kvik__task *task; (task = next_task_or_stop(p));) task->run(task);
+  if (p->idle) p->idle(1);
   return NULL;
 }
 
 int kvik__pool_in_worker(void) { return worker_of == &pools[KVIK__POOL_IO]; }
 
-void kvik__pool_set_idle(kvik__pool_id id, void (*idle)(void)) {
+void kvik__pool_set_idle(kvik__pool_id id, int (*idle)(int may_wait)) {
   assert(id < KVIK__POOLS && !pools[id].idle && atomic_load(&pools[id].running) == 0);
   pools[id].idle = idle;
 }

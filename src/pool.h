@@ -27,9 +27,13 @@ int kvik__pool_submit(kvik__pool_id pool, kvik__task *first, kvik__task *last);
 /* Whether the calling thread is one of KVIK__POOL_IO's. */
 int kvik__pool_in_worker(void);
 
-/* Have each thread of `pool` call `idle` before it sleeps or exits: how a higher layer finishes
- * work a thread deferred (device_io.c: the device reads whose copies still run). Call it while
+/* Have each thread of `pool` call `idle` when it runs out of work: how a higher layer finishes
+ * work a thread deferred (device_io.c: the device reads whose copies still run). Before it
+ * sleeps, the thread calls idle(0), which finishes what it can without waiting and returns
+ * whether anything is left; while something is, the thread sleeps in short turns, taking new
+ * tasks as they come, and calls idle(0) again. Before it exits it calls idle(1), which finishes
+ * everything. So a thread never waits on deferred work while a task waits for it. Call this while
  * the library loads (KVIK__ON_LOAD, init.h), before any thread starts. */
-void kvik__pool_set_idle(kvik__pool_id pool, void (*idle)(void));
+void kvik__pool_set_idle(kvik__pool_id pool, int (*idle)(int may_wait));
 
 #endif
