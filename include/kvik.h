@@ -206,7 +206,8 @@ KVIK_API const char *kvik_last_error(void);
  *    cache holds at least 9 pages in 10 is copied out of it instead, as a read without the setting
  *    would, so that a file already in memory is not read again from the device. io_uring
  *    operations ask cachestat(2) alone: where it is missing (before Linux 6.5) or counts nothing
- *    (overlayfs), they take O_DIRECT; tasks then ask mincore(2).
+ *    (overlayfs), they take O_DIRECT; tasks then ask mincore(2). kvik_file_set_direct_io()
+ *    overrides the setting for one handle.
  *  - ZERO_COPY_READ: reads of a file into device memory may let the GPU copy straight out of the
  *    page cache, through a mapping that the handle registers read-only with CUDA in granules of
  *    64 MiB as reads reach them. OFF: never. AUTO: granules whose every page is in the page
@@ -437,6 +438,16 @@ KVIK_API int kvik_file_open_flags(const kvik_file *file);
  * Returns: the size. Errors: -EINVAL (NULL); -EBADF (closed); an errno of fstat(2) or lseek(2).
  * Threads: safe. */
 KVIK_API int64_t kvik_file_size(const kvik_file *file);
+
+/* O_DIRECT for this handle alone, whatever KVIK_SETTING_AUTO_DIRECT_IO_READ and _WRITE say for
+ * every handle: `reads` (`writes`) 1 makes this handle's reads (writes) as the setting's "on"
+ * does (the page-aligned middle of a request with O_DIRECT; of a read, only what the page cache
+ * does not hold), 0 as its "off" does, and -1 follows the setting again, as a new handle does.
+ * For a caller that knows a file better than the process-wide setting can: a loader that finds
+ * a large file cold, say, which the disk serves faster without the page cache.
+ * Returns: 0. Errors: -EINVAL (NULL; a value other than -1, 0 or 1); -EBADF (closed). Threads:
+ * safe; a request already started may move some of its bytes the old way. */
+KVIK_API int kvik_file_set_direct_io(kvik_file *file, int reads, int writes);
 
 /*
  * Errors of reads and writes. The reads and writes of files, mapped files and remote objects,

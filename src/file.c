@@ -31,11 +31,12 @@
 struct kvik_file {
   kvik__source source; /* requests run against it; close waits for them */
   int fd;
-  _Atomic int direct_fd;       /* opened on first direct use; see direct_descriptor() */
-  _Atomic int direct_refused;  /* the file system refused O_DIRECT IO on it */
-  int access;                  /* O_RDONLY, O_WRONLY or O_RDWR */
-  int append;                  /* fd has O_APPEND: the kernel places every write at the end */
-  kvik__append_file append_to; /* an append handle's file */
+  _Atomic int direct_fd;        /* opened on first direct use; see direct_descriptor() */
+  _Atomic int direct_refused;   /* the file system refused O_DIRECT IO on it */
+  _Atomic int direct_choice[2]; /* per kvik__op: -1 (the setting), 0 or 1: set_direct_io() */
+  int access;                   /* O_RDONLY, O_WRONLY or O_RDWR */
+  int append;                   /* fd has O_APPEND: the kernel places every write at the end */
+  kvik__append_file append_to;  /* an append handle's file */
   kvik__gds_file gds;
   kvik__zc_file zc;
   char path[];
@@ -112,6 +113,8 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   }
   atomic_init(&f->direct_fd, DIRECT_NOT_TRIED);
   atomic_init(&f->direct_refused, 0);
+  atomic_init(&f->direct_choice[KVIK__READ], -1);
+  atomic_init(&f->direct_choice[KVIK__WRITE], -1);
   f->access = fs->flags & O_ACCMODE;
   kvik__zc_init(&f->zc, f->fd);
   kvik__zc_file *zc = f->access == O_WRONLY ? NULL : &f->zc; /* a mapping needs read access */
@@ -207,12 +210,30 @@ static int direct_descriptor(kvik_file *file) {
   return expected;
 }
 
+/* Whether op may use O_DIRECT on this handle: its own choice, else the setting. */
+static int direct_chosen(kvik_file *file, kvik__op op) {
+  int choice = atomic_load_explicit(&file->direct_choice[op], memory_order_relaxed);
+  if (choice >= 0) return choice;
+  return (int)kvik__setting(op == KVIK__READ ? KVIK_SETTING_AUTO_DIRECT_IO_READ
+                                             : KVIK_SETTING_AUTO_DIRECT_IO_WRITE);
+}
+
 /* The O_DIRECT descriptor to use for op, or -1 for none. */
 static int direct_for(kvik_file *file, kvik__op op) {
-  kvik_setting s =
-      op == KVIK__READ ? KVIK_SETTING_AUTO_DIRECT_IO_READ : KVIK_SETTING_AUTO_DIRECT_IO_WRITE;
-  if (!kvik__setting(s) || atomic_load(&file->direct_refused)) return -1;
+  if (!direct_chosen(file, op) || atomic_load(&file->direct_refused)) return -1;
   return direct_descriptor(file);
+}
+
+int kvik_file_set_direct_io(kvik_file *file, int reads, int writes) {
+  static const char fn[] = "kvik_file_set_direct_io";
+  if (!file) return kvik__fail(-EINVAL, "%s: NULL handle", fn);
+  if (reads < -1 || reads > 1 || writes < -1 || writes > 1)
+    return kvik__fail(-EINVAL, "%s(\"%s\"): reads %d, writes %d: each is -1, 0 or 1", fn,
+                      file->path, reads, writes);
+  if (kvik_file_closed(file)) return closed_error(file, fn);
+  atomic_store(&file->direct_choice[KVIK__READ], reads);
+  atomic_store(&file->direct_choice[KVIK__WRITE], writes);
+  return 0;
 }
 
 /* The hook of kvik__posix_io(): a task's middle is megabytes, worth a mincore(2) sample where
@@ -283,10 +304,10 @@ int kvik__file_transfer(kvik_file *file, kvik__op op, char *buf, size_t size, in
 
 /* Whether the kernel serialises this handle's writes (kvik__request.serial_writes): each
  * buffered write to a file takes its inode lock, so that threads writing one file take turns.
- * A handle that may write with O_DIRECT (KVIK_SETTING_AUTO_DIRECT_IO_WRITE) keeps its writes in
- * parallel tasks, as the kernel may run those side by side. */
+ * A handle that may write with O_DIRECT (direct_chosen()) keeps its writes in parallel tasks,
+ * as the kernel may run those side by side. */
 static int writes_serialise(kvik_file *file) {
-  return !kvik__setting(KVIK_SETTING_AUTO_DIRECT_IO_WRITE) || atomic_load(&file->direct_refused);
+  return !direct_chosen(file, KVIK__WRITE) || atomic_load(&file->direct_refused);
 }
 
 /* The checks only a file needs; kvik__request checks the rest. `fn` is the public function. */

@@ -282,6 +282,10 @@ static long long free_null_handles(void) {
   X(close_null_handle, "NULL handle", kvik_file_close(NULL), -EINVAL, "kvik_file_close", "NULL handle", 0)          \
   X(size_null_handle, "NULL handle", kvik_file_size(NULL), -EINVAL, "kvik_file_size", "NULL handle", 0)             \
   X(fd_null_handle, "NULL handle", kvik_file_fd(NULL), -EINVAL, "kvik_file_fd", "NULL handle", 0)                   \
+  X(direct_null_handle, "NULL handle", kvik_file_set_direct_io(NULL, 1, 1), -EINVAL,                              \
+    "kvik_file_set_direct_io", "NULL handle", 0)                                                                    \
+  X(direct_bad_choice, "direct IO choice not -1, 0 or 1", kvik_file_set_direct_io(fx.rfile, 2, 0), -EINVAL,         \
+    "kvik_file_set_direct_io", fx.file, 0)                                                                          \
   X(read_null_buf, "NULL buffer, size > 0", kvik_file_read(fx.rfile, NULL, 16, 0), -EINVAL, "kvik_file_read",       \
     fx.file, 0)                                                                                                     \
   X(write_null_buf, "NULL buffer, size > 0", kvik_file_write(fx.wfile, NULL, 16, 0), -EINVAL, "kvik_file_write",    \
@@ -330,6 +334,8 @@ static long long free_null_handles(void) {
     "kvik_file_pwrite", fx.closed_path, 0)                                                                          \
   X(size_closed, "closed handle", kvik_file_size(fx.closed), -EBADF, "kvik_file_size", fx.closed_path, 0)           \
   X(fd_closed, "closed handle", kvik_file_fd(fx.closed), -EBADF, "kvik_file_fd", fx.closed_path, 0)                 \
+  X(direct_closed, "closed handle", kvik_file_set_direct_io(fx.closed, 1, 1), -EBADF, "kvik_file_set_direct_io",  \
+    fx.closed_path, 0)                                                                                              \
   X(flags_closed, "closed handle", kvik_file_open_flags(fx.closed), -EBADF, "kvik_file_open_flags", fx.closed_path, \
     0)                                                                                                              \
   X(backend_closed, "closed handle", kvik_file_backend(fx.closed, NULL, 0), -EBADF, "kvik_file_backend",            \

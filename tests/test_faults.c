@@ -147,6 +147,58 @@ static void test_direct_knows_page_cache(void) {
   set_direct(0);
 }
 
+/* The O_DIRECT preads of reading the whole file, dropped from the page cache, through a new
+ * handle given kvik_file_set_direct_io(reads) (not called for -2); the bytes are checked. */
+static long cold_read_calls(int reads) {
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path, "r", 0, &f));
+  if (reads > -2) ASSERT_OK(kvik_file_set_direct_io(f, reads, -1));
+  ASSERT_OK(kvik_page_cache_drop(path));
+  shim_reset();
+  memset(buf, 0, FILE_BYTES);
+  ASSERT_EQ(kvik_file_read(f, buf, FILE_BYTES, 0), FILE_BYTES);
+  ASSERT_SAME_BYTES(buf, ref, FILE_BYTES);
+  long calls = atomic_load(&shim_direct_io_calls);
+  kvik_file_free(f);
+  return calls;
+}
+
+/* A handle's own choice of O_DIRECT wins over the setting either way, -1 follows the setting,
+ * and a handle without a choice follows it; bad values and closed handles are refused. */
+static void test_direct_per_handle(void) {
+  if (kvik_direct_io_supported(dir) != 1) {
+    printf("skip test_direct_per_handle: no O_DIRECT in %s\n", dir);
+    return;
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 2));
+  for (int setting = 0; setting < 2; setting++) {
+    set_direct(setting);
+    if (cold_read_calls(1) == 0) FAIL_AT("setting %d: reads 1 made no O_DIRECT pread", setting);
+    ASSERT_EQ(cold_read_calls(0), 0);
+    ASSERT_EQ(cold_read_calls(-1) > 0, setting);
+    ASSERT_EQ(cold_read_calls(-2) > 0, setting);
+  }
+  set_direct(0);
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path, "w", 0644, &f));
+  ASSERT_OK(kvik_file_set_direct_io(f, -1, 1));
+  shim_reset();
+  ASSERT_EQ(kvik_file_write(f, ref, FILE_BYTES, 0), FILE_BYTES);
+  if (atomic_load(&shim_direct_io_calls) == 0) FAIL_AT("writes 1 made no O_DIRECT pwrite");
+  ASSERT_EQ(kvik_file_set_direct_io(f, 2, 0), -EINVAL);
+  ASSERT_EQ(kvik_file_set_direct_io(f, 0, -2), -EINVAL);
+  ASSERT_EQ(kvik_file_set_direct_io(NULL, 0, 0), -EINVAL);
+  ASSERT_OK(kvik_file_close(f));
+  ASSERT_EQ(kvik_file_set_direct_io(f, 0, 0), -EBADF);
+  kvik_file_free(f);
+  size_t n;
+  unsigned char *content = test_read_file(path, &n);
+  ASSERT_EQ(n, FILE_BYTES);
+  ASSERT_SAME_BYTES(content, ref, n);
+  free(content);
+  shim_reset();
+}
+
 static void test_enospc_part_way(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
   const long budget = (1 << 20) + 100;
@@ -301,6 +353,7 @@ int main(void) {
   test_direct_open_refused();
   test_direct_io_refused();
   test_direct_knows_page_cache();
+  test_direct_per_handle();
   test_enospc_part_way();
   test_real_enospc();
   test_read_eio();

@@ -204,6 +204,27 @@ static PyObject *cufile_nbytes(CuFileObject *self, PyObject *unused) {
   return file ? int_or_raise(kvik_file_size(file)) : NULL;
 }
 
+/* None: -1 (the setting); else the truth of the value, 0 or 1; -2 where bool() raised. */
+static int direct_choice(PyObject *value) {
+  if (value == Py_None) return -1;
+  int truth = PyObject_IsTrue(value);
+  return truth < 0 ? -2 : truth;
+}
+
+static PyObject *cufile_set_direct_io(CuFileObject *self, PyObject *args, PyObject *kwargs) {
+  static const char *const keywords[] = {"reads", "writes", NULL};
+  PyObject *reads = Py_None, *writes = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:set_direct_io", PYKVIK_KEYWORDS(keywords),
+                                   &reads, &writes))
+    return NULL;
+  int r = direct_choice(reads), w = direct_choice(writes);
+  if (r == -2 || w == -2) return NULL;
+  kvik_file *file = open_file(self);
+  if (!file) return NULL;
+  int rc = kvik_file_set_direct_io(file, r, w);
+  return rc < 0 ? pykvik_raise(rc) : Py_NewRef(Py_None);
+}
+
 static PyObject *cufile_enter(CuFileObject *self, PyObject *unused) {
   (void)unused;
   return open_file(self) ? Py_NewRef(self) : NULL;
@@ -464,6 +485,10 @@ static PyMethodDef cufile_methods[] = {
     {"nbytes", (PyCFunction)cufile_nbytes, METH_NOARGS, "nbytes() -> int\n\nThe file's size in bytes."},
     {"is_direct_io_supported", (PyCFunction)cufile_is_direct_io_supported, METH_NOARGS,
      "is_direct_io_supported() -> bool\n\nWhether the file's file system takes O_DIRECT."},
+    {"set_direct_io", (PyCFunction)(void (*)(void))cufile_set_direct_io, METH_VARARGS | METH_KEYWORDS,
+     "set_direct_io(reads=None, writes=None)\n\nO_DIRECT for this file's reads (writes) alone, whatever "
+     "defaults' auto_direct_io_read (_write) says: True as that setting's on does (of a read, only what "
+     "the page cache does not hold), False as its off does, None follows the setting again."},
     {"backend", (PyCFunction)cufile_backend, METH_NOARGS,
      "backend() -> (str, str)\n\nWhich path serves device memory, 'cufile' or 'posix', and why."},
     {"pread", (PyCFunction)(void (*)(void))cufile_pread, METH_VARARGS | METH_KEYWORDS,
