@@ -443,8 +443,9 @@ KVIK_API int64_t kvik_file_size(const kvik_file *file);
  * every handle: `reads` (`writes`) 1 makes this handle's reads (writes) as the setting's "on"
  * does (the page-aligned middle of a request with O_DIRECT; of a read, only what the page cache
  * does not hold), 0 as its "off" does, and -1 follows the setting again, as a new handle does.
- * For a caller that knows a file better than the process-wide setting can: a loader that finds
- * a large file cold, say, which the disk serves faster without the page cache.
+ * For a caller that knows a file better than the process-wide setting can: one that reads a
+ * large file once, say. What O_DIRECT reads is not left in the page cache, so the next read of
+ * it goes to the disk again.
  * Returns: 0. Errors: -EINVAL (NULL; a value other than -1, 0 or 1); -EBADF (closed). Threads:
  * safe; a request already started may move some of its bytes the old way. */
 KVIK_API int kvik_file_set_direct_io(kvik_file *file, int reads, int writes);

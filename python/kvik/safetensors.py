@@ -35,7 +35,6 @@ from ._frameworks import adapter as _framework
 from ._frameworks import device_name as _device_name
 from ._frameworks import parse_device as _parse_device
 from ._lib import CuFile
-from ._lib import get_page_cache_info as _page_cache_info
 
 __all__ = ["load_file", "safe_open", "save_file"]
 
@@ -44,16 +43,6 @@ _BIG_ENDIAN = sys.byteorder == "big"
 
 # The safetensors package's limit on the header (MAX_HEADER_SIZE): a longer one is not a header.
 _MAX_HEADER = 100_000_000
-
-# A read of a shard's data that the page cache mostly lacks goes to the disk with O_DIRECT, in tasks
-# of _COLD_TASK bytes: on the H100 machines' disk a cold 4 GiB read into GPU memory ran at
-# 1.71-1.78 GB/s so, against 1.28-1.36 buffered in kvik's default tasks of 4 MiB, and kept
-# fastsafetensors' many O_DIRECT reads in reach (docs/safetensors.md). A file is judged by
-# _COLD_SAMPLES samples of _COLD_SAMPLE bytes spread over the read, each one cachestat(2) call
-# (a mincore(2) where the kernel lacks it), so that a warm load pays microseconds for the look.
-_COLD_TASK = 16 << 20
-_COLD_SAMPLES = 8
-_COLD_SAMPLE = 1 << 20
 
 # save_file orders tensors by dtype as safetensors does: by the order of its Rust enum, which
 # DTYPES keeps, the largest first.
@@ -345,17 +334,6 @@ def _load_groups(groups, files=None):
     return {t.name: made[t.name] for _, entries in groups for _, t in entries}
 
 
-def _cold(path, offset, length):
-    """Whether less than half of the samples of [offset, offset + length) of the file are in the
-    page cache."""
-    resident = total = 0
-    for i in range(_COLD_SAMPLES):
-        at = offset + (length - _COLD_SAMPLE) * i // (_COLD_SAMPLES - 1)
-        pages = _page_cache_info(path, at, _COLD_SAMPLE)
-        resident, total = resident + pages[0], total + pages[1]
-    return 2 * resident < total
-
-
 def _read_all(reads, files):
     """Start every read (of every shard, into every allocation) before waiting for any; check each
     read all it asked. `files` ({shard: CuFile}) keeps the files it opens, open; with None they
@@ -366,13 +344,8 @@ def _read_all(reads, files):
         for shard, begin, end, at, a in reads:
             if shard not in files:
                 files[shard] = CuFile(shard.path, "r")
-            task_size = None
-            if end - begin >= _COLD_TASK and _cold(shard.path, shard.data_start + begin,
-                                                   end - begin):
-                files[shard].set_direct_io(reads=True)
-                task_size = _COLD_TASK
             future = files[shard].pread(a.fw.region(a.buf, at, at + end - begin), end - begin,
-                                        shard.data_start + begin, task_size)
+                                        shard.data_start + begin)
             started.append((future, shard, begin, end))
         for future, shard, begin, end in started:
             got = future.get()

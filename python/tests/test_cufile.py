@@ -377,3 +377,27 @@ def test_bad_stream_argument(path):
     with kvik.CuFile(path) as f:
         with pytest.raises(TypeError, match="stream must be"):
             f.raw_read_async(bytearray(10), "not a stream")
+
+
+class _BadBool:
+    def __bool__(self):
+        raise ZeroDivisionError
+
+
+def test_set_direct_io(tmp_path):
+    """CuFile.set_direct_io takes True, False and None for each direction, on an open file, and
+    the bytes read stay the file's; a value without a truth raises its error, a closed file
+    ValueError."""
+    data = bytes(range(256)) * 64
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    f = kvik.CuFile(path, "r+")
+    for reads, writes in ((True, None), (False, True), (None, False), (None, None)):
+        f.set_direct_io(reads=reads, writes=writes)
+        buf = bytearray(8192)
+        assert f.read(buf, 8192, 4096) == 8192 and bytes(buf) == data[4096:]
+    with pytest.raises(ZeroDivisionError):
+        f.set_direct_io(reads=_BadBool())
+    f.close()
+    with pytest.raises(ValueError):
+        f.set_direct_io(reads=True)

@@ -23,7 +23,6 @@ import sys
 import numpy
 import pytest
 
-import kvik
 import kvik.safetensors as kst
 from test_nvcomp import needs_fakes, run_python
 
@@ -158,70 +157,6 @@ def test_random_mix(tmp_path, rng):
     offsets.pop("__metadata__")
     assert list(got) == sorted(offsets, key=lambda n: offsets[n]["data_offsets"])
     assert len({id(root(a)) for a in got.values() if a.nbytes}) == 1
-
-
-class RecordingCuFile:
-    """kvik's CuFile, with the calls of set_direct_io and the task sizes of pread recorded."""
-
-    calls = []
-
-    def __init__(self, path, flags):
-        self.f = kvik.CuFile(path, flags)
-
-    def set_direct_io(self, **kwargs):
-        self.calls.append(("set_direct_io", kwargs))
-        return self.f.set_direct_io(**kwargs)
-
-    def pread(self, buf, size, offset, task_size):
-        self.calls.append(("pread", task_size))
-        return self.f.pread(buf, size, offset, task_size)
-
-    def close(self):
-        self.f.close()
-
-
-def test_cold_file_is_read_direct(tmp_path, rng, monkeypatch):
-    """A file whose data the page cache lacks is read with O_DIRECT in tasks of 16 MiB; a warm
-    one at kvik's defaults. Both give the file's tensors, at an unaligned data offset too."""
-    tensors = {"a": random_array(rng, NUMPY_DTYPES["BF16"], (9 << 20,)),
-               "b": random_array(rng, NUMPY_DTYPES["U8"], (3,)),
-               "c": random_array(rng, NUMPY_DTYPES["F32"], (5 << 20,))}
-    path = tmp_path / "cold.safetensors"
-    safetensors_numpy.save_file(tensors, path, metadata={"x": "y" * 5})
-    monkeypatch.setattr(kst, "CuFile", RecordingCuFile)
-    kvik.drop_file_page_cache(path)
-    resident, total = kvik.get_page_cache_info(path)
-    if 2 * resident >= total:
-        pytest.skip(f"the page cache kept {resident} of {total} pages of a dropped file here")
-    RecordingCuFile.calls = []
-    same_dicts(kst.load_file(path, framework="numpy"), tensors)
-    assert RecordingCuFile.calls == [("set_direct_io", {"reads": True}), ("pread", 16 << 20)]
-    with open(path, "rb") as f:
-        f.read()  # warm
-    RecordingCuFile.calls = []
-    same_dicts(kst.load_file(path, framework="numpy"), tensors)
-    assert RecordingCuFile.calls == [("pread", None)]
-
-
-def test_set_direct_io(tmp_path):
-    """CuFile.set_direct_io takes True, False and None for each direction, on an open file."""
-    path = tmp_path / "f"
-    path.write_bytes(bytes(range(256)) * 64)
-    f = kvik.CuFile(path, "r+")
-    for reads, writes in ((True, None), (False, True), (None, False), (None, None)):
-        f.set_direct_io(reads=reads, writes=writes)
-        buf = bytearray(100)
-        assert f.read(buf, 100, 4000) == 100 and bytes(buf) == (bytes(range(256)) * 64)[4000:4100]
-    with pytest.raises(ZeroDivisionError):
-        f.set_direct_io(reads=BadBool())
-    f.close()
-    with pytest.raises(ValueError):
-        f.set_direct_io(reads=True)
-
-
-class BadBool:
-    def __bool__(self):
-        raise ZeroDivisionError
 
 
 def test_one_allocation_aligned(tmp_path, rng):
@@ -658,7 +593,6 @@ def test_save_bad_arguments(tmp_path):
 FAKE_DEVICE = """
 import ctypes, json, os, sys, tempfile
 import numpy, ml_dtypes
-import kvik
 import kvik.safetensors as kst
 from safetensors.numpy import save_file, load_file
 cu = ctypes.CDLL("libcuda.so.1")
@@ -848,7 +782,6 @@ def test_device_map_host(tmp_path, rng):
 FAKE_DEVICE_MAP = """
 import json, os, tempfile
 import numpy
-import kvik
 import kvik.safetensors as kst
 from safetensors.numpy import save_file
 from fake_devices import FakeFramework
