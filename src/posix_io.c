@@ -215,6 +215,19 @@ static size_t direct_span_of(const kvik__posix_target *t, const kvik__posix_rang
   return t->cached(t->fd, range->offset + (int64_t)head, middle) ? 0 : span;
 }
 
+/* The smallest buffered read announced to the kernel before it is made (announce_cold()). */
+#define ANNOUNCED_MIN ((size_t)1 << 20)
+
+/* A buffered read of ANNOUNCED_MIN bytes or more whose range the page cache lacks is announced
+ * first (POSIX_FADV_WILLNEED): the kernel then reads the whole range from the device at once, in
+ * requests as large as it makes, where the read alone would go at the pace of the descriptor's
+ * readahead window, which the reads of many threads at scattered offsets keep small. The pages
+ * land in the page cache as the read's would. Advice only: its failure changes nothing. */
+static void announce_cold(const kvik__posix_target *t, kvik__posix_range read) {
+  if (read.size < ANNOUNCED_MIN || !t->cached || t->cached(t->fd, read.offset, read.size)) return;
+  (void)kvik__fadvise(t->fd, (off_t)read.offset, (off_t)read.size, POSIX_FADV_WILLNEED);
+}
+
 int kvik__posix_io(const kvik__posix_target *t, const kvik__posix_range *range, size_t *done,
                    int *direct_refused) {
   *done = 0;
@@ -235,6 +248,7 @@ int kvik__posix_io(const kvik__posix_target *t, const kvik__posix_range *range, 
     if (rc < 0) return rc;
     if (outcome == DIRECT_REFUSED) *direct_refused = 1;
   }
+  if (range->op == KVIK__READ) announce_cold(t, part_of(*range, *done, size - *done));
   size_t rest;
   int rc = transfer_all(t, t->fd, part_of(*range, *done, size - *done), &rest);
   *done += rest;

@@ -33,7 +33,7 @@
 /* The kinds of call a fault can be injected into. */
 typedef enum {
   KVIK__FAULT_OPEN,
-  KVIK__FAULT_READ,   /* pread, preadv2 */
+  KVIK__FAULT_READ,   /* pread, preadv2, posix_fadvise */
   KVIK__FAULT_WRITE,  /* pwrite, write */
   KVIK__FAULT_SYNC,   /* fdatasync */
   KVIK__FAULT_MMAP,   /* mmap, madvise, get_mempolicy, set_mempolicy */
@@ -111,6 +111,13 @@ static inline ssize_t kvik__pread_at(const char *site, int fd, void *buf, size_t
   return r;
 }
 #define kvik__pread(fd, buf, n, offset) kvik__pread_at(KVIK__SITE, fd, buf, n, offset)
+
+/* posix_fadvise(2), which returns its error instead of setting errno; failed as a read. */
+static inline int kvik__fadvise_at(const char *site, int fd, off_t offset, off_t len, int advice) {
+  int err = kvik__fault_errno(KVIK__FAULT_READ, site);
+  return err ? err : posix_fadvise(fd, offset, len, advice);
+}
+#define kvik__fadvise(fd, offset, len, advice) kvik__fadvise_at(KVIK__SITE, fd, offset, len, advice)
 
 static inline ssize_t kvik__pwrite_at(const char *site, int fd, const void *buf, size_t n,
                                       off_t offset) {

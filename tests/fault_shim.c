@@ -16,6 +16,7 @@
 shim_config shim;
 _Atomic long shim_direct_io_calls;
 _Atomic long shim_io_calls;
+_Atomic long shim_willneed_calls, shim_willneed_bytes;
 _Atomic long shim_writer_tid;
 _Atomic int shim_many_writers;
 _Atomic int shim_writes_out_of_order;
@@ -27,12 +28,14 @@ static _Atomic long read_calls;
 static int (*real_open)(const char *, int, ...);
 static ssize_t (*real_pread)(int, void *, size_t, off_t);
 static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
+static int (*real_fadvise)(int, off_t, off_t, int);
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 
 static void resolve_real_calls(void) {
   real_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
   real_pread = (ssize_t(*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
   real_pwrite = (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+  real_fadvise = (int (*)(int, off_t, off_t, int))dlsym(RTLD_NEXT, "posix_fadvise");
 }
 static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
@@ -48,6 +51,8 @@ void shim_reset(void) {
   atomic_store(&read_calls, 0);
   atomic_store(&shim_direct_io_calls, 0);
   atomic_store(&shim_io_calls, 0);
+  atomic_store(&shim_willneed_calls, 0);
+  atomic_store(&shim_willneed_bytes, 0);
   atomic_store(&shim_writer_tid, 0);
   atomic_store(&shim_many_writers, 0);
   atomic_store(&shim_writes_out_of_order, 0);
@@ -147,4 +152,13 @@ ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
   ssize_t written = real_pwrite(fd, buf, count, offset);
   if (target) note_write(offset, written);
   return written;
+}
+
+int posix_fadvise(int fd, off_t offset, off_t len, int advice) {
+  pthread_once(&resolve_once, resolve_real_calls);
+  if (advice == POSIX_FADV_WILLNEED && fd >= 0 && fd < MAX_FDS && atomic_load(&target_fd[fd])) {
+    atomic_fetch_add(&shim_willneed_calls, 1);
+    atomic_fetch_add(&shim_willneed_bytes, (long)len);
+  }
+  return real_fadvise(fd, offset, len, advice);
 }

@@ -1,4 +1,4 @@
-/* A test-only interposer on open/pread/pwrite, linked into a test executable so that its
+/* A test-only interposer on open/pread/pwrite/posix_fadvise, linked into a test executable so that its
  * definitions take precedence over libc's for libkvik too. It acts only on "target" files:
  * those whose path contains SHIM_TARGET_MARK, and O_DIRECT twins reopened from them through
  * /proc/self/fd. Every knob is off (0) by default. */
@@ -26,6 +26,8 @@ extern shim_config shim;
 /* Counters for assertions. */
 extern _Atomic long shim_direct_io_calls;
 extern _Atomic long shim_io_calls;
+/* The posix_fadvise(POSIX_FADV_WILLNEED) calls on target files, and the bytes they named. */
+extern _Atomic long shim_willneed_calls, shim_willneed_bytes;
 /* The target pwrites since the last reset: the thread (gettid) that made the first, whether
  * another thread made one too, and whether one began elsewhere than where the one before ended. */
 extern _Atomic long shim_writer_tid;

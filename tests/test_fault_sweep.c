@@ -66,6 +66,7 @@ static const struct {
     {"kvik__open_for_io(", KVIK__FAULT_OPEN},
     {"kvik__pread(", KVIK__FAULT_READ},
     {"kvik__preadv2(", KVIK__FAULT_READ},
+    {"kvik__fadvise(", KVIK__FAULT_READ},
     {"kvik__pwrite(", KVIK__FAULT_WRITE},
     {"kvik__write(", KVIK__FAULT_WRITE},
     {"kvik__fdatasync(", KVIK__FAULT_SYNC},
@@ -317,6 +318,23 @@ static int step_direct(void) {
   }
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_READ, 0));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_AUTO_DIRECT_IO_WRITE, 0));
+  return rc;
+}
+
+/* A buffered read of a file out of the page cache, in one task of more than a MiB: announced to
+ * the kernel first (posix_io.c's announce_cold). */
+static int step_cold_buffered(void) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, (int64_t)FILE_BYTES));
+  reset_file(env.old_bytes);
+  kvik_file *f;
+  int rc = open_file("r+", KVIK_COMPAT_ON, &f);
+  if (rc == 0) {
+    rc = write_sync(f, env.new_bytes);
+    if (rc == 0) drop_file();
+    if (rc == 0) rc = read_sync(f, env.buf, 0);
+    kvik_file_free(f);
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, TASK));
   return rc;
 }
 
@@ -841,6 +859,7 @@ static const struct {
 } steps[] = {
     {"host IO", step_host},
     {"O_DIRECT IO", step_direct},
+    {"cold buffered read", step_cold_buffered},
     {"device IO", step_device},
     {"stream-ordered IO", step_stream},
     {"cuFile IO", step_cufile},

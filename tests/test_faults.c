@@ -199,6 +199,43 @@ static void test_direct_per_handle(void) {
   shim_reset();
 }
 
+/* The WILLNEED calls of a read of `size` bytes at 0 in tasks of `task` bytes, the file dropped
+ * from the page cache first when `cold`; the bytes are checked. */
+static long announced(int cold, size_t size, size_t task) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, (int64_t)task));
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path, "r", 0, &f));
+  if (cold) ASSERT_OK(kvik_page_cache_drop(path));
+  else free(test_read_file(path, &(size_t){0}));
+  shim_reset();
+  memset(buf, 0, size);
+  ASSERT_EQ(kvik_file_read(f, buf, size, 0), size);
+  ASSERT_SAME_BYTES(buf, ref, size);
+  long calls = atomic_load(&shim_willneed_calls);
+  kvik_file_free(f);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, TASK));
+  return calls;
+}
+
+/* A buffered task of a MiB or more that the page cache lacks is announced to the kernel (one
+ * WILLNEED for the task); cached ones and smaller ones are not. */
+static void test_cold_reads_announced(void) {
+  set_direct(0);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
+  if (announced(1, FILE_BYTES, FILE_BYTES) != 1) {
+    size_t resident, total;
+    ASSERT_OK(kvik_page_cache_info(path, &resident, &total));
+    FAIL_AT("a cold read of %zu bytes in one task was not announced (%zu of %zu pages cached)",
+            FILE_BYTES, resident, total);
+  }
+  ASSERT_EQ(atomic_load(&shim_willneed_bytes), FILE_BYTES);
+  ASSERT_EQ(announced(1, FILE_BYTES, 1 << 20), 2); /* the tail task is below a MiB */
+  ASSERT_EQ(announced(1, (1 << 20) - 1, FILE_BYTES), 0);
+  long warm = announced(0, FILE_BYTES, FILE_BYTES);
+  if (warm != 0 && still_resident()) FAIL_AT("a cached read was announced %ld times", warm);
+  shim_reset();
+}
+
 static void test_enospc_part_way(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
   const long budget = (1 << 20) + 100;
@@ -354,6 +391,7 @@ int main(void) {
   test_direct_io_refused();
   test_direct_knows_page_cache();
   test_direct_per_handle();
+  test_cold_reads_announced();
   test_enospc_part_way();
   test_real_enospc();
   test_read_eio();
