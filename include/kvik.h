@@ -1049,16 +1049,17 @@ KVIK_API int kvik_remote_set_retry_hook(kvik_retry_hook *hook, void *arg);
  * completions, as cuFile's batch API does, everywhere: device memory on files that cuFile serves
  * goes to cuFile's batch; operations that KVIK_SETTING_IO_URING gives to the kernel go to the
  * batch's own io_uring; all others run on the thread pool as kvik_file_pread()/pwrite() start
- * them (those below KVIK_SETTING_GDS_THRESHOLD within kvik_batch_submit()). A read into host
- * memory below KVIK_SETTING_GDS_THRESHOLD, unless KVIK_SETTING_IO_URING is ON, is first made
- * within kvik_batch_submit() as far as the page cache holds its bytes (preadv2(2) with
- * RWF_NOWAIT): such a read may be complete when kvik_batch_submit() returns, and the rest of one
- * read in part goes where it would have gone. Completions of every kind come back through
- * kvik_batch_wait(), with the results kvik_file_pread()/pwrite() would give. Device memory that
- * io_uring serves is staged through pinned memory: a write's bytes are copied from the device
- * within kvik_batch_submit(), a read's to the device within the kvik_batch_wait() that collects
- * it; a failed copy fails that operation alone, with its CUDA code. How operations are routed:
- * docs/design.md#batches-and-io_uring.
+ * them (those below KVIK_SETTING_GDS_THRESHOLD within kvik_batch_submit()). A read below
+ * KVIK_SETTING_GDS_THRESHOLD, unless KVIK_SETTING_IO_URING is ON, is first made within
+ * kvik_batch_submit() as far as the page cache holds its bytes (preadv2(2) with RWF_NOWAIT),
+ * before its memory is classified: such a read may be complete when kvik_batch_submit() returns,
+ * and the rest of one read in part goes where it would have gone. Device memory fails that try
+ * before a byte moves and then goes where device memory goes; managed memory is read by the CPU
+ * there. Completions of every kind come back through kvik_batch_wait(), with the results
+ * kvik_file_pread()/pwrite() would give. Device memory that io_uring serves is staged through
+ * pinned memory: a write's bytes are copied from the device within kvik_batch_submit(), a read's
+ * to the device within the kvik_batch_wait() that collects it; a failed copy fails that operation
+ * alone, with its CUDA code. How operations are routed: docs/design.md#batches-and-io_uring.
  *
  * Threads: a batch is used by one thread at a time; different batches are independent. Lifetime:
  * the buffers and files of submitted operations must stay valid, and the files open, until their
@@ -1110,9 +1111,10 @@ KVIK_API int kvik_batch_create(unsigned max_ops, kvik_batch **batch);
  * than max_ops would be in flight); -ENOMEM; KVIK_ECUDA_UNAVAILABLE, a CUDA code (finding a
  * buffer's kind or allocation); where cuFile takes operations, a cuFile code (cuFile refused them;
  * that of CU_FILE_DRIVER_CLOSING after exit began) or KVIK_ECANCELED_BY_FORK (in a child process,
- * for a batch whose cuFile part is the parent's). On each, none was submitted. Threads: the batch's
- * one thread at a time. Lifetime: `ops` is read during the call only; buffers and files as said for
- * batches. */
+ * for a batch whose cuFile part is the parent's). On each, none was submitted, although a read
+ * made within the call from the page cache may have put its bytes in its buffer. Threads: the
+ * batch's one thread at a time. Lifetime: `ops` is read during the call only; buffers and files as
+ * said for batches. */
 KVIK_API int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned count);
 
 /* Wait until at least `min_events` operations completed (0: do not wait; more than are in flight:

@@ -2,8 +2,9 @@
  * through one queue. Operations into device memory on files that cuFile serves go to cuFile's
  * batch API (batch_cufile.c); other operations go to the batch's io_uring where
  * KVIK_SETTING_IO_URING says so (batch_uring.c); all others run on the thread pool as ordinary
- * futures (batch_pool.c). Small reads into host memory are first tried here, from the page cache
- * alone. Here: the API, the checks and routing, the reads within submit, and the waiting.
+ * futures (batch_pool.c). Small reads are first tried here, from the page cache alone, before
+ * their memory is classified. Here: the API, the checks and routing, the reads within submit, and
+ * the waiting.
  * batch_state.h says how slots and the done queue work. */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -55,28 +56,28 @@ static unsigned hand_out(kvik_batch *b, kvik_batch_event *events, unsigned max) 
 /* ---- checking and routing ------------------------------------------------------------------- */
 
 /* Whether CUDA can tell device memory from host memory in this process, asked once per
- * kvik_batch_submit() (at its first operation that gets this far): where it cannot, all memory is
- * host memory, and no operation needs to ask it again. */
+ * kvik_batch_submit() (at its first operation routed): where it cannot, all memory is host
+ * memory, and no operation needs to ask it again. */
 typedef struct pointer_kinds {
   int asked;
   const kvik__cuda_api *cu;
 } pointer_kinds;
 
 /* Which backends may take the operation: cuFile's batch, the ring (for host or device memory),
- * the pool always. Writes to append handles go to the pool. */
-static int route_op(const char *fn, const kvik_batch_op *op, int flags, pointer_kinds *kinds,
-                    CUcontext *ctx, kvik__batch_route *r) {
+ * the pool always. Writes to append handles go to the pool. What is left of a read made in part
+ * within kvik_batch_submit() goes to the ring or the pool: cuFile's batch would read it all. */
+static int route_op(const char *fn, const kvik_batch_op *op, pointer_kinds *kinds, CUcontext *ctx,
+                    kvik__batch_route *r) {
   int rc = kinds->asked ? 0 : kvik__cuda_for_pointers(fn, &kinds->cu);
   if (rc < 0) return rc;
   kinds->asked = 1;
   kvik__memory mem = {KVIK_MEMORY_HOST, NULL};
   rc = kinds->cu ? kvik__memory_classify(fn, op->buf, &mem) : 0;
   if (rc < 0) return rc;
-  int append_write = (flags & O_APPEND) && op->opcode == KVIK_BATCH_WRITE;
-  r->host = (mem.kind == KVIK_MEMORY_HOST || mem.kind == KVIK_MEMORY_PINNED) && !append_write;
-  r->device = kvik__memory_on_device(&mem) && op->size > 0 && !append_write;
+  r->host = (mem.kind == KVIK_MEMORY_HOST || mem.kind == KVIK_MEMORY_PINNED) && !r->appends;
+  r->device = kvik__memory_on_device(&mem) && op->size > 0 && !r->appends;
   r->ctx = mem.ctx;
-  if (mem.kind != KVIK_MEMORY_DEVICE || op->size == 0 || append_write) return 0;
+  if (mem.kind != KVIK_MEMORY_DEVICE || op->size == 0 || r->appends || r->slotted) return 0;
   return kvik__batch_cufile_route(fn, op, ctx, r);
 }
 
@@ -105,10 +106,10 @@ typedef struct checked_file {
   int flags; /* kvik__file_access() */
 } checked_file;
 
-/* Check operation i as kvik_file_pread/pwrite would, and route it: every field of `r` that
- * kvik_batch_submit() reads before a backend sets it is set here. */
+/* Check operation i as kvik_file_pread/pwrite would: every flag of `r` that kvik_batch_submit()
+ * reads before a backend sets it is set here. Its memory is not classified yet (route_ops()). */
 static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, checked_file *last,
-                    pointer_kinds *kinds, CUcontext *ctx, kvik__batch_route *r) {
+                    kvik__batch_route *r) {
   char who[WHO_LEN];
   if (!op->file) return kvik__fail(-EINVAL, "%s: NULL file", who_of(who, fn, i));
   int is_write = (int)op->opcode == KVIK_BATCH_WRITE;
@@ -134,9 +135,25 @@ static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, checked
   if ((last->flags & O_ACCMODE) == (is_write ? O_RDONLY : O_WRONLY))
     return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", who_of(who, fn, i),
                       kvik__file_path(op->file), is_write ? "writing" : "reading");
-  r->cufile = r->done = r->slotted = r->held = r->ring = r->failed = 0;
-  int rc = route_op(fn, op, last->flags, kinds, ctx, r);
-  return rc < 0 ? name_operation(fn, i, rc) : rc;
+  r->cufile = r->host = r->device = r->done = r->slotted = r->held = r->ring = r->failed = 0;
+  r->appends = (last->flags & O_APPEND) && is_write;
+  return 0;
+}
+
+/* Route the operations not done within kvik_batch_submit(), in their order (the first that
+ * cuFile's batch takes picks its context). Returns 0 or the first error, whose message names the
+ * operation; *ncufile counts those cuFile's batch takes. */
+static int route_ops(const char *fn, const kvik_batch_op *ops, kvik__batch_route *r, unsigned count,
+                     CUcontext *ctx, unsigned *ncufile) {
+  pointer_kinds kinds = {0, NULL};
+  *ncufile = 0;
+  for (unsigned i = 0; i < count; i++) {
+    if (r[i].done) continue;
+    int rc = route_op(fn, &ops[i], &kinds, ctx, &r[i]);
+    if (rc < 0) return name_operation(fn, i, rc);
+    *ncufile += (unsigned)r[i].cufile;
+  }
+  return 0;
 }
 
 /* ---- reads within kvik_batch_submit() ------------------------------------------------------ */
@@ -147,7 +164,18 @@ static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, checked
  * only what the page cache holds: one system call and no backend's bookkeeping, nor a second call
  * to collect it. Where the page cache holds nothing of it (EAGAIN), or any other error, the
  * backend gets it as before and gives its own result; where it holds part, the backend gets the
- * rest, in the slot taken here, and the event counts both parts. */
+ * rest, in the slot taken here, and the event counts both parts.
+ *
+ * Such reads are tried before their memory is classified, as small file requests are
+ * (request.c, TRY_HOST_MAX): classifying costs more than the rest of a small read (a walk of the
+ * loaded objects for libcuda, and with CUDA in the process a driver call per operation). Device
+ * memory that the CPU cannot touch fails the call with EFAULT before a byte moves; the page cache
+ * holding none of the range fails it with EAGAIN before the buffer is touched. Either way the
+ * operation is then classified and routed as it would have been (route_ops()), cuFile's batch
+ * included, which is why the tries come before anything is handed to a backend. Managed memory,
+ * which the CPU may touch, is read here, as small requests read it. Only preadv2() touches the
+ * buffer: a file's transfers are system calls (kvik__source.syscalls_only), no memcpy that device
+ * memory would crash. */
 
 /* After this many reads in a row that the page cache did not serve, only one in NOWAIT_PROBE is
  * tried, so that reads from storage pay for a failed call rarely. */
@@ -225,31 +253,47 @@ static void read_now(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op *rest
   rest->file_offset += (int64_t)done;
 }
 
-/* Whether to try operation `op`, routed as `r`, here: a read into host memory, of at least a
- * byte, below `threshold`, under which the backends read on this thread too. */
-static int read_now_fits(const kvik_batch_op *op, const kvik__batch_route *r, uint64_t threshold) {
-  return op->opcode == KVIK_BATCH_READ && r->host && !r->cufile && op->size > 0 &&
-         op->size < threshold;
+/* Whether to try operation `op` here: a read, of at least a byte, below `threshold`, under which
+ * the backends read host memory on this thread too. */
+static int read_now_fits(const kvik_batch_op *op, uint64_t threshold) {
+  return op->opcode == KVIK_BATCH_READ && op->size > 0 && op->size < threshold;
 }
 
 /* Make the reads that fit here (none where KVIK_SETTING_IO_URING is ON: all go to the ring, as
- * asked), and set rest[i] to what is left for a backend of each operation not done here and not
- * cuFile's. Returns how many such operations there are: often none, and then no backend is
- * asked. */
-static unsigned read_small_now(kvik_batch *b, const kvik_batch_op *ops, kvik_batch_op *rest,
-                               kvik__batch_route *r, unsigned count) {
-  int may_try = kvik__setting(KVIK_SETTING_IO_URING) != KVIK_ON;
+ * asked). A read into device memory counts as a miss (nowait.misses): a batch of them soon stops
+ * paying for the failed calls. */
+static void read_small_now(kvik_batch *b, const kvik_batch_op *ops, kvik_batch_op *rest,
+                           kvik__batch_route *r, unsigned count) {
+  if (kvik__setting(KVIK_SETTING_IO_URING) == KVIK_ON) return;
   uint64_t threshold = (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   held_file h = {NULL, -1};
+  for (unsigned i = 0; i < count; i++)
+    if (read_now_fits(&ops[i], threshold) && nowait_worth_trying(b))
+      read_now(b, &ops[i], &rest[i], &r[i], &h);
+  held_let_go(&h);
+}
+
+/* A kvik_batch_submit() that fails after its reads here forgets them, so that none of its
+ * operations was submitted: their slots are freed and their events, the last queued (`ndone`
+ * were before), dropped. Their bytes are in their buffers. */
+static void forget_reads(kvik_batch *b, const kvik__batch_route *r, unsigned count,
+                         unsigned ndone) {
+  for (unsigned i = 0; i < count; i++)
+    if (r[i].done || r[i].slotted) kvik__batch_put_slot(b, r[i].id);
+  b->ndone = ndone;
+}
+
+/* Set rest[i] to what is left for the pool or the ring of each operation not done here and not
+ * cuFile's. Returns how many such operations there are: often none, and then no backend is
+ * asked. */
+static unsigned rest_for_backends(const kvik_batch_op *ops, kvik_batch_op *rest,
+                                  const kvik__batch_route *r, unsigned count) {
   unsigned left = 0;
   for (unsigned i = 0; i < count; i++) {
-    if (may_try && read_now_fits(&ops[i], &r[i], threshold) && nowait_worth_trying(b))
-      read_now(b, &ops[i], &rest[i], &r[i], &h);
     if (r[i].done || r[i].cufile) continue;
     if (!r[i].slotted) rest[i] = ops[i];
     left++;
   }
-  held_let_go(&h);
   return left;
 }
 
@@ -367,20 +411,24 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
   kvik__batch_route *routes = batch->routes; /* count <= nfree <= max_ops */
   kvik__saved_message m;
   kvik__message_save(&m);
-  CUcontext ctx = batch->cufile.handle ? batch->cufile.ctx : NULL;
-  pointer_kinds kinds = {0, NULL};
   checked_file last = {NULL, 0};
   int rc = 0;
-  unsigned ncufile = 0;
-  for (unsigned i = 0; i < count && rc == 0; i++) {
-    rc = check_op(fn, i, &ops[i], &last, &kinds, &ctx, &routes[i]);
-    if (rc == 0) ncufile += (unsigned)routes[i].cufile;
-  }
-  if (rc == 0 && ncufile > 0) rc = kvik__batch_cufile_submit(batch, fn, ops, routes, count, ctx);
+  for (unsigned i = 0; i < count && rc == 0; i++) rc = check_op(fn, i, &ops[i], &last, &routes[i]);
   if (rc < 0) return kvik__message_restore(&m, rc);
-  /* From here on nothing fails the call: operations that fail report it in their events. */
+  /* The reads here come first, unclassified; then what is left is routed, and cuFile's part,
+   * which may still fail the call, handed to cuFile before any other backend gets a thing. */
   kvik_batch_op *rest = batch->rest;
-  if (read_small_now(batch, ops, rest, routes, count) == 0) return kvik__message_restore(&m, 0);
+  unsigned ndone = batch->ndone, ncufile;
+  read_small_now(batch, ops, rest, routes, count);
+  CUcontext ctx = batch->cufile.handle ? batch->cufile.ctx : NULL;
+  rc = route_ops(fn, ops, routes, count, &ctx, &ncufile);
+  if (rc == 0 && ncufile > 0) rc = kvik__batch_cufile_submit(batch, fn, ops, routes, count, ctx);
+  if (rc < 0) {
+    forget_reads(batch, routes, count, ndone);
+    return kvik__message_restore(&m, rc);
+  }
+  /* From here on nothing fails the call: operations that fail report it in their events. */
+  if (rest_for_backends(ops, rest, routes, count) == 0) return kvik__message_restore(&m, 0);
   kvik__batch_uring_submit(batch, rest, routes, count);
   for (unsigned i = 0; i < count; i++) {
     const kvik__batch_route *r = &routes[i];

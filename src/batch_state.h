@@ -66,10 +66,12 @@ struct kvik_batch {
   kvik_batch_op *rest;              /* ... and what is left of each operation for a backend */
 };
 
-/* Where kvik_batch_submit() sends one operation. Its flags (cufile to failed) are set as the
- * operation is checked, not by clearing the whole struct: the others are set, and read, only where
- * a flag says so. */
+/* Where kvik_batch_submit() sends one operation. Its flags (appends to failed) are cleared as the
+ * operation is checked, not by clearing the whole struct, and set as it goes; the others are set,
+ * and read, only where a flag says so. */
 typedef struct kvik__batch_route {
+  int appends; /* a write to an append handle: the pool's */
+  /* Set as it is routed, unless done within kvik_batch_submit() first: */
   int cufile; /* cuFile's batch takes it (handle, base) */
   int host;   /* host memory, not an append write: the ring may take it */
   int device; /* device or managed memory, not an append write: the ring may take it, staged */

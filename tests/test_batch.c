@@ -987,6 +987,188 @@ static void test_ring_device_unpinned(void) {
   printf("ok: device memory through a staging arena registered in part\n");
 }
 
+/* ---- Small reads tried as host memory ------------------------------------------------------- */
+
+/* Small reads are tried within kvik_batch_submit() before their memory is classified (GDS
+ * threshold 1 MiB, io_uring AUTO): this thread's message, which a failed call set, and a monitor,
+ * which counts no failure. */
+typedef struct small_run {
+  kvik_file *f;
+  kvik_monitor *monitor;
+  char before[1024];
+  fake_cuda_calls_fn calls; /* the fake driver's counters; NULL without it */
+  long kinds_asked;         /* cuPointerGetAttributes calls when the run began */
+} small_run;
+
+static void small_run_begin(small_run *r) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20));
+  set_io_uring(KVIK_AUTO);
+  free(test_read_file(ref_path, &(size_t){0})); /* in the page cache: the tries find it there */
+  r->f = open_file(ref_path, "r");
+  kvik_file *none;
+  ASSERT(kvik_file_open("/nonexistent/kvik-batch-small", "r", 0, &none) < 0);
+  snprintf(r->before, sizeof r->before, "%s", kvik_last_error());
+  ASSERT_OK(kvik_monitor_create(&r->monitor));
+  r->calls = (fake_cuda_calls_fn)fake_cuda_symbol("fake_cuda_calls");
+  r->kinds_asked = r->calls ? r->calls("cuPointerGetAttributes") : 0;
+}
+
+/* Ends the run: no operation counted twice (`most` at most of each direction) nor as failed.
+ * Returns how many times the driver was asked about pointers; -1 without the fake driver. */
+static long small_run_end(small_run *r, uint64_t most) {
+  ASSERT(strcmp(kvik_last_error(), r->before) == 0);
+  kvik_summary sum = {.struct_size = sizeof sum};
+  ASSERT_OK(kvik_monitor_read(r->monitor, &sum));
+  kvik_monitor_free(r->monitor);
+  ASSERT_EQ(sum.num_errors, 0);
+  ASSERT(sum.num_reads <= most && sum.num_writes <= most);
+  kvik_file_free(r->f);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
+  return r->calls ? r->calls("cuPointerGetAttributes") - r->kinds_asked : -1;
+}
+
+/* Batches of small reads into host memory at depths 1 to 8 and 32, checked byte for byte: all
+ * read within kvik_batch_submit(), none asking the driver what their memory is. Before, every
+ * operation asked cuPointerGetAttributes where CUDA was loaded. */
+static void test_small_host_depths(void) {
+  enum { MAX_DEPTH = 32, SLOT = 3 * 4096 + 100 };
+  small_run run;
+  small_run_begin(&run);
+  unsigned char *buf = malloc(MAX_DEPTH * SLOT);
+  kvik_batch *b = batch_new(MAX_DEPTH);
+  static const unsigned depths[] = {1, 2, 3, 4, 5, 6, 7, 8, 32};
+  for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
+    unsigned n = depths[d];
+    for (int round = 0; round < 4; round++) {
+      kvik_batch_op ops[MAX_DEPTH];
+      for (unsigned i = 0; i < n; i++) {
+        size_t size = i % 3 ? 4096 : 1 + test_below(&rng, SLOT);
+        int64_t at = (int64_t)test_below(&rng, FILE_BYTES);
+        if (i % 4 == 1) at = (int64_t)(FILE_BYTES - test_below(&rng, size)); /* past the end */
+        ops[i] = (kvik_batch_op){run.f, KVIK_BATCH_READ, buf + i * SLOT, size, at, cookie_of(i)};
+      }
+      memset(buf, 0xAB, MAX_DEPTH * SLOT);
+      ASSERT_OK(kvik_batch_submit(b, ops, n));
+      kvik_batch_event ev[NOPS * 4];
+      collect(b, ev, n, n);
+      for (unsigned i = 0; i < n; i++) {
+        size_t want = expected_read(ops[i].file_offset, ops[i].size);
+        expect_complete(&ev[i], i, want);
+        ASSERT_SAME_BYTES(buf + i * SLOT, ref + ops[i].file_offset, want);
+        if (want < SLOT) ASSERT_EQ(buf[i * SLOT + want], 0xAB);
+      }
+    }
+  }
+  kvik_batch_free(b);
+  free(buf);
+  long asked = small_run_end(&run, 0);
+  if (nowait_reads(ref_path) && asked >= 0) ASSERT_EQ(asked, 0);
+  printf("ok: small host reads at depths 1 to 32%s\n",
+         asked < 0 ? "" : ", asking the driver nothing about their memory");
+}
+
+/* Small reads into device memory, tried first, fail with EFAULT and are classified then: they
+ * reach the route device memory takes (with the fake cuFile, its batch), beside host reads in the
+ * same submission, with the right bytes; small writes from both kinds of memory too. */
+static void test_small_mixed(int cufile) {
+  enum { N = 24, SLOT = 64 * KiB + GUARD };
+  static const size_t sizes[] = {1, 4096, 3 * 4096 + 17, 64 * KiB, 4096, 300};
+  small_run run;
+  small_run_begin(&run);
+  mem dev = mem_new(1, N * SLOT);
+  unsigned char *host = malloc(N * SLOT), *got = malloc(N * SLOT), *fill = malloc(N * SLOT);
+  memset(fill, 0xAB, N * SLOT);
+  mem_put(&dev, 0, fill, N * SLOT);
+  memcpy(host, fill, N * SLOT);
+  kvik_batch_op ops[N];
+  for (unsigned i = 0; i < N; i++) {
+    int on_device = i % 3 != 0;
+    size_t size = sizes[i % 6];
+    int64_t at = i == N - 1 ? (int64_t)(FILE_BYTES - 10) : (int64_t)test_below(&rng, FILE_BYTES);
+    unsigned char *buf = (on_device ? dev.ptr : host) + i * SLOT;
+    ops[i] = (kvik_batch_op){run.f, KVIK_BATCH_READ, buf, size, at, cookie_of(i)};
+  }
+  kvik_batch *b = batch_new(N);
+  if (cufile) fake.reset();
+  ASSERT_OK(kvik_batch_submit(b, ops, N));
+  if (cufile) ASSERT_EQ(fake.calls("cuFileBatchIOSubmit"), 1); /* the device reads, found late */
+  kvik_batch_event ev[NOPS * 4];
+  collect(b, ev, N, N);
+  mem_get(&dev, 0, got, N * SLOT);
+  for (unsigned i = 0; i < N; i++) {
+    size_t want = expected_read(ops[i].file_offset, ops[i].size);
+    expect_complete(&ev[i], i, want);
+    const unsigned char *bytes = (i % 3 != 0 ? got : host) + i * SLOT;
+    ASSERT_SAME_BYTES(bytes, ref + ops[i].file_offset, want);
+    ASSERT_EQ(bytes[want], 0xAB);
+  }
+  /* The same ranges written from the memory just read, to a new file at the slots' offsets. */
+  char *path = test_path(dir, "small-written");
+  kvik_file *w = open_file(path, "w+");
+  for (unsigned i = 0; i < N; i++) {
+    ops[i].file = w;
+    ops[i].opcode = KVIK_BATCH_WRITE;
+    ops[i].size = expected_read(ops[i].file_offset, ops[i].size);
+    ops[i].file_offset = (int64_t)(i * SLOT);
+  }
+  ASSERT_OK(kvik_batch_submit(b, ops, N));
+  collect(b, ev, N, N);
+  for (unsigned i = 0; i < N; i++) expect_complete(&ev[i], i, ops[i].size);
+  kvik_file_free(w);
+  size_t len;
+  unsigned char *back = test_read_file(path, &len);
+  for (unsigned i = 0; i < N; i++) {
+    const unsigned char *bytes = (i % 3 != 0 ? got : host) + i * SLOT;
+    ASSERT(len >= i * SLOT + ops[i].size);
+    ASSERT_SAME_BYTES(back + i * SLOT, bytes, ops[i].size);
+  }
+  kvik_batch_free(b);
+  small_run_end(&run, N);
+  free(back);
+  free(path);
+  free(host);
+  free(got);
+  free(fill);
+  mem_free(&dev);
+  printf("ok: small device and host reads and writes in one batch\n");
+}
+
+/* A submission whose cuFile part fails after reads made within it: the call fails, and none of
+ * its operations is in flight (their events are dropped, their slots free). */
+static void test_small_then_cufile_fails(void) {
+  enum { N = 8 };
+  small_run run;
+  small_run_begin(&run);
+  mem dev = mem_new(1, N * 4096);
+  unsigned char *host = malloc(N * 4096);
+  kvik_batch_op ops[N];
+  for (unsigned i = 0; i < N; i++)
+    ops[i] = (kvik_batch_op){run.f, KVIK_BATCH_READ, (i % 2 ? dev.ptr : host) + i * 4096, 4096,
+                             (int64_t)(i * 4096), cookie_of(i)};
+  kvik_batch *b = batch_new(N);
+  kvik_batch_event ev[NOPS * 4];
+  fake.reset();
+  fake.fail("cuFileBatchIOSubmit", 1, CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR);
+  ASSERT_FAILS(kvik_batch_submit(b, ops, N), -CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR,
+               "cuFileBatchIOSubmit");
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, N, 10 * MS), 0);
+  snprintf(run.before, sizeof run.before, "%s", kvik_last_error());
+  ASSERT_OK(kvik_batch_submit(b, ops, N)); /* all N slots are free again */
+  collect(b, ev, N, N);
+  unsigned char *got = malloc(N * 4096);
+  mem_get(&dev, 0, got, N * 4096);
+  for (unsigned i = 0; i < N; i++) {
+    expect_complete(&ev[i], i, 4096);
+    ASSERT_SAME_BYTES((i % 2 ? got : host) + i * 4096, ref + i * 4096, 4096);
+  }
+  kvik_batch_free(b);
+  small_run_end(&run, 0);
+  free(got);
+  free(host);
+  mem_free(&dev);
+  printf("ok: a failed cuFile submission forgets the reads made before it\n");
+}
+
 /* ---- cuFile ---------------------------------------------------------------------------------- */
 
 static void set_io_delay_us(long us) {
@@ -1232,16 +1414,20 @@ int main(void) {
   ring_available = kvik_io_uring_supported(why, sizeof why);
   printf("%s\n", why);
   test_host();
+  test_small_host_depths();
   if (!device_run) test_ring(); /* the plain run: io_uring serves host memory alone */
   if (!have_cuda) {
     printf("skip: device memory (no CUDA driver)\n");
   } else if (compat == KVIK_COMPAT_OFF) {
     test_cufile();
+    test_small_mixed(1);
+    test_small_then_cufile_fails();
   } else {
     test_scattered_reads(1, NOPS, 300 * KiB);
     test_writes(1, NOPS);
     test_ring_device();
     test_ring_device_unpinned();
+    test_small_mixed(0);
   }
   /* Small operations run on the submitting thread (below the GDS threshold): the same results. */
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20));
