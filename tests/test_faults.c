@@ -22,17 +22,22 @@ static void read_all_and_compare(void) {
   kvik_file_free(f);
 }
 
+/* The file holds the first `size` bytes of ref, and nothing more. */
+static void assert_file_is_ref(size_t size) {
+  size_t n;
+  unsigned char *content = test_read_file(path, &n);
+  ASSERT_EQ(n, size);
+  ASSERT_SAME_BYTES(content, ref, n);
+  free(content);
+}
+
 static void write_all_and_compare(void) {
   kvik_file *f;
   ASSERT_OK(kvik_file_open(path, "w", 0644, &f));
   ASSERT_EQ(kvik_file_write(f, ref + 1, FILE_BYTES - 1, 1), FILE_BYTES - 1);
   ASSERT_EQ(kvik_file_write(f, ref, 1, 0), 1);
   kvik_file_free(f);
-  size_t n;
-  unsigned char *content = test_read_file(path, &n);
-  ASSERT_EQ(n, FILE_BYTES);
-  ASSERT_SAME_BYTES(content, ref, n);
-  free(content);
+  assert_file_is_ref(FILE_BYTES);
 }
 
 static void set_direct(int on) {
@@ -191,11 +196,7 @@ static void test_direct_per_handle(void) {
   ASSERT_OK(kvik_file_close(f));
   ASSERT_EQ(kvik_file_set_direct_io(f, 0, 0), -EBADF);
   kvik_file_free(f);
-  size_t n;
-  unsigned char *content = test_read_file(path, &n);
-  ASSERT_EQ(n, FILE_BYTES);
-  ASSERT_SAME_BYTES(content, ref, n);
-  free(content);
+  assert_file_is_ref(FILE_BYTES);
   shim_reset();
 }
 
@@ -265,11 +266,7 @@ static void test_enospc_part_way(void) {
     if (!strstr(kvik_last_error(), expect)) FAIL_AT("message lacks %s", expect);
     kvik_file_free(f);
     /* One thread: what was written is the contiguous start, and it is right. */
-    size_t n;
-    unsigned char *content = test_read_file(path, &n);
-    ASSERT_EQ(n, budget);
-    ASSERT_SAME_BYTES(content, ref, n);
-    free(content);
+    assert_file_is_ref((size_t)budget);
   }
   shim_reset();
   write_all_and_compare(); /* the library keeps working */
