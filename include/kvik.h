@@ -194,6 +194,9 @@ KVIK_API const char *kvik_last_error(void);
  *  - NUM_THREADS: the threads of the pool that runs the tasks of requests (a buffered write of
  *    host memory takes one: see kvik_file_write).
  *  - TASK_SIZE: the bytes of one task; a request has at most 16384 tasks (see kvik_file_pread).
+ *    A read of a file of 64 MiB or more whose range the page cache mostly lacks (by a sample of
+ *    its pages) runs in tasks of at least 16 MiB: each buffered task asks the kernel to read its
+ *    whole range at once (POSIX_FADV_WILLNEED), so larger tasks keep more of the file in flight.
  *  - GDS_THRESHOLD: smaller requests run on the calling thread; on files that cuFile serves,
  *    device memory goes through cuFile from this size on.
  *  - BOUNCE_BUFFER_SIZE: the largest bounce buffer, pinned for device memory (see "Device

@@ -1,5 +1,6 @@
 /* File handles and their parallel host IO. */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -44,6 +45,7 @@ struct kvik_file {
 
 static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_t offset,
                          size_t *done);
+static int file_cold(void *self, int64_t offset, size_t size);
 
 /* ---- open and close ------------------------------------------------------------------- */
 
@@ -119,8 +121,8 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   kvik__zc_init(&f->zc, f->fd);
   kvik__zc_file *zc = f->access == O_WRONLY ? NULL : &f->zc; /* a mapping needs read access */
   const kvik__append_file *append_to = f->append ? &f->append_to : NULL;
-  f->source =
-      (kvik__source){{0, 0}, file_transfer, f, append_to, zc, &f->gds, f->path, KVIK_IO_POSIX, 1};
+  f->source = (kvik__source){{0, 0},  file_transfer, f, append_to, zc, &f->gds,
+                             f->path, KVIK_IO_POSIX, 1, file_cold};
   *file = f;
   return 0;
 }
@@ -240,6 +242,22 @@ int kvik_file_set_direct_io(kvik_file *file, int reads, int writes) {
  * cachestat(2) cannot tell. */
 static int cached_middle(int fd, int64_t offset, size_t len) {
   return kvik__page_cache_mostly(fd, offset, len, 1);
+}
+
+/* The source's hook (kvik__source.cold), for ranges of many MiB: one of COLD_SAMPLES samples of
+ * COLD_SAMPLE bytes spread over the range has less than 9 pages in 10 in the page cache. Samples
+ * bound the cost at any size, where cachestat(2) walks every page of its range. */
+#define COLD_SAMPLES 4
+#define COLD_SAMPLE ((size_t)1 << 20)
+
+static int file_cold(void *self, int64_t offset, size_t size) {
+  int fd = ((kvik_file *)self)->fd;
+  assert(size >= COLD_SAMPLE);
+  for (size_t i = 0; i < COLD_SAMPLES; i++) {
+    int64_t at = offset + (int64_t)((size - COLD_SAMPLE) / (COLD_SAMPLES - 1) * i);
+    if (!kvik__page_cache_mostly(fd, at, COLD_SAMPLE, 1)) return 1;
+  }
+  return 0;
 }
 
 /* An append handle's writes go through its O_APPEND descriptor, in the page cache, where the

@@ -32,6 +32,9 @@ typedef struct kvik__source {
    * cannot touch (device memory) where a memcpy would crash: a small request may try it before
    * its memory is classified (request.c, TRY_HOST_MAX). */
   int syscalls_only;
+  /* NULL, or whether the page cache lacks much of `size` bytes at `offset` of the source: a large
+   * read of such a range runs in larger tasks (request.c, COLD_TASK). */
+  int (*cold)(void *self, int64_t offset, size_t size);
 } kvik__source;
 
 typedef struct kvik__request {

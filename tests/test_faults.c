@@ -237,6 +237,51 @@ static void test_cold_reads_announced(void) {
   shim_reset();
 }
 
+/* A read of 64 MiB whose file the page cache lacks runs in tasks of 16 MiB, each announced, where
+ * the same read of the cached file runs in the setting's tasks of 4 MiB: counted by the preads
+ * and WILLNEED calls the shim sees (one thread: no two tasks at once). */
+static void test_cold_read_in_larger_tasks(void) {
+  const size_t size = (size_t)64 << 20;
+  char *big = test_path(dir, SHIM_TARGET_MARK "-big");
+  unsigned char *data = malloc(size), *got = malloc(size);
+  test_fill(data, size, 11);
+  test_write_file(big, data, size);
+  set_direct(0);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, 4 << 20));
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(big, "r", 0, &f));
+  for (int cold = 1; cold >= 0; cold--) {
+    if (cold) ASSERT_OK(kvik_page_cache_drop(big));
+    else free(test_read_file(big, &(size_t){0}));
+    size_t before, total;
+    ASSERT_OK(kvik_page_cache_info(big, &before, &total));
+    shim_reset();
+    memset(got, 0, size);
+    ASSERT_EQ(kvik_file_read(f, got, size, 0), size);
+    ASSERT_SAME_BYTES(got, data, size);
+    long preads = atomic_load(&shim_io_calls), announced = atomic_load(&shim_willneed_calls);
+    size_t after;
+    ASSERT_OK(kvik_page_cache_info(big, &after, &total));
+    /* Judged where the cache was as meant: the drop left (nearly) nothing, or the cached file
+     * was still whole after the read (reclaim takes pages while CI's tests fill its memory). */
+    if (cold && before > total / 16) printf("note: the drop left %zu of %zu pages\n", before, total);
+    else if (cold && (preads != 4 || announced != 4))
+      FAIL_AT("a cold read of 64 MiB made %ld preads and %ld WILLNEEDs, not 4 and 4", preads,
+              announced);
+    if (!cold && after < total) printf("note: reclaim took pages of the cached file\n");
+    else if (!cold && preads != 16)
+      FAIL_AT("a cached read of 64 MiB made %ld preads, not 16", preads);
+  }
+  kvik_file_free(f);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, TASK));
+  shim_reset();
+  unlink(big);
+  free(big);
+  free(data);
+  free(got);
+}
+
 static void test_enospc_part_way(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
   const long budget = (1 << 20) + 100;
@@ -389,6 +434,7 @@ int main(void) {
   test_direct_knows_page_cache();
   test_direct_per_handle();
   test_cold_reads_announced();
+  test_cold_read_in_larger_tasks();
   test_enospc_part_way();
   test_real_enospc();
   test_read_eio();
