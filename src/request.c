@@ -198,7 +198,8 @@ static size_t capped_task_size(size_t size, size_t task_size) {
  * on the pool's threads. On the H100 machines' virtio disk, a cold 4 GiB read into GPU memory on
  * 16 threads ran at 1.65-1.66 GB/s in tasks of 16 MiB against 1.33-1.42 in 4 MiB ones, and 1.54-
  * 1.57 for `dd bs=16M` (docs/benchmarks.md). A smaller cold request keeps its tasks: they are all
- * in flight at once either way. */
+ * in flight at once either way. Reads that cuFile serves keep theirs too: it reads without the
+ * page cache. Only ever larger: the request keeps within MAX_TASKS. */
 #define COLD_REQUEST ((size_t)64 << 20)
 #define COLD_TASK ((size_t)16 << 20)
 
@@ -324,8 +325,9 @@ static int prepare(kvik__request *req, const kvik__memory *known, int single, kv
   *serial = serial_write(req, &mem);
   if (appends(req) || *serial) single = 1;
   if (req->task_size == 0) req->task_size = (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE);
-  req->task_size = capped_task_size(req->size, cold_task_size(req, req->task_size));
+  req->task_size = capped_task_size(req->size, req->task_size);
   plan p = plan_request(req, &mem, single);
+  if (!p.via_cufile && !single) p.piece = req->task_size = cold_task_size(req, req->task_size);
   size_t zc_count = zero_copy_tasks(req, &mem, &p, single);
   size_t ntasks = zc_count ? zc_count : plan_tasks(&p);
   size_t extra = ntasks * sizeof(io_task) + (zc_count ? sizeof(kvik__zc_split) : 0);
