@@ -63,20 +63,10 @@ static void owner_release_locked(kvik__owner *owner) {
     pthread_cond_broadcast(&completion_cond);
 }
 
-void kvik__owner_release(kvik__owner *owner) {
-  if (atomic_fetch_sub(&owner->pending, 1) != 1 || !atomic_load(&owner->closed)) return;
+void kvik__owner_wake(void) {
   lock();
   pthread_cond_broadcast(&completion_cond);
   unlock();
-}
-
-/* Counted first, then the close looked at, while a close marks first, then looks at the count
- * (both sequentially consistent): either this sees the close, or the close sees this count. */
-int kvik__owner_acquire(kvik__owner *owner) {
-  atomic_fetch_add(&owner->pending, 1);
-  if (!atomic_load(&owner->closed)) return 0;
-  kvik__owner_release(owner);
-  return -EBADF;
 }
 
 int kvik__owner_close(kvik__owner *owner) {

@@ -107,12 +107,12 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
                                     NULL},
 };
 
-static _Atomic int64_t values[KVIK_SETTING_COUNT];
+_Atomic int64_t kvik__setting_values[KVIK_SETTING_COUNT];
 static _Atomic int sources[KVIK_SETTING_COUNT];
 /* Written while the library loads, before any thread can change a setting; read-only after. */
 static kvik__setting_watcher *watchers[KVIK_SETTING_COUNT];
 
-/* KVIK_SETTING_HTTP_STATUS_CODES, one bit per status; its values[] entry is unused. A change
+/* KVIK_SETTING_HTTP_STATUS_CODES, one bit per status; its value entry is unused. A change
  * stores word by word: a request that reads the set meanwhile may see part of the change. */
 #define STATUS_WORDS ((MAX_STATUS + 64) / 64)
 typedef struct status_set {
@@ -121,7 +121,7 @@ typedef struct status_set {
 static _Atomic uint64_t retry_statuses[STATUS_WORDS];
 static const int default_retry_statuses[] = {429, 500, 502, 503, 504};
 
-/* The text settings' values (KIND_TEXT), "" by default; their values[] entries are unused. */
+/* The text settings' values (KIND_TEXT), "" by default; their value entries are unused. */
 #define TEXT_MAX 4096
 static pthread_mutex_t text_lock = PTHREAD_MUTEX_INITIALIZER;
 static char texts[KVIK_SETTING_COUNT][TEXT_MAX];
@@ -386,7 +386,7 @@ static int load_one(kvik_setting s) {
                         getenv(d->env), d->env_alias, getenv(d->env_alias));
     if (rc) value = alias_value, from_env = 1;
   }
-  atomic_store(&values[s], value);
+  atomic_store(&kvik__setting_values[s], value);
   atomic_store(&sources[s], from_env ? KVIK_SOURCE_ENV : KVIK_SOURCE_DEFAULT);
   return 0;
 }
@@ -404,15 +404,13 @@ static int load_env(void) {
     if (rc < 0) return rc;
   }
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
-    int rc = notify((kvik_setting)s, atomic_load(&values[s]));
+    int rc = notify((kvik_setting)s, atomic_load(&kvik__setting_values[s]));
     if (rc < 0) return rc;
   }
   return 0;
 }
 
 KVIK__ON_LOAD(register_init_step) { kvik__init_register(load_env); }
-
-int64_t kvik__setting(kvik_setting setting) { return atomic_load(&values[setting]); }
 
 /* ---- public API ------------------------------------------------------------------------- */
 
@@ -446,7 +444,7 @@ static int set_checked(kvik_setting s, int64_t value) {
   pthread_mutex_lock(&set_lock);
   int rc = notify(s, value);
   if (rc != -EDEADLK) {
-    atomic_store(&values[s], value);
+    atomic_store(&kvik__setting_values[s], value);
     atomic_store(&sources[s], KVIK_SOURCE_API);
   }
   pthread_mutex_unlock(&set_lock);

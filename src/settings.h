@@ -2,15 +2,22 @@
 #ifndef KVIK_SRC_SETTINGS_H
 #define KVIK_SRC_SETTINGS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kvik.h"
 
+/* Each setting's value, indexed by kvik_setting: read through kvik__setting(), inline so that a
+ * small read pays a load for a setting rather than a call; written by settings.c alone. */
+extern _Atomic int64_t kvik__setting_values[KVIK_SETTING_COUNT];
+
 /* The current value of a setting. Only meaningful after kvik__init() succeeded: its step here
  * reads every setting's environment variable (an invalid value makes it fail with KVIK_ECONFIG,
  * the detail message naming the first bad variable and its value). */
-int64_t kvik__setting(kvik_setting setting);
+static inline int64_t kvik__setting(kvik_setting setting) {
+  return atomic_load(&kvik__setting_values[setting]);
+}
 
 /* A text setting's current value (KVIK_SETTING_NVCOMP_LIBRARY), as snprintf() writes it into buf:
  * returns its full length. Only meaningful after kvik__init() succeeded. Thread-safe. */

@@ -34,9 +34,7 @@ static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static kvik_monitor *counting; /* the monitors that count, newest first; guarded */
 static uint64_t last_span;     /* guarded */
 static int64_t last_stamp;     /* guarded */
-/* How many monitors count: the IO path's one load. Relaxed, as an operation that starts while a
- * monitor is created is one that started before it. */
-static atomic_uint monitors;
+atomic_uint kvik__stats_monitors;
 
 static void lock(void) { pthread_mutex_lock(&stats_lock); }
 
@@ -65,8 +63,7 @@ const char *kvik_io_backend_name(int backend) {
 
 /* ---- the IO path ------------------------------------------------------------------------- */
 
-int64_t kvik__stats_begin(void) {
-  if (atomic_load_explicit(&monitors, memory_order_relaxed) == 0) return 0;
+int64_t kvik__stats_begin_counted(void) {
   lock();
   int64_t now = stamp();
   for (kvik_monitor *m = counting; m; m = m->next)
@@ -102,8 +99,7 @@ static void count(kvik_monitor *m, const kvik__stats_op *op, int64_t now, size_t
   b->num_errors += failed != 0;
 }
 
-void kvik__stats_end(const kvik__stats_op *op, size_t transferred, int failed) {
-  if (op->start_ns == 0) return;
+void kvik__stats_end_counted(const kvik__stats_op *op, size_t transferred, int failed) {
   lock();
   int64_t now = stamp();
   for (kvik_monitor *m = counting; m; m = m->next)
@@ -142,7 +138,7 @@ int kvik_monitor_create(kvik_monitor **out) {
   m->next = counting;
   if (counting) counting->prev = m;
   counting = m;
-  atomic_fetch_add_explicit(&monitors, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&kvik__stats_monitors, 1, memory_order_relaxed);
   unlock();
   *out = m;
   return 0;
@@ -160,7 +156,7 @@ static void stop_locked(kvik_monitor *m) {
   else counting = m->next;
   if (m->next) m->next->prev = m->prev;
   m->prev = m->next = NULL;
-  atomic_fetch_sub_explicit(&monitors, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&kvik__stats_monitors, 1, memory_order_relaxed);
 }
 
 int kvik_monitor_stop(kvik_monitor *m) {

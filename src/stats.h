@@ -7,6 +7,7 @@
 #ifndef KVIK_SRC_STATS_H
 #define KVIK_SRC_STATS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,14 +22,27 @@ typedef struct kvik__stats_op {
   size_t requested; /* the bytes the call asked for */
 } kvik__stats_op;
 
+/* How many monitors count (stats.c's). Read inline by the two calls below, so that an operation
+ * with no monitor in the process pays one load each, not a call. Relaxed, as an operation that
+ * starts while a monitor is created is one that started before it. */
+extern atomic_uint kvik__stats_monitors;
+
+int64_t kvik__stats_begin_counted(void);
+void kvik__stats_end_counted(const kvik__stats_op *op, size_t transferred, int failed);
+
 /* The start of an operation: now on CLOCK_MONOTONIC, told to every monitor, or 0 when there is
  * none (then nothing else happens). Thread-safe. */
-int64_t kvik__stats_begin(void);
+static inline int64_t kvik__stats_begin(void) {
+  if (atomic_load_explicit(&kvik__stats_monitors, memory_order_relaxed) == 0) return 0;
+  return kvik__stats_begin_counted();
+}
 
 /* The end of `op`, which moved `transferred` bytes and failed when `failed`: counted by every
  * monitor that saw its start. Nothing for an operation begun with 0. Thread-safe; takes only the
  * monitors' own lock, so it may be called with any other lock of kvik held. */
-void kvik__stats_end(const kvik__stats_op *op, size_t transferred, int failed);
+static inline void kvik__stats_end(const kvik__stats_op *op, size_t transferred, int failed) {
+  if (op->start_ns != 0) kvik__stats_end_counted(op, transferred, failed);
+}
 
 /* An operation of `requested` bytes on `backend` starting now: what an entry point begins with. */
 static inline kvik__stats_op kvik__stats_observe(kvik_io_backend backend, kvik__op op,
