@@ -167,15 +167,14 @@ static int route_ops(const char *fn, const kvik_batch_op *ops, kvik__batch_route
  * rest, in the slot taken here, and the event counts both parts.
  *
  * Such reads are tried before their memory is classified, as small file requests are
- * (request.c, TRY_HOST_MAX): classifying costs more than the rest of a small read (a walk of the
+ * (file.c, QUICK_MAX): classifying costs more than the rest of a small read (a walk of the
  * loaded objects for libcuda, and with CUDA in the process a driver call per operation). Device
  * memory that the CPU cannot touch fails the call with EFAULT before a byte moves; the page cache
  * holding none of the range fails it with EAGAIN before the buffer is touched. Either way the
  * operation is then classified and routed as it would have been (route_ops()), cuFile's batch
  * included, which is why the tries come before anything is handed to a backend. Managed memory,
  * which the CPU may touch, is read here, as small requests read it. Only preadv2() touches the
- * buffer: a file's transfers are system calls (kvik__source.syscalls_only), no memcpy that device
- * memory would crash. */
+ * buffer: a system call fails on device memory, where a memcpy would crash. */
 
 /* After this many reads in a row that the page cache did not serve, only one in NOWAIT_PROBE is
  * tried, so that reads from storage pay for a failed call rarely. */

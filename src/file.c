@@ -121,8 +121,8 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   kvik__zc_init(&f->zc, f->fd);
   kvik__zc_file *zc = f->access == O_WRONLY ? NULL : &f->zc; /* a mapping needs read access */
   const kvik__append_file *append_to = f->append ? &f->append_to : NULL;
-  f->source = (kvik__source){{0, 0},  file_transfer, f, append_to, zc, &f->gds,
-                             f->path, KVIK_IO_POSIX, 1, file_cold};
+  f->source = (kvik__source){{0, 0},  file_transfer, f,        append_to, zc, &f->gds,
+                             f->path, KVIK_IO_POSIX, file_cold};
   *file = f;
   return 0;
 }
@@ -350,19 +350,20 @@ static void file_request(kvik__request *req, const char *fn, kvik_file *file, kv
                          .offset = offset};
 }
 
-/* The request, in *req, of a call of `fn` that the monitors count (stats.h), begun here. Returns
- * 0, or the error of a file that refuses the call, which then counts as failed. The request and
- * its count are built in place, field by field: built on the stack and copied, they cost
- * store-forwarding stalls worth a third of what kvik adds to a 4 KiB read. */
+/* The request, in *req, of a call of `fn` that the monitors count (stats.h), begun at `start`
+ * (kvik__stats_begin()). Returns 0, or the error of a file that refuses the call, which then
+ * counts as failed. The request and its count are built in place, field by field: built on the
+ * stack and copied, they cost store-forwarding stalls worth a third of what kvik adds to a 4 KiB
+ * read. */
 static int counted_request(const char *fn, kvik_file *file, kvik__op op, const void *buf,
-                           size_t size, int64_t offset, kvik__request *req) {
+                           size_t size, int64_t offset, int64_t start, kvik__request *req) {
   int rc = check_access(fn, file, op);
   if (rc < 0) {
-    kvik__stats_op refused = kvik__stats_observe(KVIK_IO_POSIX, op, size);
+    kvik__stats_op refused = {start, KVIK_IO_POSIX, op, size};
     return kvik__stats_refuse(&refused, rc);
   }
   file_request(req, fn, file, op, buf, size, offset);
-  req->stats.start_ns = kvik__stats_begin();
+  req->stats.start_ns = start;
   req->stats.backend = KVIK_IO_POSIX;
   req->stats.op = op;
   req->stats.requested = size;
@@ -373,7 +374,8 @@ static int pread_request(kvik_file *file, void *buf, size_t size, int64_t file_o
                          size_t task_size, int pooled, kvik_future **future) {
   if (future) *future = NULL;
   kvik__request req;
-  int rc = counted_request("kvik_file_pread", file, KVIK__READ, buf, size, file_offset, &req);
+  int rc = counted_request("kvik_file_pread", file, KVIK__READ, buf, size, file_offset,
+                           kvik__stats_begin(), &req);
   if (rc < 0) return rc;
   req.task_size = task_size;
   req.pooled = (unsigned char)pooled;
@@ -394,25 +396,76 @@ int kvik_file_pwrite(kvik_file *file, const void *buf, size_t size, int64_t file
                      size_t task_size, kvik_future **future) {
   if (future) *future = NULL;
   kvik__request req;
-  int rc = counted_request("kvik_file_pwrite", file, KVIK__WRITE, buf, size, file_offset, &req);
+  int rc = counted_request("kvik_file_pwrite", file, KVIK__WRITE, buf, size, file_offset,
+                           kvik__stats_begin(), &req);
   if (rc < 0) return rc;
   req.task_size = task_size;
   req.serial_writes = (unsigned char)writes_serialise(file);
   return kvik__request_start(&req, 0, future);
 }
 
-ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset) {
+/* The largest blocking read or write tried as host memory before its buffer is classified
+ * (quick()). Classifying costs more than the rest of a small request's bookkeeping: a walk of the
+ * loaded objects to learn whether libcuda is there, and with CUDA in the process a driver call.
+ * Most small requests are of host memory; device memory that the CPU cannot touch fails their
+ * first system call with EFAULT before a byte moves, and they then go the device's way. Managed
+ * memory, which the CPU may touch, is read or written through the CPU up to this size, a few
+ * dozen pages, as cheap as the copy through a bounce buffer it would otherwise take. */
+#define QUICK_MAX ((size_t)256 << 10)
+
+/* A blocking request that kvik__request_run() would serve as one buffered transfer of host memory
+ * on this thread, served by its system calls alone: no classification of the buffer, no future.
+ * Returns 1 with *moved set where it ended the request (the bytes moved, fewer where a read
+ * reached the end of the file, or its error with a message), counted by the monitors from
+ * `start`; 0 where the request must go the full way: where the first system call failed with
+ * EFAULT before a byte moved (device memory), and without trying, for a handle that refuses the
+ * call, O_DIRECT chosen for it, an append, a request the pool would serve or that
+ * kvik__request_check_args() refuses. The calling thread has no deferred device reads to settle
+ * first, unlike a pool thread (run_task()). */
+static int quick(kvik_file *file, kvik__op op, char *buf, size_t size, int64_t offset,
+                 int64_t start, ssize_t *moved) {
+  if (!file || file->access == (op == KVIK__READ ? O_WRONLY : O_RDONLY) || size > QUICK_MAX ||
+      (uint64_t)offset > (uint64_t)INT64_MAX - size || (file->append && op == KVIK__WRITE) ||
+      direct_chosen(file, op) || size > (size_t)kvik__setting(KVIK_SETTING_TASK_SIZE))
+    return 0;
+  if (kvik__owner_acquire(&file->source.owner) < 0) return 0;
+  size_t done;
+  kvik__posix_range range = {op, buf, size, offset};
+  int rc = kvik__posix_move(file->fd, &range, &done);
+  kvik__owner_release(&file->source.owner);
+  if (rc == -EFAULT && done == 0) return 0;
+  kvik__posix_target target = {file->fd, -1, file->path, NULL};
+  rc = kvik__posix_report(&target, &range, done, rc);
+  kvik__stats_op counted = {start, KVIK_IO_POSIX, op, size};
+  kvik__stats_end(&counted, done, rc < 0);
+  *moved = rc < 0 ? kvik__request_failed(rc, done, size) : (ssize_t)done;
+  return 1;
+}
+
+/* kvik_file_read and kvik_file_write where quick() did not serve them, counted from `start`. Not
+ * inlined: the request on its stack would give the callers a frame to build on every call. */
+__attribute__((noinline)) static ssize_t run_blocking(const char *fn, kvik_file *file, kvik__op op,
+                                                      const void *buf, size_t size, int64_t offset,
+                                                      int64_t start) {
   kvik__request req;
-  int rc = counted_request("kvik_file_read", file, KVIK__READ, buf, size, file_offset, &req);
-  return rc < 0 ? rc : kvik__request_run(&req);
+  int rc = counted_request(fn, file, op, buf, size, offset, start, &req);
+  if (rc < 0) return rc;
+  if (op == KVIK__WRITE) req.serial_writes = (unsigned char)writes_serialise(file);
+  return kvik__request_run(&req);
+}
+
+ssize_t kvik_file_read(kvik_file *file, void *buf, size_t size, int64_t file_offset) {
+  int64_t start = kvik__stats_begin();
+  ssize_t moved;
+  if (quick(file, KVIK__READ, buf, size, file_offset, start, &moved)) return moved;
+  return run_blocking("kvik_file_read", file, KVIK__READ, buf, size, file_offset, start);
 }
 
 ssize_t kvik_file_write(kvik_file *file, const void *buf, size_t size, int64_t file_offset) {
-  kvik__request req;
-  int rc = counted_request("kvik_file_write", file, KVIK__WRITE, buf, size, file_offset, &req);
-  if (rc < 0) return rc;
-  req.serial_writes = (unsigned char)writes_serialise(file);
-  return kvik__request_run(&req);
+  int64_t start = kvik__stats_begin();
+  ssize_t moved;
+  if (quick(file, KVIK__WRITE, (char *)buf, size, file_offset, start, &moved)) return moved;
+  return run_blocking("kvik_file_write", file, KVIK__WRITE, buf, size, file_offset, start);
 }
 
 int kvik_file_read_async(kvik_file *file, void *buf, size_t size, int64_t file_offset, void *stream,

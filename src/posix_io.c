@@ -37,22 +37,32 @@ static kvik__posix_range part_of(kvik__posix_range range, size_t from, size_t n)
   return (kvik__posix_range){range.op, range.buf + from, n, range.offset + (int64_t)from};
 }
 
-/* Transfer `part` through `fd` until it is done or (reads) the file ends. */
-static int transfer_all(const kvik__posix_target *t, int fd, kvik__posix_range part, size_t *done) {
+int kvik__posix_move(int fd, const kvik__posix_range *range, size_t *done) {
   *done = 0;
-  while (*done < part.size) {
-    size_t left = part.size - *done;
-    int64_t at = part.offset + (int64_t)*done;
-    ssize_t r = sys_once(part.op, fd, part.buf + *done, left, at);
-    if (r < 0) return fail_at(part.op, (int)-r, t, left, at);
-    if (r == 0) {
-      if (part.op == KVIK__READ) return 0;
-      return kvik__fail(-EIO, "pwrite(\"%s\", %zu bytes at offset %lld) wrote nothing", t->path,
-                        left, (long long)at);
-    }
+  while (*done < range->size) {
+    ssize_t r = sys_once(range->op, fd, range->buf + *done, range->size - *done,
+                         range->offset + (int64_t)*done);
+    if (r <= 0) return (int)r;
     *done += (size_t)r;
   }
   return 0;
+}
+
+int kvik__posix_report(const kvik__posix_target *t, const kvik__posix_range *range, size_t done,
+                       int rc) {
+  size_t left = range->size - done;
+  int64_t at = range->offset + (int64_t)done;
+  if (rc < 0) return fail_at(range->op, -rc, t, left, at);
+  if (left && range->op == KVIK__WRITE)
+    return kvik__fail(-EIO, "pwrite(\"%s\", %zu bytes at offset %lld) wrote nothing", t->path, left,
+                      (long long)at);
+  return 0;
+}
+
+/* Transfer `part` through `fd` until it is done or (reads) the file ends. */
+static int transfer_all(const kvik__posix_target *t, int fd, kvik__posix_range part, size_t *done) {
+  int rc = kvik__posix_move(fd, &part, done);
+  return kvik__posix_report(t, &part, *done, rc);
 }
 
 int kvik__posix_append(const kvik__posix_target *t, const char *buf, size_t size, size_t *done) {

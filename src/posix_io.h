@@ -44,6 +44,19 @@ typedef struct kvik__posix_range {
 int kvik__posix_io(const kvik__posix_target *target, const kvik__posix_range *range, size_t *done,
                    int *direct_refused);
 
+/* The range through the descriptor `fd` alone, in system calls retried while interrupted or
+ * short, until it is done, or (reads) the file ends, or a call fails or (writes) writes nothing.
+ * Returns 0, or the failed call's -errno with no message set; *done is the number of bytes
+ * transferred either way. kvik__posix_report() reports what it did as kvik__posix_io() would;
+ * the caller decides first whether a failure is one (see file.c, quick()). */
+int kvik__posix_move(int fd, const kvik__posix_range *range, size_t *done);
+
+/* What kvik__posix_move() of `range` through target->fd did, moving `done` bytes and returning
+ * rc: 0, or a negative code with a detail message naming the call, the path and the part of the
+ * range that was left. */
+int kvik__posix_report(const kvik__posix_target *target, const kvik__posix_range *range,
+                       size_t done, int rc);
+
 /* Append `size` bytes from `buf` through target->fd, which was opened with O_APPEND, in write(2)
  * calls, retried while interrupted or short. The kernel places each call at the end of the file
  * as it is at that moment: no offset is computed here, so nothing is ever overwritten, and bytes

@@ -392,67 +392,36 @@ int kvik__request_start(kvik__request *req, int blocking, kvik_future **out) {
   return start(req, NULL, blocking, out);
 }
 
+int kvik__request_failed(int rc, size_t done, size_t size) {
+  char why[KVIK_MESSAGE_MAX];
+  snprintf(why, sizeof why, "%s", kvik_last_error());
+  return kvik__fail(rc, "%s (%zu of %zu bytes transferred)", why, done, size);
+}
+
 /* A blocking request of host memory that one task on the calling thread serves, but for appends:
  * the source's transfer alone, without a future, so that a small read or write costs its system
  * call and little else (no allocation, no lock: the owner counts with atomics). It ends as a
  * future would have: the bytes moved, or the error with how many moved, counted by the
- * monitors.
- *
- * Where `given_back` is not NULL, `buf` was not classified: a transfer that fails with EFAULT
- * before a byte moved is not ended but given back (*given_back set, the thread's message as it
- * was), for the request to go the way its kind of memory says (see TRY_HOST_MAX). */
-static ssize_t run_on_caller(kvik__request *req, int *given_back) {
+ * monitors. */
+static ssize_t run_on_caller(kvik__request *req) {
   kvik__source *src = req->source;
   int rc = acquire_owner(req);
   if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
-  kvik__saved_message before;
-  if (given_back) kvik__message_save(&before);
   kvik__device_settle(); /* as run_task() does before a host transfer */
   size_t done = 0;
   rc = src->transfer(src->self, req->op, req->buf, req->size, req->offset, &done);
   kvik__owner_release(&src->owner);
-  if (given_back && rc == -EFAULT && done == 0) {
-    *given_back = 1;
-    return kvik__message_restore(&before, 0);
-  }
   kvik__stats_end(&req->stats, done, rc < 0);
-  if (rc < 0) {
-    char why[KVIK_MESSAGE_MAX];
-    snprintf(why, sizeof why, "%s", kvik_last_error());
-    return kvik__fail(rc, "%s (%zu of %zu bytes transferred)", why, done, req->size);
-  }
-  return (ssize_t)done;
-}
-
-/* The largest request tried as host memory before its memory is classified. Classifying costs
- * more than the rest of a small request's bookkeeping: a walk of the loaded objects to learn
- * whether libcuda is there, and with CUDA in the process a driver call. Most small requests are
- * of host memory; device memory that the CPU cannot touch fails their first system call with
- * EFAULT before a byte moves, and they then go the device's way. Managed memory, which the CPU
- * may touch, is read or written through the CPU up to this size, a few dozen pages, as cheap as
- * the copy through a bounce buffer it would otherwise take. */
-#define TRY_HOST_MAX ((size_t)256 << 10)
-
-/* Whether `req` may be tried as host memory first: blocking, small, of a source whose transfer
- * fails on device memory rather than crash, and one that run_on_caller() would serve were it host
- * memory. */
-static int try_as_host(const kvik__request *req) {
-  return req->size <= TRY_HOST_MAX && req->source->syscalls_only && !appends(req) &&
-         runs_inline(req, 1);
+  return rc < 0 ? kvik__request_failed(rc, done, req->size) : (ssize_t)done;
 }
 
 ssize_t kvik__request_run(kvik__request *req) {
   kvik__memory mem;
   int rc = kvik__request_check_args(req);
-  if (rc == 0 && try_as_host(req)) {
-    int given_back = 0;
-    ssize_t result = run_on_caller(req, &given_back);
-    if (!given_back) return result;
-  }
   if (rc == 0) rc = kvik__memory_classify(req->fn, req->buf, &mem);
   if (rc < 0) return kvik__stats_refuse(&req->stats, rc);
   if (!kvik__memory_on_device(&mem) && !appends(req) && runs_inline(req, 1))
-    return run_on_caller(req, NULL);
+    return run_on_caller(req);
   kvik_future *future = NULL;
   if ((rc = start(req, &mem, 1, &future)) < 0) return rc; /* classified once */
   ssize_t result = kvik_future_wait(future);

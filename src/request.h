@@ -28,10 +28,6 @@ typedef struct kvik__source {
   kvik__gds_file *gds;     /* how cuFile serves the source, or NULL where it cannot */
   const char *name;        /* the path, for messages */
   kvik_io_backend backend; /* what carries its requests for the monitors, unless cuFile does */
-  /* Its transfer moves bytes with system calls only, which fail with EFAULT on memory the CPU
-   * cannot touch (device memory) where a memcpy would crash: a small request may try it before
-   * its memory is classified (request.c, TRY_HOST_MAX). */
-  int syscalls_only;
   /* NULL, or whether the page cache lacks much of `size` bytes at `offset` of the source: a large
    * read of such a range runs in larger tasks (request.c, COLD_TASK). */
   int (*cold)(void *self, int64_t offset, size_t size);
@@ -77,5 +73,10 @@ int kvik__request_check(const kvik__request *req, kvik_future **out, kvik__memor
 
 /* Start the request and wait for it. Returns the byte count or a negative code. */
 ssize_t kvik__request_run(kvik__request *req);
+
+/* The error of a blocking request of `size` bytes that failed with `rc` after it moved `done`:
+ * this thread's message, which names the cause, gets the count appended, as a future's does.
+ * Returns rc. */
+int kvik__request_failed(int rc, size_t done, size_t size);
 
 #endif
