@@ -201,10 +201,7 @@ static int held_fd(held_file *h, kvik_file *file) {
   if (h->file == file) return h->fd;
   held_let_go(h);
   h->file = file;
-  h->fd = -1;
-  if (kvik__file_hold(file) < 0) return -1; /* closed meanwhile: the backend reports it */
-  h->fd = kvik_file_fd(file);               /* refused once a close began: likewise */
-  if (h->fd < 0) kvik__file_let_go(file);
+  h->fd = kvik__file_hold(file); /* closed meanwhile: the backend reports it */
   return h->fd;
 }
 
@@ -453,7 +450,7 @@ int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *ev
   kvik__message_save(&m);
   unsigned outstanding = batch->ndone + in_flight;
   int rc = gather(batch, fn, min_events < outstanding ? min_events : outstanding, timeout_ns);
-  if (rc < 0) return rc;
+  if (rc < 0) return kvik__message_restore(&m, rc);
   return kvik__message_restore(&m, (int)hand_out(batch, events, max_events));
 }
 

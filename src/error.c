@@ -9,27 +9,41 @@
 #include <string.h>
 
 static _Thread_local char last_message[KVIK_MESSAGE_MAX];
+/* The innermost save of the message in effect on this thread (kvik__message_save), or NULL. */
+static _Thread_local kvik__saved_message *innermost_save;
 
 const char *kvik_last_error(void) { return last_message; }
 
+/* Called before the message is written: the saves that have not kept it yet keep it now. They
+ * are the innermost ones, as a write keeps every save made before it. */
+static void keep_saved_message(void) {
+  for (kvik__saved_message *m = innermost_save; m && !m->kept; m = m->outer) {
+    memcpy(m->text, last_message, sizeof m->text);
+    m->kept = 1;
+  }
+}
+
 void kvik__set_message(const char *message) {
+  keep_saved_message();
   snprintf(last_message, sizeof last_message, "%s", message);
 }
 
 void kvik__message_save(kvik__saved_message *m) {
-  m->now = last_message;
-  size_t len = last_message[0] ? strnlen(last_message, sizeof m->text - 1) : 0;
-  memcpy(m->text, last_message, len);
-  m->text[len] = '\0';
+  m->outer = innermost_save;
+  m->kept = 0;
+  innermost_save = m;
 }
 
-int kvik__message_restore(const kvik__saved_message *m, int rc) {
-  if (rc >= 0 && (m->now[0] != m->text[0] || (m->now[0] && strcmp(m->now, m->text) != 0)))
-    kvik__set_message(m->text);
+int kvik__message_restore(kvik__saved_message *m, int rc) {
+  assert(innermost_save == m);
+  innermost_save = m->outer;
+  /* The outer saves kept the message when this one did, if not before: no need to keep it. */
+  if (rc >= 0 && m->kept) memcpy(last_message, m->text, sizeof last_message);
   return rc;
 }
 
 int kvik__fail(int code, const char *fmt, ...) {
+  keep_saved_message();
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(last_message, sizeof last_message, fmt, ap);
@@ -38,6 +52,7 @@ int kvik__fail(int code, const char *fmt, ...) {
 }
 
 int kvik__fail_errno(int err, const char *fmt, ...) {
+  keep_saved_message();
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(last_message, sizeof last_message, fmt, ap);

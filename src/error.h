@@ -32,17 +32,21 @@ void kvik__error_register(int base, kvik__foreign_text *name, kvik__foreign_text
 void kvik__set_message(const char *message);
 
 /* This thread's message as a call found it, for a call that succeeds to leave it as it was even
- * where something it tried on the way failed (and wrote a message of its own). */
+ * where something it tried on the way failed (and wrote a message of its own). The text is
+ * copied only when the message is first written after the save: most calls write none, and a
+ * save costs them a few stores. */
 typedef struct kvik__saved_message {
-  const char *now; /* this thread's message, which the call may change */
+  struct kvik__saved_message *outer; /* the save in effect when this one was made, or NULL */
+  int kept;                          /* text holds the message as this save found it */
   char text[KVIK_MESSAGE_MAX];
 } kvik__saved_message;
 
-/* Copy this thread's message into *m: mostly a short text, often none. */
+/* Save this thread's message into *m, which must live until kvik__message_restore(m). Saves
+ * nest: each is restored on every way out of the call that made it, innermost first. */
 void kvik__message_save(kvik__saved_message *m);
 
-/* Where rc is not an error, put back the message kvik__message_save() copied (a write only where
- * the text changed); return rc. */
-int kvik__message_restore(const kvik__saved_message *m, int rc);
+/* End the save *m, the innermost: where rc is not an error, put back the message it found if it
+ * was written since; return rc. */
+int kvik__message_restore(kvik__saved_message *m, int rc);
 
 #endif

@@ -286,7 +286,7 @@ int kvik__file_access(const kvik_file *file) {
 }
 
 int kvik__file_hold(kvik_file *file) {
-  return kvik__owner_acquire(&file->source.owner) < 0 ? -EBADF : 0;
+  return kvik__owner_acquire(&file->source.owner) < 0 ? -EBADF : file->fd;
 }
 
 void kvik__file_let_go(kvik_file *file) { let_go(file); }

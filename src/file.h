@@ -21,8 +21,8 @@ int kvik__file_access(const kvik_file *file);
 int kvik__file_pread_pooled(kvik_file *file, void *buf, size_t size, int64_t file_offset,
                             kvik_future **future);
 
-/* Keep the file from closing while the caller uses its descriptors, as a request does: 0, or
- * -EBADF (no message) once it is closed. */
+/* Keep the file from closing while the caller uses its descriptors, as a request does. Returns
+ * its buffered descriptor, or -EBADF (no message) once it is closed. */
 int kvik__file_hold(kvik_file *file);
 void kvik__file_let_go(kvik_file *file);
 

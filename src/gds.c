@@ -152,11 +152,10 @@ void kvik__gds_close(kvik__gds_file *g) {
 static void decide_once(kvik__gds_file *g) {
   int expected = UNDECIDED;
   if (atomic_compare_exchange_strong(&g->state, &expected, DECIDING)) {
-    char saved[KVIK_MESSAGE_MAX];
-    snprintf(saved, sizeof saved, "%s",
-             kvik_last_error()); /* the decision is no failure of the caller */
+    kvik__saved_message m; /* the decision is no failure of the caller */
+    kvik__message_save(&m);
     decide(g, "cuFile", 1);
-    kvik__set_message(saved);
+    kvik__message_restore(&m, 0);
     atomic_store(&g->state, DECIDED);
     return;
   }

@@ -367,8 +367,8 @@ static void probe(void) {
   kvik__uring *r;
   struct utsname u;
   const char *release = uname(&u) == 0 ? u.release : "unknown";
-  char saved[KVIK_MESSAGE_MAX];
-  snprintf(saved, sizeof saved, "%s", kvik_last_error());
+  kvik__saved_message m;
+  kvik__message_save(&m);
   if (kvik__uring_create("kvik_io_uring_supported", 2, NULL, &r) == 0) {
     kvik__uring_free(r);
     probe_result = 1;
@@ -377,7 +377,7 @@ static void probe(void) {
     snprintf(probe_why, sizeof probe_why, "not available: %s (Linux %s)", kvik_last_error(),
              release);
   }
-  kvik__set_message(saved);
+  kvik__message_restore(&m, 0);
 }
 
 int kvik_io_uring_supported(char *why, size_t len) {
