@@ -1,10 +1,17 @@
 /* Small blocking reads and writes of host memory, which kvik_file_read and kvik_file_write serve
  * with their system calls alone (src/file.c, quick()): random ones against a model of the file,
  * beside the full way (larger, O_DIRECT, small tasks); their errors, each with its code, its
- * message and the bytes it moved; and the monitors, which count each call once. */
+ * message and the bytes it moved; the monitors, which count each call once; and writes on a full
+ * file system.
+ *
+ * Usage: test_small_io          every case but the full file system
+ *        test_small_io enospc   writes on a 1 MiB tmpfs mounted in a mount namespace of its own;
+ *                               skips (77) where the namespace or the mount is refused */
 #include "test.h"
 
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #define PAGE 4096
@@ -186,7 +193,124 @@ static void test_monitor(void) {
   printf("ok: a monitor counts small reads and writes once each\n");
 }
 
-int main(void) {
+/* ---- a full file system -------------------------------------------------------------------- */
+
+#define DISK_BYTES ((size_t)1 << 20)
+#define FULL_MODEL ((size_t)3 << 20)
+
+/* A 1 MiB tmpfs at a fresh directory, in a mount namespace of this process alone (so that it goes
+ * away with the process); NULL where either is refused. Before any thread starts. */
+static char *mount_small_tmpfs(void) {
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+    printf("skip: a mount namespace of our own: %s\n", strerror(errno));
+    return NULL;
+  }
+  char *mnt = test_mkdtemp();
+  if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+    printf("skip: mount -t tmpfs %s: %s\n", mnt, strerror(errno));
+    rmdir(mnt);
+    free(mnt);
+    return NULL;
+  }
+  return mnt;
+}
+
+/* The bytes a failed write says it moved: its message's "(N of M bytes transferred)". */
+static size_t moved_in_message(size_t size) {
+  const char *open = strrchr(kvik_last_error(), '(');
+  unsigned long long moved, of;
+  if (!open || sscanf(open, "(%llu of %llu bytes transferred)", &moved, &of) != 2)
+    FAIL_AT("no count in the message");
+  ASSERT_EQ(of, size);
+  return (size_t)moved;
+}
+
+/* One write of `size` bytes of `src` at `offset` that failed having moved `moved` of them: each
+ * byte of the range in the file is as it was (`model`) or the new one, and `moved` counts the new
+ * ones (bytes equal in both count either way). The model takes what is there. */
+static void check_failed_write(int fd, unsigned char *model, const unsigned char *src,
+                               int64_t offset, size_t size, size_t moved) {
+  unsigned char *got = malloc(size);
+  ssize_t n = pread(fd, got, size, offset);
+  ASSERT(n >= 0);
+  memset(got + n, 0, size - (size_t)n); /* past the end: as the model, which holds zeros there */
+  size_t surely_new = 0, maybe_new = 0;
+  for (size_t i = 0; i < size; i++) {
+    unsigned char old = model[offset + (int64_t)i];
+    if (got[i] != old && got[i] != src[i])
+      FAIL_AT("byte %zu of a failed write at %lld is %#x, neither old %#x nor new %#x", i,
+              (long long)offset, got[i], old, src[i]);
+    surely_new += got[i] == src[i] && got[i] != old;
+    maybe_new += got[i] == src[i];
+  }
+  if (moved < surely_new || moved > maybe_new)
+    FAIL_AT("a failed write at %lld said it moved %zu bytes; %zu to %zu are new", (long long)offset,
+            moved, surely_new, maybe_new);
+  memcpy(model + offset, got, size);
+  free(got);
+}
+
+/* Writes of 1 byte to 300 KiB at random offsets of a file on a 1 MiB file system, blocking (the
+ * small ones on the calling thread) and through futures, until some have found it full: each
+ * lands whole or fails with -ENOSPC, naming the file and the bytes it moved, and those bytes
+ * alone are new in the file; reads then return the model, what landed before a failure intact. */
+static int test_full_disk(void) {
+  char *mnt = mount_small_tmpfs();
+  if (!mnt) return TEST_SKIP;
+  char *path = test_path(mnt, "full");
+  unsigned char *model = calloc(1, FULL_MODEL), *src = malloc(300 << 10);
+  size_t len = 0;
+  kvik_file *f = open_ok(path, "w+");
+  int fd = kvik_file_fd(f), failures = 0, i;
+  for (i = 0; i < 400 && failures < 12; i++) {
+    size_t size = 1 + test_below(&rng, i % 2 ? 300 << 10 : 64 << 10);
+    int64_t offset = (int64_t)test_below(&rng, len + (64 << 10));
+    if ((size_t)offset + size > FULL_MODEL) offset = (int64_t)(FULL_MODEL - size);
+    test_fill(src, size, test_rand(&rng));
+    ssize_t rc;
+    size_t moved;
+    if (i % 3 == 2) {
+      kvik_future *future;
+      ASSERT_OK(kvik_file_pwrite(f, src, size, offset, 16 << 10, &future));
+      rc = kvik_future_wait(future);
+      moved = kvik_future_bytes_done(future);
+      kvik_future_free(future);
+    } else {
+      rc = kvik_file_write(f, src, size, offset);
+      moved = rc < 0 ? moved_in_message(size) : (size_t)rc;
+    }
+    if (rc >= 0) {
+      ASSERT_EQ(rc, (ssize_t)size);
+      memcpy(model + offset, src, size);
+    } else {
+      ASSERT_EQ(rc, -ENOSPC);
+      ASSERT(strstr(kvik_last_error(), path));
+      check_failed_write(fd, model, src, offset, size, moved);
+      failures++;
+    }
+    struct stat st;
+    ASSERT(fstat(fd, &st) == 0);
+    len = (size_t)st.st_size;
+  }
+  ASSERT(failures > 0);
+  unsigned char *back = malloc(len + 1);
+  ASSERT_EQ(kvik_file_read(f, back, len + 1, 0), (ssize_t)len);
+  ASSERT_SAME_BYTES(back, model, len);
+  printf("ok: %d writes on a full file system, %d of them failed with ENOSPC\n", i, failures);
+  free(back);
+  kvik_file_free(f);
+  unlink(path);
+  free(path);
+  free(src);
+  free(model);
+  ASSERT(umount(mnt) == 0);
+  rmdir(mnt);
+  free(mnt);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "enospc") == 0) return test_full_disk();
   dir = test_mkdtemp();
   test_model();
   test_errors();
