@@ -140,8 +140,15 @@ static void test_direct_knows_page_cache(void) {
       else free(test_read_file(path, &n)); /* whole again, whatever reclaim took */
       long calls = direct_read(area, skew, size, offset);
       total += calls;
+      /* Reclaim can take pages between the test's read and kvik's look, and the read's buffered
+       * head brings them back by readahead: the same read, the file whole again, decides. */
+      if (!cold && calls != 0) {
+        free(test_read_file(path, &n));
+        calls = direct_read(area, skew, size, offset);
+      }
       if (!cold && calls != 0 && still_resident())
-        FAIL_AT("a read of %zu cached bytes at %zu made %ld O_DIRECT preads", size, offset, calls);
+        FAIL_AT("a read of %zu cached bytes at %zu made %ld O_DIRECT preads twice", size, offset,
+                calls);
       if (cold && size >= TASK && offset + TASK <= whole_blocks_end && calls == 0)
         FAIL_AT("a read of %zu bytes at %zu, not cached, made no O_DIRECT pread", size, offset);
     }
