@@ -7,7 +7,10 @@
  *     microseconds per read next to a pread(2) loop on one thread that reads the same offsets
  *     into the same buffers (one per operation in flight), the ratio, and whether it meets
  *     0.9x (the ratio of CPU time per read beside it, steadier where other work shares the
- *     machine; the target is the first); then at depth 32 against fio --ioengine=io_uring --iodepth=32 (its own IOPS and CPU,
+ *     machine; the target is the first); a preadv2(RWF_NOWAIT) loop on the depth-1 offsets next
+ *     to the pread loop, the system call of kvik's tries (submissions of fewer than 16 small
+ *     reads): the best such a batch can do on this kernel; then at depth 32 against fio
+ *     --ioengine=io_uring --iodepth=32 (its own IOPS and CPU,
  *     from its terse report; "n/a" where fio cannot run), whether it meets 1.2x. Each row is the
  *     best of --repeat measurements, batch and pread taking turns. A target missed says
  *     "missed". --targets prints this table alone.
@@ -46,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -549,6 +553,20 @@ static struct cost pread_list(int fd, const int64_t *offsets, uint64_t reads, un
   return meter_stop(m);
 }
 
+/* The same reads as pread_list() at depth 1, with the system call that kvik's batch makes its tries
+ * with (preadv2 and RWF_NOWAIT): what a batch of tries can be at best against pread. A read the
+ * page cache does not hold (EAGAIN) is read with pread. */
+static struct cost preadv2_list(int fd, const int64_t *offsets, uint64_t reads, char *buf) {
+  struct meter m = meter_start(RUSAGE_SELF);
+  for (uint64_t i = 0; i < reads; i++) {
+    struct iovec one = {buf, PAGE};
+    ssize_t r = preadv2(fd, &one, 1, (off_t)offsets[i], RWF_NOWAIT);
+    if (r < 0 && errno == EAGAIN) r = pread(fd, buf, PAGE, (off_t)offsets[i]);
+    check_read(r, PAGE, offsets[i], "preadv2");
+  }
+  return meter_stop(m);
+}
+
 static void keep_best(struct cost *best, struct cost c, int first) {
   if (first || c.seconds < best->seconds) *best = c;
 }
@@ -620,7 +638,7 @@ static const char *verdict(double ratio, double target) {
 static void table_targets(const char *path, uint64_t size, uint64_t reads, int repeat) {
   const unsigned depths[] = {1, 2, 4, 8, 32, 128};
   enum { NDEPTHS = sizeof depths / sizeof depths[0] };
-  struct cost batch[NDEPTHS], plain[NDEPTHS];
+  struct cost batch[NDEPTHS], plain[NDEPTHS], nowait = {0, 0};
   int64_t *offsets = malloc(reads * sizeof *offsets);
   if (!offsets) die_errno("malloc");
   char *bufs = aligned_or_die(depths[NDEPTHS - 1] * PAGE);
@@ -639,6 +657,7 @@ static void table_targets(const char *path, uint64_t size, uint64_t reads, int r
       keep_best(&batch[d], batch_list(f, depths[d], offsets, reads, bufs), k == 0);
       if ((k + d) % 2 == 0)
         keep_best(&plain[d], pread_list(fd, offsets, reads, depths[d], bufs), k == 0);
+      if (d == 0) keep_best(&nowait, preadv2_list(fd, offsets, reads, bufs), k == 0);
     }
   }
   struct row fio = {"fio io_uring", 0, FIO_DEPTH, defaults, "", 0, {0, 0}};
@@ -667,6 +686,11 @@ static void table_targets(const char *path, uint64_t size, uint64_t reads, int r
            batch[d].cpu / (double)reads * 1e6, p, plain[d].cpu / (double)reads * 1e6, b / p,
            plain[d].cpu / batch[d].cpu, verdict(b / p, TARGET_VS_PREAD));
   }
+  /* Below 16 reads a submission, kvik tries each read with preadv2(RWF_NOWAIT) (src/batch.c). */
+  double v = (double)reads / nowait.seconds, p1 = (double)reads / plain[0].seconds;
+  printf("  the tries' system call alone, a preadv2(RWF_NOWAIT) loop at depth 1: %.0f r/s, %.2fx "
+         "pread (the best a batch of tries can do here)\n",
+         v, v / p1);
   if (fio.na[0]) {
     printf("  depth %d against fio --ioengine=io_uring --iodepth=%d: %s\n", FIO_DEPTH, FIO_DEPTH,
            fio.na);
