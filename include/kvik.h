@@ -83,7 +83,8 @@ KVIK_API const char *kvik_version_string(void);
   X(KVIK_ERANGE_MISMATCH, KVIK_ERRNO_BASE - 12,                                                    \
     "Content-Range does not match the requested range")                                            \
   X(KVIK_ENVCOMP_UNAVAILABLE, KVIK_ERRNO_BASE - 13, "nvCOMP library or codec not available")       \
-  X(KVIK_EDECODED_SIZE, KVIK_ERRNO_BASE - 14, "chunk decompressed to a size other than expected")
+  X(KVIK_EDECODED_SIZE, KVIK_ERRNO_BASE - 14, "chunk decompressed to a size other than expected")  \
+  X(KVIK_ENOJSON, KVIK_ERRNO_BASE - 15, "JSON library (Jansson) could not be loaded")
 
 enum kvik_error {
 #define KVIK_ERROR_ENUM_(name, value, text) name = (value),
@@ -1623,6 +1624,86 @@ KVIK_API int kvik_file_read_decompress(kvik_codec codec, const kvik_compressed_c
                                        size_t num_chunks, int *statuses);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Model weights (safetensors)                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A safetensors file: an 8-byte little-endian header length, a JSON header naming each tensor's
+ * dtype, shape and byte range of the data section after it, then the data. kvik parses the header
+ * with Jansson (libjansson.so.4, loaded at run time on the first kvik_safetensors_open(); kvik
+ * info says whether it was found) and checks it as a loader must before it trusts a byte: the
+ * header inside the file and at most 100 MB, UTF-8 JSON, an object whose keys are each once,
+ * "__metadata__" an object of strings, each tensor a known dtype (kvik_safetensors_dtype_bits),
+ * a shape of non-negative integers whose bytes are its range's, and the ranges tiling the data
+ * section with no gap, overlap or byte past its end. Anything else fails the open with -EBADMSG
+ * and a message naming the file and the problem.
+ *
+ * Tensors are listed in the order of their data, and read into host or device memory (see
+ * "Device memory") at any alignment: safetensors does not align the data section.
+ */
+typedef struct kvik_safetensors kvik_safetensors;
+
+/* One tensor of a kvik_safetensors. A parameter struct: set struct_size to
+ * sizeof(kvik_tensor_info) before the call; members the library does not know are left
+ * untouched. Its pointers are the handle's, valid until kvik_safetensors_free(). */
+typedef struct kvik_tensor_info {
+  size_t struct_size;
+  const char *name;
+  const char *dtype;    /* safetensors' name: "BF16", "F8_E4M3", "BOOL", ... */
+  unsigned dtype_bits;  /* of one element: 4 (F4), 6 (F6_E2M3, F6_E3M2), 8, 16, 32 or 64 */
+  unsigned ndim;        /* 0 for a scalar */
+  const int64_t *shape; /* ndim sizes */
+  int64_t file_offset;  /* of the tensor's first byte in the file */
+  uint64_t nbytes;
+} kvik_tensor_info;
+
+/* Open the safetensors file at `path` and check its header (above), storing the handle in *st.
+ * Returns: 0. Errors: -EINVAL (NULL); KVIK_ENOJSON (Jansson missing: the message says why); those
+ * of kvik_file_open(); -EBADMSG (not a valid safetensors file); -ENOMEM. On failure *st is NULL.
+ * Threads: safe. Lifetime: free it with kvik_safetensors_free(). */
+KVIK_API int kvik_safetensors_open(const char *path, kvik_safetensors **st);
+
+/* Close the file and free the handle; NULL does nothing. Reads of the handle must be done. */
+KVIK_API void kvik_safetensors_free(kvik_safetensors *st);
+
+/* The number of tensors (0 for NULL). Threads: safe. */
+KVIK_API size_t kvik_safetensors_count(const kvik_safetensors *st);
+
+/* Tensor `index` (0 to count - 1, in the order of their data) in *info, up to info->struct_size
+ * bytes.
+ * Returns: 0. Errors: -EINVAL (NULL, struct_size not set); -ENOENT (no such index). Threads:
+ * safe. */
+KVIK_API int kvik_safetensors_tensor(const kvik_safetensors *st, size_t index,
+                                     kvik_tensor_info *info);
+
+/* The index of the tensor called `name`.
+ * Returns: the index. Errors: -EINVAL (NULL); -ENOENT (no such tensor). Threads: safe. */
+KVIK_API int64_t kvik_safetensors_find(const kvik_safetensors *st, const char *name);
+
+/* The value of "__metadata__"'s `key`, or NULL where the header has none. Threads: safe.
+ * Lifetime: the handle's. */
+KVIK_API const char *kvik_safetensors_metadata(const kvik_safetensors *st, const char *key);
+
+/* Bits of one element of safetensors dtype `dtype` ("BF16": 16), or 0 for a name kvik does not
+ * know. Threads: safe. */
+KVIK_API unsigned kvik_safetensors_dtype_bits(const char *dtype);
+
+/* The file's handle, for reads of one's own: the whole data section in one kvik_file_pread, say.
+ * Returns: the handle, NULL for NULL. Threads: safe. Lifetime: the safetensors handle's; do not
+ * close or free it. */
+KVIK_API kvik_file *kvik_safetensors_file(kvik_safetensors *st);
+
+/* Read tensors indices[0..n) into dsts[0..n) (host or device memory, each of the tensor's nbytes
+ * at least), all at once on the thread pool, and wait for them.
+ * Returns: 0, with every tensor's bytes in place. Errors: -EINVAL (NULL; an index out of range;
+ * a NULL destination of a tensor of any bytes); -ENODATA (the file ends before a tensor's last
+ * byte: truncated since the open); those of reads and writes (above). The message names the first
+ * tensor that failed. On failure, what was read of the others is in place. Threads: safe.
+ * Lifetime: `dsts` until the call returns. */
+KVIK_API int kvik_safetensors_read(kvik_safetensors *st, const size_t *indices, void *const *dsts,
+                                   size_t n);
+
+/* ------------------------------------------------------------------------------------------ */
 /* What the library found                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -1630,7 +1711,8 @@ KVIK_API int kvik_file_read_decompress(kvik_codec codec, const kvik_compressed_c
 typedef enum kvik_runtime_lib {
   KVIK_LIB_CUDA = 0,
   KVIK_LIB_CUFILE = 1,
-  KVIK_LIB_CURL = 2 /* from KVIK_SETTING_CURL_LIBRARY where set (see "Remote files") */
+  KVIK_LIB_CURL = 2,   /* from KVIK_SETTING_CURL_LIBRARY where set (see "Remote files") */
+  KVIK_LIB_JANSSON = 3 /* libjansson.so.4, for safetensors headers */
 } kvik_runtime_lib;
 
 /* Whether `lib` can be loaded on this machine (it is loaded and let go again), and in `detail`

@@ -23,6 +23,14 @@ if ! echo '#include <curl/curl.h>' | cc -E -x c - >/dev/null 2>&1; then
     echo "could not install libcurl: remote tests see a process without it" >&2
 fi
 
+# Jansson, which kvik loads at run time to parse safetensors headers, and its header for the
+# tests (test_jansson_abi). Optional: without the library, the safetensors tests skip.
+if ! echo '#include <jansson.h>' | cc -E -x c - >/dev/null 2>&1; then
+  echo "installing libjansson-dev (safetensors headers; its ABI test)" >&2
+  { $sudo apt-get update -qq && $sudo apt-get install -y -qq libjansson-dev >/dev/null; } ||
+    echo "could not install Jansson: the safetensors tests skip" >&2
+fi
+
 # The compression libraries of the fake nvCOMP that the tests use (tests/fake_nvcomp.h). Optional:
 # without one, the fake lacks that library's formats.
 for header in zstd.h lz4.h snappy-c.h zlib.h; do

@@ -26,12 +26,13 @@ import sys
 LAYERS = [
     ("base", ["error", "sys", "fault", "op", "init", "settings", "cancel", "version", "stats",
               "frame_check"]),
-    ("loaders", ["dl", "cuda", "cufile", "curl", "http", "uring", "nvcomp", "nvcomp_abi"]),
+    ("loaders", ["dl", "cuda", "cufile", "curl", "http", "uring", "nvcomp", "nvcomp_abi",
+                 "jansson"]),
     ("resources", ["pool", "bounce", "registry", "staging", "memory", "device_pool", "numa"]),
     ("io paths", ["posix_io", "device_io", "zero_copy", "zero_copy_read", "page_cache", "gds", "append"]),
     ("requests", ["future", "request", "stream_io"]),
     ("handles", ["file", "mmap", "remote", "batch", "batch_pool", "batch_uring", "batch_cufile", "batch_state"]),
-    ("entry points", ["cufile_driver", "codec"]),
+    ("entry points", ["cufile_driver", "codec", "safetensors"]),
     ("fused calls", ["read_decompress"]),
 ]
 

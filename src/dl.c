@@ -22,7 +22,8 @@ void *kvik__dl_open(const char *soname, char *why, size_t len) {
   return handle;
 }
 
-static const char *const sonames[] = {"libcuda.so.1", "libcufile.so.0", "libcurl.so.4"};
+static const char *const sonames[] = {"libcuda.so.1", "libcufile.so.0", "libcurl.so.4",
+                                      "libjansson.so.4"};
 
 int kvik_runtime_lib_supported(kvik_runtime_lib lib, char *detail, size_t len) {
   if ((unsigned)lib >= sizeof sonames / sizeof sonames[0])

@@ -1,5 +1,5 @@
-/* Run-time loading of optional libraries (CUDA driver, cuFile, nvCOMP, libcurl): the one place
- * that calls dlopen(), so the loader's reason for a failure is kept with the error.
+/* Run-time loading of optional libraries (CUDA driver, cuFile, nvCOMP, libcurl, Jansson): the one
+ * place that calls dlopen(), so the loader's reason for a failure is kept with the error.
  *
  * Each library is looked for by its soname (or the path its setting names), and so in the
  * dynamic loader's order: LD_LIBRARY_PATH, the cache of ldconfig (/etc/ld.so.cache), then the

@@ -35,6 +35,7 @@ typedef enum kvik__fork_slot {
   KVIK__FORK_APPEND,      /* appends in progress (held with no other lock) */
   KVIK__FORK_NVCOMP,      /* the nvCOMP loader (held with no other lock) */
   KVIK__FORK_DEVICE_POOL, /* kvik's device memory pools (held with no other lock) */
+  KVIK__FORK_JANSSON,     /* the Jansson loader (held with no other lock) */
   KVIK__FORK_SLOTS
 } kvik__fork_slot;
 

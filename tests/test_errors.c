@@ -146,10 +146,12 @@ static void test_nvcomp_codes(void) {
   ASSERT(KVIK_EDECODED_SIZE == KVIK_ERRNO_BASE - 14 && !KVIK_IS_NVCOMP_ERROR(KVIK_EDECODED_SIZE));
   ASSERT(strcmp(kvik_err_name(KVIK_EDECODED_SIZE), "KVIK_EDECODED_SIZE") == 0);
   ASSERT(strstr(kvik_strerror(KVIK_EDECODED_SIZE), "size other than expected") != NULL);
+  ASSERT(KVIK_ENOJSON == KVIK_ERRNO_BASE - 15);
+  ASSERT(strcmp(kvik_err_name(KVIK_ENOJSON), "KVIK_ENOJSON") == 0);
 }
 
 static void test_codes_beyond_every_range(void) {
-  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 15, -4999, KVIK_ENVCOMP_BASE,
+  const int codes[] = {KVIK_ERRNO_BASE, KVIK_ERRNO_BASE - 16, -4999, KVIK_ENVCOMP_BASE,
                        KVIK_ENVCOMP_BASE - 1000, KVIK_ECUFILE_BASE, KVIK_ECUDA_BASE,
                        KVIK_ECUDA_BASE - 1000, KVIK_EHTTP_BASE, KVIK_EHTTP_BASE - 99, KVIK_EHTTP_BASE - 1000,
                        -999999, -2147483647 - 1};

@@ -449,6 +449,7 @@ static int cmd_info(int argc, char **argv) {
   print_lib("CUDA driver", KVIK_LIB_CUDA);
   print_lib("cuFile", KVIK_LIB_CUFILE);
   print_lib("libcurl", KVIK_LIB_CURL);
+  print_lib("Jansson", KVIK_LIB_JANSSON);
   print_cuda();
   print_gds();
   print_nvcomp();
