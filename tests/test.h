@@ -7,11 +7,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,6 +106,24 @@ static inline void test_rmdir(char *dir) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
   free(dir);
+}
+
+/* A 1 MiB tmpfs at a fresh directory, in a mount namespace of this process alone (so that it goes
+ * away with the process), for tests of a full file system; NULL, saying why, where either is
+ * refused. Call it before any thread starts; umount(2) and rmdir(2) it after. */
+static inline char *test_mount_small_tmpfs(void) {
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+    printf("skip: a mount namespace of our own: %s\n", strerror(errno));
+    return NULL;
+  }
+  char *mnt = test_mkdtemp();
+  if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+    printf("skip: mount -t tmpfs %s: %s\n", mnt, strerror(errno));
+    rmdir(mnt);
+    free(mnt);
+    return NULL;
+  }
+  return mnt;
 }
 
 /* Write n bytes with plain POSIX calls: the reference the library is compared with. */

@@ -425,27 +425,6 @@ static void test_device(int have_fake_cufile) {
 
 /* ---- ENOSPC --------------------------------------------------------------------------------- */
 
-/* A 1 MiB tmpfs at a fresh directory, in a mount namespace of this process alone (so that it goes
- * away with the process); NULL where either is refused. Before any thread starts. */
-static char *mount_small_tmpfs(void) {
-  if (unshare(CLONE_NEWNS) != 0) {
-    printf("skip: unshare(CLONE_NEWNS): %s\n", strerror(errno));
-    return NULL;
-  }
-  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
-    printf("skip: making / private: %s\n", strerror(errno));
-    return NULL;
-  }
-  char *mnt = test_mkdtemp();
-  if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
-    printf("skip: mount -t tmpfs %s: %s\n", mnt, strerror(errno));
-    rmdir(mnt);
-    free(mnt);
-    return NULL;
-  }
-  return mnt;
-}
-
 static size_t file_size(const char *path) {
   struct stat st;
   ASSERT_OK(stat(path, &st));
@@ -455,7 +434,7 @@ static size_t file_size(const char *path) {
 /* An append that runs out of space keeps what it wrote and takes no more room: once space is
  * freed, the next append lands right after those bytes. */
 static int test_enospc(void) {
-  char *mnt = mount_small_tmpfs();
+  char *mnt = test_mount_small_tmpfs();
   if (!mnt) return TEST_SKIP;
   char *filler = test_path(mnt, "filler"), *path = test_path(mnt, "log");
   enum { FILLER = 256 << 10, BIG = 2 << 20, SMALL = 100 };

@@ -9,7 +9,6 @@
  *                               skips (77) where the namespace or the mount is refused */
 #include "test.h"
 
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -198,23 +197,6 @@ static void test_monitor(void) {
 #define DISK_BYTES ((size_t)1 << 20)
 #define FULL_MODEL ((size_t)3 << 20)
 
-/* A 1 MiB tmpfs at a fresh directory, in a mount namespace of this process alone (so that it goes
- * away with the process); NULL where either is refused. Before any thread starts. */
-static char *mount_small_tmpfs(void) {
-  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
-    printf("skip: a mount namespace of our own: %s\n", strerror(errno));
-    return NULL;
-  }
-  char *mnt = test_mkdtemp();
-  if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
-    printf("skip: mount -t tmpfs %s: %s\n", mnt, strerror(errno));
-    rmdir(mnt);
-    free(mnt);
-    return NULL;
-  }
-  return mnt;
-}
-
 /* The bytes a failed write says it moved: its message's "(N of M bytes transferred)". */
 static size_t moved_in_message(size_t size) {
   const char *open = strrchr(kvik_last_error(), '(');
@@ -255,7 +237,7 @@ static void check_failed_write(int fd, unsigned char *model, const unsigned char
  * lands whole or fails with -ENOSPC, naming the file and the bytes it moved, and those bytes
  * alone are new in the file; reads then return the model, what landed before a failure intact. */
 static int test_full_disk(void) {
-  char *mnt = mount_small_tmpfs();
+  char *mnt = test_mount_small_tmpfs();
   if (!mnt) return TEST_SKIP;
   char *path = test_path(mnt, "full");
   unsigned char *model = calloc(1, FULL_MODEL), *src = malloc(300 << 10);
