@@ -6,12 +6,16 @@ Device (--device, needs CuPy and a GPU):
                  kvik.read_file_to_device(path)        vs  cupy.asarray(numpy.fromfile(path, uint8))
                  and, where kvikio is importable, kvikio.CuFile(path).read(cupy.empty(size)) too
 
+Small reads (--small N): N reads of 4 KiB at random offsets of the file into one NumPy buffer,
+os.preadv against kvik.CuFile.read (and kvikio's, where it imports), microseconds a read.
+
 Each run allocates its array, as real loaders do, so page faults and allocation count for both.
 The methods take turns (baseline, kvik, baseline, kvik, ...) so they see the same page cache and
 clocks; the best and median of --repeat runs are printed, and the ratio kvik/baseline of the
 medians. Every result is checked against the file's first and last MiB.
 
     python3 bench/python_read.py --size 1G --repeat 5 [--device] [--file PATH] [--threads N]
+    python3 bench/python_read.py --size 64M --repeat 5 --small 100000
 """
 import argparse
 import os
@@ -83,6 +87,38 @@ def methods(path, device):
     return table + [("kvikio CuFile.read (its defaults)", kvikio_read, sync)]
 
 
+def small_reads(path, size, reads, repeat):
+    """Best microseconds a 4 KiB read of each way, taking turns on the same offsets."""
+    import kvik
+
+    offsets = (numpy.random.default_rng(3).integers(0, size // 4096, reads) * 4096).tolist()
+    buf = numpy.empty(4096, dtype=numpy.uint8)
+    fd = os.open(path, os.O_RDONLY)
+    ways = [("os.preadv", lambda o: os.preadv(fd, [buf], o)),
+            ("kvik.CuFile.read", kvik.CuFile(path, "r").read)]
+    try:
+        import kvikio
+
+        ways.append(("kvikio.CuFile.read", kvikio.CuFile(path, "r").read))
+    except ImportError:
+        pass
+    best = {}
+    for _ in range(repeat):
+        for name, read in ways:
+            if name == "os.preadv":
+                start = time.perf_counter()
+                for o in offsets:
+                    read(o)
+            else:
+                start = time.perf_counter()
+                for o in offsets:
+                    read(buf, 4096, o)
+            elapsed = time.perf_counter() - start
+            best[name] = min(best.get(name, elapsed), elapsed)
+    os.close(fd)
+    return best
+
+
 def run(path, size, repeat, device):
     with open(path, "rb") as f:
         head = numpy.frombuffer(f.read(CHECK), dtype=numpy.uint8)
@@ -110,6 +146,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, help="kvik's thread count (default: kvik's default)")
     parser.add_argument("--device", action="store_true", help="read into CuPy arrays on the GPU")
+    parser.add_argument("--small", type=int, metavar="N", help="N random 4 KiB reads instead")
     args = parser.parse_args()
 
     import kvik
@@ -125,10 +162,20 @@ def main():
         make_file(path, parse_size(args.size))
     try:
         size = os.path.getsize(path)
-        table, times = run(path, size, args.repeat, args.device)
+        if args.small:
+            best = small_reads(path, size, args.small, args.repeat)
+        else:
+            table, times = run(path, size, args.repeat, args.device)
     finally:
         if created:
             os.unlink(created)
+    if args.small:
+        print(f"{args.small} reads of 4 KiB at random offsets of {path} ({size / 1e9:.2f} GB, "
+              f"page-cached), one thread, best of {args.repeat}")
+        for name, seconds in best.items():
+            print(f"  {name:20s} {seconds / args.small * 1e6:6.2f} us a read   "
+                  f"{best['os.preadv'] / seconds:.2f}x os.preadv")
+        return
     print(f"file {path}: {size / 1e9:.2f} GB, page-cached; kvik {kvik.__version__}, "
           f"{kvik.defaults.get('num_threads')} threads; {os.cpu_count()} CPUs; best and median of {args.repeat}")
     medians = {}

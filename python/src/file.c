@@ -120,6 +120,7 @@ typedef struct {
   kvik_file *file;
   PyObject *path; /* as given, for repr() */
   PyObject *flags;
+  int access; /* O_RDONLY, O_WRONLY or O_RDWR, as opened: asked once, not at every IO call */
 } CuFileObject;
 
 static int cufile_init(CuFileObject *self, PyObject *args, PyObject *kwargs) {
@@ -142,6 +143,8 @@ static int cufile_init(CuFileObject *self, PyObject *args, PyObject *kwargs) {
   }
   kvik_file_free(self->file); /* __init__ called again on the same object */
   self->file = file;
+  int open_flags = kvik_file_open_flags(file);
+  self->access = open_flags < 0 ? O_RDWR : open_flags & O_ACCMODE;
   Py_XSETREF(self->path, PyUnicode_DecodeFSDefault(path));
   Py_XSETREF(self->flags, PyUnicode_FromString(flags));
   Py_DECREF(path_bytes);
@@ -256,15 +259,14 @@ typedef struct {
 
 /* IO that the handle's mode forbids fails in libkvik with -EBADF ("file not opened for writing");
  * kvikio says "Operation not permitted", which its users match: put before libkvik's message. */
-static const char *mode_words(kvik_file *file, int reading) {
-  int access = kvik_file_open_flags(file) & O_ACCMODE;
-  return access == (reading ? O_WRONLY : O_RDONLY) ? "Operation not permitted" : NULL;
+static const char *mode_words(const CuFileObject *self, int reading) {
+  return self->access == (reading ? O_WRONLY : O_RDONLY) ? "Operation not permitted" : NULL;
 }
 
 /* Acquire the buffer and check `size` (default: what the buffer holds past dev_offset) fits. */
 static int io_args_finish(CuFileObject *self, PyObject *buf_obj, PyObject *size_obj, int writable, io_args *a) {
   if (!(a->file = open_file(self))) return -1;
-  a->words = mode_words(a->file, writable);
+  a->words = mode_words(self, writable);
   if (pykvik_buffer_get(buf_obj, writable, &a->buf) < 0) return -1;
   if ((size_t)a->dev_offset > a->buf.nbytes) {
     PyErr_Format(PyExc_ValueError, "dev_offset %lld is past the end of the buffer (%zu bytes)",
@@ -336,12 +338,31 @@ static PyObject *blocking(PyObject *future) {
   return result;
 }
 
+/* read and write: kvik_file_read/_write without the GIL where no task size is asked for (theirs is
+ * the setting's), which serve a small request on this thread with its system calls alone; else
+ * pread/pwrite's future, waited for. */
+static PyObject *blocking_io(CuFileObject *self, PyObject *args, PyObject *kwargs,
+                             const char *format, int is_write) {
+  io_start s = {.is_write = is_write};
+  if (parse_parallel_args(self, args, kwargs, format, !is_write, &s.a) < 0) return NULL;
+  if (s.a.task_size)
+    return blocking(pykvik_future_start_as((PyObject *)self, &s.a.buf, 0, start_parallel_io, &s,
+                                           s.a.words));
+  ssize_t n;
+  Py_BEGIN_ALLOW_THREADS
+  n = is_write ? kvik_file_write(s.a.file, s.a.buf.ptr, s.a.size, s.a.file_offset)
+               : kvik_file_read(s.a.file, s.a.buf.ptr, s.a.size, s.a.file_offset);
+  Py_END_ALLOW_THREADS
+  pykvik_buffer_release(&s.a.buf);
+  return n < 0 ? pykvik_raise_as((int)n, s.a.words) : PyLong_FromSsize_t(n);
+}
+
 static PyObject *cufile_read(CuFileObject *self, PyObject *args, PyObject *kwargs) {
-  return blocking(start_parallel(self, args, kwargs, "O|OOO:read", 0));
+  return blocking_io(self, args, kwargs, "O|OOO:read", 0);
 }
 
 static PyObject *cufile_write(CuFileObject *self, PyObject *args, PyObject *kwargs) {
-  return blocking(start_parallel(self, args, kwargs, "O|OOO:write", 1));
+  return blocking_io(self, args, kwargs, "O|OOO:write", 1);
 }
 
 /* (buf, size=None, file_offset=0, dev_offset=0): raw_read and raw_write. */

@@ -273,6 +273,35 @@ def test_not_a_buffer(path):
             f.read([1, 2, 3])
 
 
+def test_array_interface_that_raises(path):
+    """A CUDA array interface that raises (a PyTorch tensor that requires grad) raises its own
+    error, not "not a buffer"."""
+    class RequiresGrad:
+        @property
+        def __cuda_array_interface__(self):
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+
+    with kvik.CuFile(path) as f:
+        with pytest.raises(RuntimeError, match="requires grad"):
+            f.read(RequiresGrad())
+
+
+def test_read_and_write_with_and_without_task_size(tmp_path, rng):
+    """read and write wait on this thread without a task size, and on a future with one: the same
+    bytes either way, from and into host buffers of any size."""
+    path = tmp_path / "both.bin"
+    data = rng.integers(0, 256, 3 << 20, dtype=numpy.uint8)
+    with kvik.CuFile(path, "w+") as f:
+        assert f.write(data[:1000]) == 1000
+        assert f.write(data[1000:], task_size=4096, file_offset=1000) == data.size - 1000
+        for size, offset, task_size in [(4096, 5, None), (300 << 10, 4096, None), (3 << 20, 0, 65536),
+                                        (100, data.size - 40, None), (100, data.size - 40, 8192)]:
+            got = numpy.zeros(size, numpy.uint8)
+            n = f.read(got, file_offset=offset, task_size=task_size)
+            assert n == min(size, data.size - offset)
+            assert (got[:n] == data[offset:offset + n]).all()
+
+
 def test_raw_io_refuses_host_memory(path):
     with kvik.CuFile(path, "r+") as f:
         with pytest.raises(ValueError, match="not device memory"):
@@ -283,8 +312,10 @@ def test_raw_io_refuses_host_memory(path):
 
 def test_errors_carry_the_library_message(path):
     with kvik.CuFile(path, "w") as f:
-        with pytest.raises(OSError, match=r"kvik_file_pread\(.*data.bin"):
+        with pytest.raises(OSError, match=r"kvik_file_read\(.*data.bin"):
             f.read(bytearray(10))
+        with pytest.raises(OSError, match=r"kvik_file_pread\(.*data.bin"):
+            f.pread(bytearray(10))
 
 
 # ---- device memory only ----------------------------------------------------------------------
