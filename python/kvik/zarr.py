@@ -204,8 +204,7 @@ class GDSStore(zarr.storage.LocalStore):
         byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
         # docstring inherited
-        if not self._is_open:
-            await self._open()
+        await self._ensure_open()  # safe when concurrent gets open it lazily (zarr 3.4)
         assert isinstance(key, str)
         return await asyncio.to_thread(_read_or_none, self.root / key, prototype, byte_range)
 
@@ -238,8 +237,7 @@ class GDSStore(zarr.storage.LocalStore):
         await self._set(key, value)
 
     async def _set(self, key: str, value: Buffer, exclusive: bool = False) -> None:
-        if not self._is_open:
-            await self._open()
+        await self._ensure_open()
         self._check_set(key, value)
         await asyncio.to_thread(_write, self.root / key, value, exclusive)
 

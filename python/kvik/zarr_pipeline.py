@@ -86,7 +86,9 @@ class FusedCodecPipeline(BatchedCodecPipeline):
         codec = self.array_bytes_codec
         if not isinstance(codec, BytesCodec):
             return None
-        if codec.endian is not None and codec.endian.value != sys.byteorder:
+        # An Endian enum in zarr 3.1, a plain "little" or "big" in 3.4.
+        endian = getattr(codec.endian, "value", codec.endian)
+        if endian is not None and endian != sys.byteorder:
             return None
         fmt = _stream_format(self.bytes_bytes_codecs[0])
         if fmt is None or fmt[0] not in kvik.nvcomp.codecs():
