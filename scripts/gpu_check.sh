@@ -23,10 +23,18 @@ size=${1:-8G}
 tmp=${TMPDIR:-/tmp}
 build=$root/build-gpu
 
+# The nvidia-libnvcomp wheel goes to a folder of its own: the Python tests on the fake nvCOMP drop
+# the folders that hold it from their children's PYTHONPATH, and keep the others (zarr, numcodecs).
+# kvikio needs rapids-logger's wheel beside libkvikio's.
 if [ -d "$root/.whl" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvik-site \
-    "$root"/.whl/*.whl
-  export PYTHONPATH=/tmp/kvik-site${PYTHONPATH:+:$PYTHONPATH}
+  install=(python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade)
+  wheels=() nvcomp=()
+  for w in "$root"/.whl/*.whl; do
+    case $w in */nvidia_libnvcomp*) nvcomp+=("$w") ;; *) wheels+=("$w") ;; esac
+  done
+  ((${#wheels[@]} == 0)) || "${install[@]}" --target /tmp/kvik-site "${wheels[@]}"
+  ((${#nvcomp[@]} == 0)) || "${install[@]}" --target /tmp/kvik-nvcomp "${nvcomp[@]}"
+  export PYTHONPATH=/tmp/kvik-site:/tmp/kvik-nvcomp${PYTHONPATH:+:$PYTHONPATH}
 fi
 
 # nginx, for the remote tests, in build-deps/bin (ignored by git). libcurl needs nothing at build
