@@ -1,6 +1,8 @@
 """kvik.zarr_pipeline: a GDSStore's compressed chunks read into decoded GPU memory by one
 kvik.nvcomp.read_decompress call per selection, against stock zarr on the CPU. The fused reads
 need CuPy and nvCOMP (the H100); without them, the selection and the host path."""
+import sys
+
 import numpy
 import pytest
 from conftest import cupy, CUPY_MISSING
@@ -44,6 +46,18 @@ def test_host_reads_and_writes_are_zarrs(tmp_path):
     assert isinstance(a._async_array.codec_pipeline, kvik.zarr_pipeline.FusedCodecPipeline)
     assert numpy.array_equal(a[:], DATA)
     assert numpy.array_equal(a[7:93, 3], DATA[7:93, 3])
+
+
+def test_fused_format_takes_either_form_of_endian():
+    """BytesCodec.endian is an Endian enum in zarr 3.1 and a plain str in zarr 3.4: both forms
+    give the same answer, and big-endian data is never fused."""
+    pipeline = kvik.zarr_pipeline.FusedCodecPipeline.from_codecs(
+        [zarr.codecs.BytesCodec(), zarr.codecs.ZstdCodec(level=3)])
+    codec = pipeline.array_bytes_codec
+    native = pipeline._fused_format()
+    for endian in ("little", "big"):
+        object.__setattr__(codec, "endian", endian)
+        assert pipeline._fused_format() == (native if endian == sys.byteorder else None)
 
 
 # ---- on the GPU -----------------------------------------------------------------------------
