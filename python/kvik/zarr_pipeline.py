@@ -118,16 +118,33 @@ class FusedCodecPipeline(BatchedCodecPipeline):
                     drop_axes: tuple = ()) -> None:
         await self._batched(self.write_batch, list(batch_info), value, drop_axes)
 
+    def _batch_len(self, spec: Any) -> int:
+        """Chunks of `spec` per batch: Zarr's batch_size, or GPU_BATCH_BYTES of chunks for GPU
+        buffers."""
+        if not _on_gpu(spec.prototype):
+            return self.batch_size
+        chunk = math.prod(spec.shape) * max(1, spec.dtype.to_native_dtype().itemsize)
+        return max(self.batch_size, GPU_BATCH_BYTES // max(1, chunk))
+
     async def _batched(self, run: Any, batch_info: List[Tuple[Any, ...]], array: Any,
                        drop_axes: tuple) -> None:
-        """Zarr's read or write, in batches of GPU_BATCH_BYTES of chunks for GPU buffers."""
-        size = self.batch_size
-        if batch_info and _on_gpu(batch_info[0][1].prototype):
-            spec = batch_info[0][1]
-            chunk = math.prod(spec.shape) * max(1, spec.dtype.to_native_dtype().itemsize)
-            size = max(size, GPU_BATCH_BYTES // max(1, chunk))
+        """Zarr's read or write, in batches of _batch_len() chunks."""
+        size = self._batch_len(batch_info[0][1]) if batch_info else 1
         await concurrent_map([(batch, array, drop_axes) for batch in batched(batch_info, size)],
                              run, zarr.config.get("async.concurrency"))
+
+    # Zarr 3.4's read_batch and write_batch (de)code through decode() and encode(), which cut a
+    # batch again by batch_size: one nvCOMP call per chunk at Zarr's default of 1. These keep
+    # _batch_len() chunks together, as Zarr 3.1's read_batch, which calls decode_batch(), does.
+    async def decode(self, chunk_bytes_and_specs: Iterable[Tuple[Any, Any]]) -> List[Any]:
+        items = list(chunk_bytes_and_specs)
+        size = self._batch_len(items[0][1]) if items else 1
+        return [out for batch in batched(items, size) for out in await self.decode_batch(batch)]
+
+    async def encode(self, chunk_arrays_and_specs: Iterable[Tuple[Any, Any]]) -> List[Any]:
+        items = list(chunk_arrays_and_specs)
+        size = self._batch_len(items[0][1]) if items else 1
+        return [out for batch in batched(items, size) for out in await self.encode_batch(batch)]
 
     def _read_fused(self, fmt: Tuple[str, int], batch_info: List[Tuple[Any, ...]], out: Any,
                     drop_axes: tuple) -> None:

@@ -1,7 +1,9 @@
 """kvik.zarr_pipeline: a GDSStore's compressed chunks read into decoded GPU memory by one
 kvik.nvcomp.read_decompress call per selection, against stock zarr on the CPU. The fused reads
 need CuPy and nvCOMP (the H100); without them, the selection and the host path."""
+import asyncio
 import sys
+import types
 
 import numpy
 import pytest
@@ -58,6 +60,31 @@ def test_fused_format_takes_either_form_of_endian():
     for endian in ("little", "big"):
         object.__setattr__(codec, "endian", endian)
         assert pipeline._fused_format() == (native if endian == sys.byteorder else None)
+
+
+def test_gpu_buffers_decode_and_encode_in_batches(monkeypatch):
+    """decode() and encode() keep the chunks of GPU buffers together, GPU_BATCH_BYTES of them a
+    call: zarr 3.4's read_batch and write_batch go through them, and Zarr's own cut their batches
+    again by batch_size (1), one nvCOMP call per chunk. Host buffers keep batch_size."""
+    pipeline = kvik.zarr_pipeline.FusedCodecPipeline.from_codecs(
+        [zarr.codecs.BytesCodec(), zarr.codecs.ZstdCodec(level=3)])
+    spec = types.SimpleNamespace(shape=(16, 16), prototype=None,
+                                 dtype=types.SimpleNamespace(to_native_dtype=lambda: DATA.dtype))
+    calls = []
+
+    async def counting(self, batch):
+        calls.append(len(batch))
+        return [None] * len(batch)
+
+    monkeypatch.setattr(kvik.zarr_pipeline.FusedCodecPipeline, "decode_batch", counting)
+    monkeypatch.setattr(kvik.zarr_pipeline.FusedCodecPipeline, "encode_batch", counting)
+    monkeypatch.setattr(kvik.zarr_pipeline, "GPU_BATCH_BYTES", 4 * 16 * 16 * DATA.itemsize)
+    for on_gpu, expected in ((True, [4, 4, 1]), (False, [pipeline.batch_size] * 9)):
+        monkeypatch.setattr(kvik.zarr_pipeline, "_on_gpu", lambda prototype: on_gpu)
+        for run in (pipeline.decode, pipeline.encode):
+            calls.clear()
+            assert asyncio.run(run([(None, spec)] * 9)) == [None] * 9
+            assert calls == expected, (on_gpu, run)
 
 
 # ---- on the GPU -----------------------------------------------------------------------------
