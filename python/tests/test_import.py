@@ -85,6 +85,8 @@ def test_kvikio_alias_is_inert_without_the_stand_in():
         "except ModuleNotFoundError:\n"
         "    pass\n"
         "else:\n"
-        "    import kvikio\n"
-        "    assert kvikio.__name__ == 'kvikio' and 'kvik' not in kvikio.__file__\n"
+        "    import kvikio, os\n"
+        "    assert kvikio is not kvik and kvikio.defaults is not kvik.defaults\n"
+        "    assert os.path.samefile(os.path.dirname(kvikio.defaults.__file__),\n"
+        "                            os.path.dirname(kvikio.__file__))\n"
     )
