@@ -2,8 +2,10 @@
 # The whole test suite: the format check (scripts/check_format.sh); the C tests in a plain build,
 # under AddressSanitizer and UndefinedBehaviorSanitizer, and under ThreadSanitizer (these two with
 # fault injection), with the remote tests' servers (scripts/test_servers.sh); the remote and
-# bad-input tests of a process without libcurl at run time; 5 s of each fuzz target (scripts/fuzz.sh); then the Python package's tests in a fresh
-# virtual environment (scripts/test_python.sh).
+# bad-input tests of a process without libcurl at run time; 5 s of each fuzz target
+# (scripts/fuzz.sh); then the Python package's tests in a fresh virtual environment
+# (scripts/test_python.sh), and its Zarr and nvCOMP tests against the newest zarr, where a Python
+# new enough for it is found (scripts/test_zarr_latest.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -40,3 +42,5 @@ echo "== Fuzzing, a short run of each target (scripts/fuzz.sh; tests/fuzz/README
 "$root/scripts/fuzz.sh" 5
 echo "== Python package"
 "$root/scripts/test_python.sh" -q
+echo "== Python package with the newest zarr and numcodecs (scripts/test_zarr_latest.sh)"
+"$root/scripts/test_zarr_latest.sh" -q
