@@ -281,9 +281,9 @@ def _entries(checkpoint, names):
     return [(checkpoint.where[t.name], t) for t in map(checkpoint.entry, names)]
 
 
-def _load(checkpoint, names, fw, files=None):
+def _load(checkpoint, names, fw, files=None, direct_io=None):
     """{name: tensor} of `names`, in the order given."""
-    return _load_groups([(fw, _entries(checkpoint, names))], files)
+    return _load_groups([(fw, _entries(checkpoint, names))], files, direct_io)
 
 
 class _Allocation:
@@ -319,22 +319,24 @@ class _Allocation:
                 out[t.name] = _make(self.fw, self.buf, spans[i][3] + t.begin - spans[i][1], t)
 
 
-def _load_groups(groups, files=None):
+def _load_groups(groups, files=None, direct_io=None):
     """{name: tensor} of [(framework adapter, [(shard, _Tensor)])]: one allocation per group (per
     device), each shard's part of it read by one request, every request of every group started
     before any is waited for. The names come out in the order given, group after group. `files`:
-    the shards' open CuFiles to use and leave open (safe_open's), or None."""
+    the shards' open CuFiles to use and leave open (safe_open's), or None. `direct_io`: what the
+    files this opens get for their reads (CuFile.set_direct_io); None leaves them to the setting.
+    """
     allocations = [_Allocation(fw, entries) for fw, entries in groups]
     for a in allocations:
         a.buf = a.fw.empty(a.total)
-    _read_all([read for a in allocations for read in a.reads()], files)
+    _read_all([read for a in allocations for read in a.reads()], files, direct_io)
     made = {}
     for a in allocations:
         a.tensors(made)
     return {t.name: made[t.name] for _, entries in groups for _, t in entries}
 
 
-def _read_all(reads, files):
+def _read_all(reads, files, direct_io=None):
     """Start every read (of every shard, into every allocation) before waiting for any; check each
     read all it asked. `files` ({shard: CuFile}) keeps the files it opens, open; with None they
     close after."""
@@ -344,6 +346,8 @@ def _read_all(reads, files):
         for shard, begin, end, at, a in reads:
             if shard not in files:
                 files[shard] = CuFile(shard.path, "r")
+                if direct_io is not None:
+                    files[shard].set_direct_io(reads=direct_io)
             future = files[shard].pread(a.fw.region(a.buf, at, at + end - begin), end - begin,
                                         shard.data_start + begin)
             started.append((future, shard, begin, end))
@@ -374,7 +378,7 @@ def _make(fw, buf, at, t):
     return fw.view(fw.copy(buf, at, at + nbytes), 0, nbytes, dtype, shape)
 
 
-def load_file(path, device=None, framework="pt", *, names=None, device_map=None):
+def load_file(path, device=None, framework="pt", *, names=None, device_map=None, direct_io=None):
     """Load the tensors of a safetensors file or sharded checkpoint: {name: tensor}, in file order.
 
     `device`: "cpu", "cuda", "cuda:N", an int N or a torch.device; None is "cuda:0" for PyTorch
@@ -388,6 +392,12 @@ def load_file(path, device=None, framework="pt", *, names=None, device_map=None)
     is a ValueError where `device` is None. Each device gets one allocation, its tensors are read
     straight into it (never through another device), and the reads of all devices run at once.
 
+    `direct_io`: True reads the files with O_DIRECT where their file system allows it (the parts
+    the page cache does not hold), False through the page cache, None (the default) as
+    defaults' auto_direct_io_read says (off unless set). O_DIRECT loads a checkpoint that is not
+    in the page cache faster, but leaves it out of the cache: the next load reads the disk again
+    (docs/safetensors.md). For a checkpoint read once, or larger than memory.
+
     Raises ValueError for a malformed file or checkpoint (the message names the file and the
     problem), TypeError for a dtype the framework cannot hold (bf16 and fp8 in NumPy and CuPy need
     ml_dtypes), OSError for a file that cannot be read.
@@ -396,10 +406,11 @@ def load_file(path, device=None, framework="pt", *, names=None, device_map=None)
     checkpoint = _Checkpoint(path)
     wanted = checkpoint.offset_keys() if names is None else list(names)
     if device_map is None:
-        return _load(checkpoint, wanted, _framework(framework, device, default))
+        return _load(checkpoint, wanted, _framework(framework, device, default),
+                     direct_io=direct_io)
     groups = _placement(wanted, device_map, device)
     return _load_groups([(_framework(framework, dev, default), _entries(checkpoint, group))
-                         for dev, group in groups.items()])
+                         for dev, group in groups.items()], direct_io=direct_io)
 
 
 class _Slice:

@@ -23,6 +23,8 @@ import sys
 import numpy
 import pytest
 
+import kvik
+import kvik.defaults
 import kvik.safetensors as kst
 from test_nvcomp import needs_fakes, run_python
 
@@ -268,6 +270,33 @@ def test_subset_sharded(tmp_path, rng):
     names = ["s0.t1", "s2.t4", "s2.t0"]
     got = kst.load_file(tmp_path, framework="numpy", names=iter(names))
     same_dicts(got, {n: shards[int(n[1])][n] for n in names})
+
+
+def direct_io_works(directory):
+    try:
+        os.close(os.open(directory / "probe", os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o600))
+    except OSError:
+        return False
+    return True
+
+
+def test_direct_io(tmp_path, rng):
+    """direct_io=True reads a file the page cache lacks with O_DIRECT, so that it stays out of the
+    cache; False reads it through the cache; None follows defaults' auto_direct_io_read. The
+    tensors are the file's either way."""
+    if not direct_io_works(tmp_path):
+        pytest.skip(f"no O_DIRECT in {tmp_path}")
+    tensors = {f"t{i}": random_array(rng, NUMPY_DTYPES["F32"], (256, 1024)) for i in range(8)}
+    path = tmp_path / "a.safetensors"
+    safetensors_numpy.save_file(tensors, path)
+    for direct_io, setting in ((True, False), (False, True), (None, True), (None, False)):
+        kvik.drop_file_page_cache(path)
+        with kvik.defaults.set("auto_direct_io_read", setting):
+            same_dicts(kst.load_file(path, framework="numpy", direct_io=direct_io), tensors)
+        resident, total = kvik.get_page_cache_info(path)
+        direct = setting if direct_io is None else direct_io
+        assert (resident < total // 4) if direct else (resident > total * 3 // 4), \
+            (direct_io, setting, resident, total)
 
 
 def test_safe_open(tmp_path, rng):
