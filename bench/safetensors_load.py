@@ -11,6 +11,7 @@ Contenders, each pass in a fresh subprocess (its peak host memory is its own, Vm
   fst-direct         fastsafetensors 16 threads, bounce buffers (nogds), its default O_DIRECT
   fst-buffered       the same, FASTSAFETENSORS_ODIRECT=0
   kvik               kvik.safetensors.load_file(path, device="cuda:0")
+  kvik-direct        the same with direct_io=True (O_DIRECT for what the page cache lacks)
 Each is timed from opening the file to the last tensor usable (torch.cuda.synchronize()), after
 imports and CUDA's start. Warm: the files' pages cached (an untimed pass first), the median of
 --repeat passes. Cold: each file's pages dropped before the pass (sync, then
@@ -130,20 +131,21 @@ def files_of(path):
 def load(contender, path, framework, device):
     """The tensors of `path` (a file or a sharded directory) by `contender`, usable."""
     files = files_of(path)
+    direct_io = True if contender == "kvik-direct" else None
     if framework == "numpy":
-        if contender == "kvik":
+        if contender.startswith("kvik"):
             import kvik.safetensors
 
-            return kvik.safetensors.load_file(path, framework="numpy")
+            return kvik.safetensors.load_file(path, framework="numpy", direct_io=direct_io)
         from safetensors.numpy import load_file
 
         return {k: v for f in files for k, v in load_file(f).items()}
     import torch
 
-    if contender == "kvik":
+    if contender.startswith("kvik"):
         import kvik.safetensors
 
-        out = kvik.safetensors.load_file(path, device=device)
+        out = kvik.safetensors.load_file(path, device=device, direct_io=direct_io)
     elif contender == "safetensors":
         from safetensors.torch import load_file
 
@@ -246,9 +248,9 @@ def importable(module):
 
 def contenders(framework):
     if framework == "numpy":
-        return {"safetensors": {}, "kvik": {}}
+        return {"safetensors": {}, "kvik": {}, "kvik-direct": {}}
     out = {"safetensors": {}, "fst-direct": {"FASTSAFETENSORS_ODIRECT": "1"},
-           "fst-buffered": {"FASTSAFETENSORS_ODIRECT": "0"}, "kvik": {}}
+           "fst-buffered": {"FASTSAFETENSORS_ODIRECT": "0"}, "kvik": {}, "kvik-direct": {}}
     missing = importable("fastsafetensors")
     if missing:
         print(f"# fastsafetensors skipped: not importable ({missing})")
