@@ -35,6 +35,10 @@ if [ -d "$root/.whl" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
   ((${#wheels[@]} == 0)) || "${install[@]}" --target /tmp/kvik-site "${wheels[@]}"
   ((${#nvcomp[@]} == 0)) || "${install[@]}" --target /tmp/kvik-nvcomp "${nvcomp[@]}"
   export PYTHONPATH=/tmp/kvik-site:/tmp/kvik-nvcomp${PYTHONPATH:+:$PYTHONPATH}
+  # The C tests of the real nvCOMP (test_nvcomp, test_read_decompress) find it by this setting;
+  # the ones of the fake ignore it.
+  nvcomp_lib=/tmp/kvik-nvcomp/nvidia/libnvcomp/lib64/libnvcomp.so.6
+  if [ -e "$nvcomp_lib" ]; then export KVIK_NVCOMP_LIBRARY=$nvcomp_lib; fi
 fi
 
 # nginx, for the remote tests, in build-deps/bin (ignored by git). libcurl needs nothing at build
