@@ -289,6 +289,9 @@ def test_direct_io(tmp_path, rng):
     tensors = {f"t{i}": random_array(rng, NUMPY_DTYPES["F32"], (256, 1024)) for i in range(8)}
     path = tmp_path / "a.safetensors"
     safetensors_numpy.save_file(tensors, path)
+    kvik.drop_file_page_cache(path)
+    if kvik.get_page_cache_info(path)[0] != 0:
+        pytest.skip("this file system keeps its pages")  # as test_misc's page-cache tests do
     for direct_io, setting in ((True, False), (False, True), (None, True), (None, False)):
         kvik.drop_file_page_cache(path)
         with kvik.defaults.set("auto_direct_io_read", setting):
