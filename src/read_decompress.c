@@ -5,7 +5,7 @@
  * The chunks go in batches of at most `budget` compressed bytes and `batch_chunks` chunks, each
  * one nvCOMP call on a stream of its own with its own staging device memory (SLOTS of them,
  * taken in turn: a slot is filled again once the decoding of the batch that used it is done). A
- * batch is read in steps of at most `step` bytes, into HOSTS pinned host buffers taken in turn:
+ * batch is read in steps of at most `step` bytes, into `hosts` pinned host buffers taken in turn:
  * a step's chunks are read by kvik__file_pread_pooled() (the pool's threads, whatever a chunk's
  * size), checked, and copied to the device on the batch's stream, while the next steps are read
  * into the other buffers. The batch's decoding is enqueued after its last copy. nvCOMP's
@@ -39,19 +39,21 @@
  * busy, and smaller batches, whose fast decoding overlaps the checks of the next. */
 #define DEFAULT_WALKED_BUDGET ((size_t)512 << 20)
 #define DEFAULT_WALKED_STEP ((size_t)64 << 20)
-#define SLOTS 4           /* batches in flight */
-#define HOSTS 4           /* steps in flight */
+#define SLOTS 4         /* batches in flight */
+#define DEFAULT_HOSTS 4 /* steps in flight */
+#define MAX_HOSTS 16
 #define STAGING_ALIGN 256 /* a CUDA allocation's; above every nvCOMP 6 input alignment */
 #define PAGE ((size_t)4096)
 
 static const char fn[] = "kvik_file_read_decompress";
 
-static _Atomic size_t budget_for_tests, chunks_for_tests, step_for_tests;
+static _Atomic size_t budget_for_tests, chunks_for_tests, step_for_tests, hosts_for_tests;
 
-void kvik__read_decompress_sizes(size_t budget, size_t chunks, size_t step) {
+void kvik__read_decompress_sizes(size_t budget, size_t chunks, size_t step, size_t hosts) {
   budget_for_tests = budget;
   chunks_for_tests = chunks;
   step_for_tests = step;
+  hosts_for_tests = hosts < MAX_HOSTS ? hosts : MAX_HOSTS;
 }
 
 /* The per-call arrays, one block: nvCOMP's arguments of each batch at the batch's place (its
@@ -88,12 +90,13 @@ typedef struct call {
   void *block;
   size_t align; /* of chunks in a staging buffer */
   size_t budget, batch_chunks, step, staging_bytes, host_bytes, batches;
+  int hosts; /* pinned buffers, steps in flight */
   const kvik__cuda_api *cu;
   CUstream stream[SLOTS];
   CUdeviceptr staging[SLOTS];
   CUevent decoded[SLOTS];
-  void *host[HOSTS];
-  CUevent copied[HOSTS];
+  void *host[MAX_HOSTS];
+  CUevent copied[MAX_HOSTS];
   check_task *checks; /* one a chunk */
   pthread_mutex_t lock;
   pthread_cond_t checked;
@@ -155,6 +158,7 @@ static void plan(call *c) {
   c->budget = budget ? budget : walked ? DEFAULT_WALKED_BUDGET : DEFAULT_BUDGET;
   c->batch_chunks = chunks ? chunks : DEFAULT_BATCH_CHUNKS;
   c->step = step ? step : walked ? DEFAULT_WALKED_STEP : DEFAULT_STEP;
+  c->hosts = hosts_for_tests ? (int)hosts_for_tests : DEFAULT_HOSTS;
   size_t fill = 0, count = 0, total = 0;
   for (size_t i = 0; i < c->n; i++) {
     size_t bytes = padded(c, c->chunks[i].compressed_size);
@@ -232,7 +236,7 @@ static int staging_alloc(call *c) {
       rc = kvik__device_pool_alloc(fn, cu, c->staging_bytes, c->stream[d], &c->staging[d]);
     if (rc == 0) rc = cuda(cu->cuEventCreate(&c->decoded[d], KVIK__EVENT_FLAGS), "cuEventCreate");
   }
-  for (int h = 0; rc == 0 && h < HOSTS; h++) {
+  for (int h = 0; rc == 0 && h < c->hosts; h++) {
     rc = kvik__pinned_get(fn, c->host_bytes, &c->host[h]);
     if (rc == 0) rc = cuda(cu->cuEventCreate(&c->copied[h], KVIK__EVENT_FLAGS), "cuEventCreate");
   }
@@ -259,7 +263,7 @@ static void staging_free(call *c, int streams_idle) {
     if (c->staging[d] && streams_idle) kvik__device_pool_free(fn, cu, c->staging[d], c->stream[d]);
     if (c->stream[d]) cu->cuStreamDestroy(c->stream[d]);
   }
-  for (int h = 0; h < HOSTS; h++) {
+  for (int h = 0; h < c->hosts; h++) {
     if (c->copied[h]) cu->cuEventDestroy(c->copied[h]);
     if (c->host[h] && streams_idle) kvik__pinned_put(c->host[h], c->host_bytes);
   }
@@ -306,7 +310,7 @@ static void step_at(const call *c, size_t first, size_t k, size_t batch_first, i
 /* The step after `s`, in its batch or the next one, into the next pinned buffer; 0 after the
  * last. */
 static int step_next(const call *c, const step *s, step *next) {
-  int h = (s->h + 1) % HOSTS;
+  int h = (s->h + 1) % c->hosts;
   if (s->last < s->batch_end) step_at(c, s->last, s->k, s->batch_first, h, next);
   else if (s->last < c->n) step_at(c, s->last, s->k + 1, s->last, h, next);
   else return 0;
@@ -423,9 +427,9 @@ static void fail_rest(call *c, size_t first, int code) {
   for (size_t e = first; e < c->n; e++) c->a.chunk_of[e] = SIZE_MAX; /* nothing to judge */
 }
 
-/* The steps read ahead: a ring of at most HOSTS, step i in pinned buffer i % HOSTS. */
+/* The steps read ahead: a ring of at most `hosts`, step i in pinned buffer i % hosts. */
 typedef struct ahead {
-  step steps[HOSTS];
+  step steps[MAX_HOSTS];
   size_t first, count, issued; /* the oldest's place in `steps`, how many, how many ever */
 } ahead;
 
@@ -435,28 +439,28 @@ typedef struct ahead {
 static int read_ahead(call *c, ahead *q) {
   step next;
   if (q->issued == 0) step_at(c, 0, 0, 0, 0, &next);
-  else if (!step_next(c, &q->steps[(q->first + q->count - 1) % HOSTS], &next)) return 0;
-  if (q->issued >= HOSTS) {
+  else if (!step_next(c, &q->steps[(q->first + q->count - 1) % c->hosts], &next)) return 0;
+  if (q->issued >= (size_t)c->hosts) {
     int rc = cuda(c->cu->cuEventSynchronize(c->copied[next.h]), "cuEventSynchronize");
     if (rc < 0) return rc;
   }
   step_read(c, &next);
-  q->steps[(q->first + q->count++) % HOSTS] = next;
+  q->steps[(q->first + q->count++) % c->hosts] = next;
   q->issued++;
   return 1;
 }
 
-/* The pipeline of the file comment: HOSTS steps are read ahead while the oldest one is checked
+/* The pipeline of the file comment: `hosts` steps are read ahead while the oldest one is checked
  * and copied. An error of its own stops it: the chunks of batches it had not enqueued fail with
  * it. */
 static void pipeline(call *c) {
   ahead q = {0};
   size_t enqueued = 0; /* the chunks before it are in batches enqueued */
   int rc = 0;
-  while (q.count < HOSTS && (rc = read_ahead(c, &q)) > 0) continue;
+  while (q.count < (size_t)c->hosts && (rc = read_ahead(c, &q)) > 0) continue;
   while (rc >= 0 && q.count > 0) {
     step s = q.steps[q.first];
-    q.first = (q.first + 1) % HOSTS;
+    q.first = (q.first + 1) % c->hosts;
     q.count--;
     step_check(c, &s);
     rc = step_copy(c, &s);
@@ -465,7 +469,7 @@ static void pipeline(call *c) {
       enqueued = s.batch_end;
     if (rc == 0) rc = read_ahead(c, &q);
     if (rc < 0) {
-      for (; q.count > 0; q.count--, q.first = (q.first + 1) % HOSTS)
+      for (; q.count > 0; q.count--, q.first = (q.first + 1) % c->hosts)
         step_wait(c, &q.steps[q.first]); /* their reads are done with the buffers */
       fail_rest(c, enqueued, rc);
     }

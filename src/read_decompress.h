@@ -4,10 +4,11 @@
 
 #include <stddef.h>
 
-/* For tests (linked with the static library): the batch budget in compressed bytes and in
- * chunks, and the read step in compressed bytes, so that a few small chunks make many batches
- * and steps; 0 restores a default (2 GiB, 1024 chunks, 16 MiB; LZ4: 512 MiB, 1024, 64 MiB).
- * Calls that start after it read the new values. */
-void kvik__read_decompress_sizes(size_t budget, size_t chunks, size_t step);
+/* For tests and bench/read_decompress.c (linked with the static library): the batch budget in
+ * compressed bytes and in chunks, the read step in compressed bytes, and the steps read ahead
+ * (at most 16), so that a few small chunks make many batches and steps; 0 restores a default
+ * (2 GiB, 1024 chunks, 16 MiB, 4; LZ4: 512 MiB, 1024, 64 MiB, 4). Calls that start after it read
+ * the new values. */
+void kvik__read_decompress_sizes(size_t budget, size_t chunks, size_t step, size_t hosts);
 
 #endif

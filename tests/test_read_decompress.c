@@ -200,19 +200,20 @@ static void test_round_trip(kvik_codec codec) {
   set_make(&s, codec, 40, 11 + (uint64_t)codec, SHIM_NONE);
   static const char zeros[48 << 10] = {0};
   fake_nvcomp_calls_fn calls = (fake_nvcomp_calls_fn)fake_symbol("fake_nvcomp_calls");
-  /* Batch budgets in bytes and in chunks, and read steps: several steps a batch, a step a
-   * chunk, more steps than pinned buffers. */
-  size_t budgets[] = {0, 1, 64 << 10, 16 << 10, 64 << 10, 0, 0};
-  size_t counts[] = {0, 0, 0, 0, 0, 0, 7};
-  size_t steps[] = {0, 0, 0, 0, 8 << 10, 1, 4 << 10};
+  /* Batch budgets in bytes and in chunks, read steps and pinned buffers: several steps a batch,
+   * a step a chunk, more steps than pinned buffers, one buffer, the most there may be. */
+  size_t budgets[] = {0, 1, 64 << 10, 16 << 10, 64 << 10, 0, 0, 16 << 10, 0};
+  size_t counts[] = {0, 0, 0, 0, 0, 0, 7, 0, 0};
+  size_t steps[] = {0, 0, 0, 0, 8 << 10, 1, 4 << 10, 1, 2 << 10};
+  size_t hosts[] = {0, 0, 0, 0, 0, 0, 0, 1, 99};
   for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
-    kvik__read_decompress_sizes(budgets[b], counts[b], steps[b]);
+    kvik__read_decompress_sizes(budgets[b], counts[b], steps[b], hosts[b]);
     for (size_t i = 0; i < s.n; i++) to_device(s.dst[i], zeros, s.chunks[i].uncompressed_size);
     long before = calls ? calls(DECOMPRESS[codec]) : 0;
     ASSERT_OK(run(&s));
     long batches = calls ? calls(DECOMPRESS[codec]) - before : -1;
-    printf("%s: budget %zu, %zu chunks, step %zu: %ld batches\n", kvik_codec_name(codec),
-           budgets[b], counts[b], steps[b], batches);
+    printf("%s: budget %zu, %zu chunks, step %zu, %zu buffers: %ld batches\n",
+           kvik_codec_name(codec), budgets[b], counts[b], steps[b], hosts[b], batches);
     if (calls && budgets[b] == 0) ASSERT_EQ(batches, counts[b] ? 6 : 1); /* 40 chunks by 7 */
     if (calls && budgets[b] == 1) ASSERT_EQ(batches, (long)s.n); /* a chunk each */
     if (calls && budgets[b] == 64 << 10) ASSERT(batches > 3 && batches < (long)s.n);
@@ -222,7 +223,7 @@ static void test_round_trip(kvik_codec codec) {
     }
   }
   ASSERT_OK(kvik_file_read_decompress(codec, s.chunks, s.n, NULL)); /* statuses may be NULL */
-  kvik__read_decompress_sizes(0, 0, 0);
+  kvik__read_decompress_sizes(0, 0, 0, 0);
   set_free(&s);
 }
 
@@ -250,7 +251,7 @@ static void expect_only(set *s, int rc, size_t bad, int code) {
 static void test_wrong_size(kvik_codec codec, size_t budget) {
   set s;
   set_make(&s, codec, 12, 5, SHIM_NONE);
-  kvik__read_decompress_sizes(budget, 0, 0);
+  kvik__read_decompress_sizes(budget, 0, 0, 0);
   size_t bad = 7, size = s.chunks[bad].uncompressed_size;
   device_free(s.dst[bad]);
   s.dst[bad] = device_alloc(size + 100);
@@ -263,7 +264,7 @@ static void test_wrong_size(kvik_codec codec, size_t budget) {
   snprintf(decoded, sizeof decoded, "%zu bytes, not %zu", size, size + 100);
   ASSERT(strstr(kvik_last_error(), decoded) != NULL);
   ASSERT(strstr(kvik_last_error(), s.paths[bad % FILES]) != NULL);
-  kvik__read_decompress_sizes(0, 0, 0);
+  kvik__read_decompress_sizes(0, 0, 0, 0);
   set_free(&s);
 }
 
@@ -362,7 +363,7 @@ static void test_small_chunks_in_parallel(kvik_codec codec) {
 static void test_read_error(kvik_codec codec) {
   set s;
   set_make(&s, codec, 20, 13, SHIM_LAST);
-  kvik__read_decompress_sizes(32 << 10, 0, 0);
+  kvik__read_decompress_sizes(32 << 10, 0, 0, 0);
   shim_reset();
   shim.read_errno = EIO;
   shim.read_fail_at = 1;
@@ -370,7 +371,7 @@ static void test_read_error(kvik_codec codec) {
   shim_reset();
   expect_only(&s, rc, s.n - 1, -EIO);
   ASSERT(strstr(kvik_last_error(), SHIM_TARGET_MARK) != NULL);
-  kvik__read_decompress_sizes(0, 0, 0);
+  kvik__read_decompress_sizes(0, 0, 0, 0);
   set_free(&s);
 }
 
@@ -391,7 +392,7 @@ static void test_nvcomp_failures(kvik_codec codec) {
   expect_only(&s, run(&s), 5, KVIK_ENVCOMP_BASE - CANNOT_DECOMPRESS);
   reset();
 
-  kvik__read_decompress_sizes(1, 0, 0); /* a batch a chunk */
+  kvik__read_decompress_sizes(1, 0, 0, 0); /* a batch a chunk */
   fail(DECOMPRESS[codec], 4, INTERNAL);
   int rc = run(&s);
   reset();
@@ -401,7 +402,7 @@ static void test_nvcomp_failures(kvik_codec codec) {
     ASSERT_EQ(s.statuses[i], i < 3 ? 0 : rc);
     if (i < 3) check_chunk(&s, i);
   }
-  kvik__read_decompress_sizes(0, 0, 0);
+  kvik__read_decompress_sizes(0, 0, 0, 0);
   set_free(&s);
 }
 
