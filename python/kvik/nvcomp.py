@@ -154,14 +154,18 @@ def _as_buffer(obj: Any) -> Any:
     raise TypeError(f"kvik.nvcomp takes host or CUDA memory, not DLPack device type {kind}")
 
 
+def _interface_nbytes(iface: dict) -> int:
+    """The bytes a ``__cuda_array_interface__`` describes."""
+    count = 1
+    for extent in iface["shape"]:
+        count *= extent
+    return count * int(iface["typestr"][2:])
+
+
 def _nbytes(chunk: Any) -> int:
     """The bytes of a chunk, device or host."""
     if _is_device(chunk):
-        iface = chunk.__cuda_array_interface__
-        count = 1
-        for extent in iface["shape"]:
-            count *= extent
-        return count * int(iface["typestr"][2:])
+        return _interface_nbytes(chunk.__cuda_array_interface__)
     with memoryview(chunk) as view:
         return view.nbytes
 
@@ -315,12 +319,14 @@ def read_decompress(codec: Union[str, Codec], chunks: Sequence[Any]) -> List[Any
         number = codec._number
     items, outs = [], []
     for i, (file, file_offset, compressed_size, out) in enumerate(chunks):
-        if not _is_device(out):
+        # Read once: CuPy builds the interface anew on every access, a few microseconds each.
+        iface = getattr(out, "__cuda_array_interface__", None)
+        if iface is None:
             raise TypeError(f"chunk {i}: out must be device memory (__cuda_array_interface__)")
-        iface = out.__cuda_array_interface__
         if iface.get("strides") is not None:
             raise ValueError(f"chunk {i}: out must be contiguous")
-        items.append((file, file_offset, compressed_size, iface["data"][0], _nbytes(out)))
+        items.append((file, file_offset, compressed_size, iface["data"][0],
+                      _interface_nbytes(iface)))
         outs.append(out)
     _locate()
     _lib.read_decompress(number, items)
