@@ -186,6 +186,7 @@ KVIK_API const char *kvik_last_error(void);
  *   KVIK_SETTING_NVCOMP_MEMORY KVIK_NVCOMP_MEMORY             16 GiB
  *   KVIK_SETTING_CURL_LIBRARY  KVIK_CURL_LIBRARY              "" (the soname)
  *   KVIK_SETTING_NUMA_AFFINITY KVIK_NUMA_AFFINITY             0 (off)
+ *   KVIK_SETTING_WRITE_BEHIND  KVIK_WRITE_BEHIND              1 (on)
  *
  * Settings of kvik's own, which KvikIO lacks, use the prefix KVIK_ instead of KVIKIO_. What each
  * does, KVIK_SETTING_ left out (how the O_DIRECT, zero-copy and io_uring paths work, and why:
@@ -261,6 +262,14 @@ KVIK_API const char *kvik_last_error(void);
  *    until it serves a GPU of another node; set to 0, threads get back the CPUs they had at
  *    their next device transfer. Nothing changes where the node is not known (one socket, no
  *    sysfs). Off by default: no measurement has shown it faster yet (docs/multi_gpu.md).
+ *  - WRITE_BEHIND: a buffered write call of 1 MiB or more (a task's, a piece's) asks the kernel
+ *    to start writing its range to storage as soon as the call returns (sync_file_range(2),
+ *    SYNC_FILE_RANGE_WRITE, which waits for no IO), so that a later fsync finds little left to
+ *    write, instead of all of it. Where starting the writeback takes more than a quarter of the
+ *    handle's writing time (the storage is behind: the kernel makes the caller wait for room in
+ *    the device's queue), the handle stops asking for a second, and its writes stay in the page
+ *    cache as a plain write(2)'s do. Errors of the writeback reach fsync as always.
+ *    Off: the kernel writes dirty pages back when it decides to (docs/design.md).
  *
  * Values are int64_t. Booleans are 0/1; sizes are bytes. Text values (environment variables
  * and `kvik_setting_parse()`) are trimmed and case-insensitive: booleans accept
@@ -295,6 +304,7 @@ typedef enum kvik_setting {
   KVIK_SETTING_NVCOMP_MEMORY,
   KVIK_SETTING_CURL_LIBRARY,
   KVIK_SETTING_NUMA_AFFINITY,
+  KVIK_SETTING_WRITE_BEHIND,
   KVIK_SETTING_COUNT /* number of settings; not a setting */
 } kvik_setting;
 

@@ -40,6 +40,7 @@ struct kvik_file {
   kvik__append_file append_to;  /* an append handle's file */
   kvik__gds_file gds;
   kvik__zc_file zc;
+  kvik__write_behind behind;
   char path[];
 };
 
@@ -266,10 +267,11 @@ static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_
                          size_t *done) {
   kvik_file *file = self;
   if (file->append && op == KVIK__WRITE) {
-    kvik__posix_target target = {file->fd, -1, file->path, NULL};
+    kvik__posix_target target = {file->fd, -1, file->path, NULL, NULL};
     return kvik__posix_append(&target, buf, size, done);
   }
-  kvik__posix_target target = {file->fd, direct_for(file, op), file->path, cached_middle};
+  kvik__posix_target target = {file->fd, direct_for(file, op), file->path, cached_middle,
+                               &file->behind};
   int refused = 0;
   kvik__posix_range range = {.op = op, .buf = buf, .size = size, .offset = offset};
   int rc = kvik__posix_io(&target, &range, done, &refused);
@@ -297,7 +299,7 @@ int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t siz
   if (!buf_aligned || !kvik__direct_aligned(size) || !kvik__direct_aligned((uintptr_t)offset) ||
       size == 0)
     return file->fd;
-  kvik__posix_target target = {file->fd, direct_for(file, op), file->path, NULL};
+  kvik__posix_target target = {file->fd, direct_for(file, op), file->path, NULL, NULL};
   int fd = target.direct_fd;
   /* A read the page cache holds goes buffered, as in kvik__posix_io(), asked with cachestat(2)
    * alone: a mapping for mincore(2) would cost a small read more than the read. */
@@ -442,7 +444,7 @@ __attribute__((always_inline)) static inline int quick(kvik_file *file, kvik__op
     return 1;
   }
   if (rc == -EFAULT && done == 0) return 0;
-  kvik__posix_target target = {file->fd, -1, file->path, NULL};
+  kvik__posix_target target = {file->fd, -1, file->path, NULL, NULL};
   rc = kvik__posix_report(&target, &range, done, rc);
   kvik__stats_end(&counted, done, 1);
   *moved = kvik__request_failed(rc, done, size);

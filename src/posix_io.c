@@ -238,6 +238,64 @@ static void announce_cold(const kvik__posix_target *t, kvik__posix_range read) {
   (void)kvik__fadvise(t->fd, (off_t)read.offset, (off_t)read.size, POSIX_FADV_WILLNEED);
 }
 
+/* Write-behind (KVIK_SETTING_WRITE_BEHIND). Writing a range back as soon as it is written lets
+ * the storage work while the rest is written, where the kernel would start only once a tenth of
+ * the memory is dirty, or at fsync: on the 2-core VM, 1 GiB in 4 MiB pwrites then fsync took
+ * 0.28-0.36 s this way against 0.62-2.9 s without (the fsync alone 0.31 s). Smaller writes are
+ * left to the kernel, which may merge them. Starting the writeback waits for room in the device's
+ * queue when the storage is behind. So a handle sums the time of its writes and of their starts:
+ * where the starts took more than a quarter of the writes' time (and a little more, for the
+ * stray slow start of a busy system), the handle leaves its writes in the page cache for a
+ * second, as write(2) alone would. The sums start again after each WRITE_BEHIND_WINDOW_NS of
+ * writes, so that a long cheap past does not hide a slow present. */
+#define WRITE_BEHIND_MIN ((size_t)1 << 20)
+#define WRITE_BEHIND_SLACK_NS UINT64_C(2000000)
+#define WRITE_BEHIND_WINDOW_NS UINT64_C(100000000)
+#define WRITE_BEHIND_PAUSE_NS UINT64_C(1000000000)
+
+/* Add a write's time and its start's to the handle's sums; pause it where the starts cost too
+ * much. Concurrent writers may each miss the other's part of a sum for a moment: the check is
+ * coarse by design. */
+static void write_behind_account(kvik__write_behind *wb, uint64_t write_ns, uint64_t start_ns,
+                                 uint64_t now) {
+  const memory_order relaxed = memory_order_relaxed;
+  uint64_t writing = atomic_fetch_add_explicit(&wb->write_ns, write_ns, relaxed) + write_ns;
+  uint64_t starting = atomic_fetch_add_explicit(&wb->start_ns, start_ns, relaxed) + start_ns;
+  int slow = starting > writing / 4 + WRITE_BEHIND_SLACK_NS;
+  if (slow) atomic_store_explicit(&wb->paused_until_ns, now + WRITE_BEHIND_PAUSE_NS, relaxed);
+  if (slow || writing > WRITE_BEHIND_WINDOW_NS) {
+    atomic_store_explicit(&wb->write_ns, 0, relaxed);
+    atomic_store_explicit(&wb->start_ns, 0, relaxed);
+  }
+}
+
+static void write_behind(kvik__write_behind *wb, int fd, int64_t offset, size_t len,
+                         uint64_t write_ns) {
+  uint64_t start = kvik__now_ns();
+  if (start < atomic_load_explicit(&wb->paused_until_ns, memory_order_relaxed)) return;
+  int rc = kvik__sync_file_range(fd, (off_t)offset, (off_t)len, SYNC_FILE_RANGE_WRITE);
+  /* A file that cannot be written back this way (a pipe, ESPIPE; a file system without it): no
+   * use asking again. Other failures are the writeback's, which fsync reports as ever. */
+  if (rc < 0 && (errno == ESPIPE || errno == EINVAL || errno == ENOSYS)) {
+    atomic_store_explicit(&wb->paused_until_ns, UINT64_MAX, memory_order_relaxed);
+    return;
+  }
+  uint64_t end = kvik__now_ns();
+  write_behind_account(wb, write_ns, end - start, end);
+}
+
+/* The buffered part of a transfer, through t->fd: a write's started on its way to storage (see
+ * write_behind()). */
+static int buffered(const kvik__posix_target *t, kvik__posix_range part, size_t *done) {
+  int behind = t->behind && part.op == KVIK__WRITE && part.size >= WRITE_BEHIND_MIN &&
+               kvik__setting(KVIK_SETTING_WRITE_BEHIND);
+  uint64_t start = behind ? kvik__now_ns() : 0;
+  int rc = transfer_all(t, t->fd, part, done);
+  if (behind && *done >= WRITE_BEHIND_MIN)
+    write_behind(t->behind, t->fd, part.offset, *done, kvik__now_ns() - start);
+  return rc;
+}
+
 int kvik__posix_io(const kvik__posix_target *t, const kvik__posix_range *range, size_t *done,
                    int *direct_refused) {
   *done = 0;
@@ -260,7 +318,7 @@ int kvik__posix_io(const kvik__posix_target *t, const kvik__posix_range *range, 
   }
   if (range->op == KVIK__READ) announce_cold(t, part_of(*range, *done, size - *done));
   size_t rest;
-  int rc = transfer_all(t, t->fd, part_of(*range, *done, size - *done), &rest);
+  int rc = buffered(t, part_of(*range, *done, size - *done), &rest);
   *done += rest;
   return rc;
 }

@@ -14,6 +14,14 @@
 
 static inline int kvik__direct_aligned(uintptr_t x) { return x % KVIK__DIRECT_ALIGNMENT == 0; }
 
+/* A handle's write-behind (KVIK_SETTING_WRITE_BEHIND, posix_io.c): the time its writes took and
+ * the time starting their writeback took, since the last check; and when it may start writeback
+ * again, after that took too long. Zero-initialised. */
+typedef struct kvik__write_behind {
+  _Atomic uint64_t write_ns, start_ns;
+  _Atomic uint64_t paused_until_ns; /* kvik__now_ns(); UINT64_MAX: never (the file refuses) */
+} kvik__write_behind;
+
 typedef struct kvik__posix_target {
   int fd;           /* buffered descriptor */
   int direct_fd;    /* O_DIRECT descriptor on the same file, or -1 to use none */
@@ -22,6 +30,9 @@ typedef struct kvik__posix_target {
    * a read's aligned middle that it holds goes through fd instead of direct_fd. A hook, as the
    * page-cache tools (page_cache.c) open files through this file. */
   int (*cached)(int fd, int64_t offset, size_t len);
+  /* NULL, or the handle's write-behind: buffered writes of 1 MiB or more start their writeback
+   * (see KVIK_SETTING_WRITE_BEHIND). */
+  kvik__write_behind *behind;
 } kvik__posix_target;
 
 /* A transfer of `size` bytes between `buf` and the file at `offset`. */

@@ -105,6 +105,8 @@ static const setting_desc descs[KVIK_SETTING_COUNT] = {
                                    NULL},
     [KVIK_SETTING_NUMA_AFFINITY] = {"numa_affinity", "KVIK_NUMA_AFFINITY", NULL, KIND_BOOL, 0, 1,
                                     NULL},
+    [KVIK_SETTING_WRITE_BEHIND] = {"write_behind", "KVIK_WRITE_BEHIND", NULL, KIND_BOOL, 0, 1,
+                                   NULL},
 };
 
 _Atomic int64_t kvik__setting_values[KVIK_SETTING_COUNT];
@@ -154,6 +156,7 @@ static int64_t default_value(kvik_setting s) {
   /* Enough for nvCOMP's zstd to decode 4 GiB at once and keep its temporary space (about 12.5
    * GiB), a fifth of an 80 GB GPU's memory. */
   case KVIK_SETTING_NVCOMP_MEMORY: return 16 * GiB;
+  case KVIK_SETTING_WRITE_BEHIND: return 1;
   default: return 0;
   }
 }

@@ -35,7 +35,7 @@ typedef enum {
   KVIK__FAULT_OPEN,
   KVIK__FAULT_READ,   /* pread, preadv2, posix_fadvise */
   KVIK__FAULT_WRITE,  /* pwrite, write */
-  KVIK__FAULT_SYNC,   /* fdatasync */
+  KVIK__FAULT_SYNC,   /* fdatasync, sync_file_range */
   KVIK__FAULT_MMAP,   /* mmap, madvise, get_mempolicy, set_mempolicy */
   KVIK__FAULT_ALLOC,  /* malloc, calloc, realloc, strdup, strndup, posix_memalign */
   KVIK__FAULT_THREAD, /* pthread_create, sched_getaffinity, sched_setaffinity */
@@ -218,6 +218,18 @@ static inline int kvik__fdatasync_at(const char *site, int fd) {
   return r;
 }
 #define kvik__fdatasync(fd) kvik__fdatasync_at(KVIK__SITE, fd)
+
+static inline int kvik__sync_file_range_at(const char *site, int fd, off_t offset, off_t len,
+                                           unsigned flags) {
+  int r, err;
+  do {
+    err = kvik__fault_errno(KVIK__FAULT_SYNC, site);
+    r = err ? (errno = err, -1) : sync_file_range(fd, offset, len, flags);
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+#define kvik__sync_file_range(fd, offset, len, flags)                                              \
+  kvik__sync_file_range_at(KVIK__SITE, fd, offset, len, flags)
 
 static inline void *kvik__mmap_at(const char *site, size_t len, int prot, int flags, int fd,
                                   off_t offset) {

@@ -77,6 +77,7 @@ static const struct {
     {"kvik__pwrite(", KVIK__FAULT_WRITE},
     {"kvik__write(", KVIK__FAULT_WRITE},
     {"kvik__fdatasync(", KVIK__FAULT_SYNC},
+    {"kvik__sync_file_range(", KVIK__FAULT_SYNC},
     {"kvik__mmap(", KVIK__FAULT_MMAP},
     {"kvik__madvise(", KVIK__FAULT_MMAP},
     {"kvik__get_mempolicy(", KVIK__FAULT_MMAP},

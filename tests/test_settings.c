@@ -57,7 +57,8 @@ static void test_names(void) {
                                       "remote_io_backend", "remote_io_num_reactors",
                                       "remote_io_reactor_dispatch",
                                       "remote_io_max_concurrent_requests", "nvcomp_library",
-                                      "nvcomp_memory", "curl_library", "numa_affinity"};
+                                      "nvcomp_memory", "curl_library", "numa_affinity",
+                                      "write_behind"};
   ASSERT_EQ(sizeof names / sizeof names[0], KVIK_SETTING_COUNT);
   for (int s = 0; s < KVIK_SETTING_COUNT; s++) {
     ASSERT(strcmp(kvik_setting_name((kvik_setting)s), names[s]) == 0);

@@ -30,6 +30,9 @@ Each setting starts from its environment variable (KvikIO's names: ``KVIKIO_NTHR
 - ``"numa_affinity"``: kvik's own, a bool (False): a pool thread that moves data for a GPU runs
   on the CPUs of the GPU's NUMA node, where sysfs names one (see kvik.h,
   KVIK_SETTING_NUMA_AFFINITY).
+- ``"write_behind"``: kvik's own, a bool (True): a buffered write call of 1 MiB or more starts
+  writing its range to storage at once, so that a later fsync finds little left; paused while the
+  storage is behind (see kvik.h, KVIK_SETTING_WRITE_BEHIND).
 
 Remote files (kvik.RemoteFile) follow these; a failed request is tried again, after a pause that
 doubles each time from 0.5 s (at most 4 s), as kvikio's:
@@ -112,7 +115,8 @@ _PROCESS_LIFETIME = frozenset({
 
 
 # The Python type of each setting's value; the others are ints.
-_BOOLS = ("auto_direct_io_read", "auto_direct_io_write", "remote_verbose", "numa_affinity")
+_BOOLS = ("auto_direct_io_read", "auto_direct_io_write", "remote_verbose", "numa_affinity",
+          "write_behind")
 # Lists of ints, which libkvik reads and writes as text only ("429,500,503").
 _LISTS = ("http_status_codes",)
 # Text, read and written as it is (a path).

@@ -17,14 +17,14 @@ NAMES = ("compat_mode", "num_threads", "task_size", "gds_threshold", "bounce_buf
          "auto_direct_io_write", "zero_copy_read", "http_max_attempts", "http_timeout", "http_status_codes",
          "remote_verbose", "remote_connections", "io_uring", "remote_io_backend", "remote_io_num_reactors",
          "remote_io_reactor_dispatch", "remote_io_max_concurrent_requests", "nvcomp_library", "nvcomp_memory",
-         "curl_library", "numa_affinity")
+         "curl_library", "numa_affinity", "write_behind")
 ENV_VARS = ("KVIKIO_COMPAT_MODE", "KVIKIO_NTHREADS", "KVIKIO_NUM_THREADS", "KVIKIO_TASK_SIZE", "KVIKIO_GDS_THRESHOLD",
             "KVIKIO_BOUNCE_BUFFER_SIZE", "KVIKIO_AUTO_DIRECT_IO_READ", "KVIKIO_AUTO_DIRECT_IO_WRITE",
             "KVIK_ZERO_COPY_READ", "KVIKIO_HTTP_MAX_ATTEMPTS", "KVIKIO_HTTP_TIMEOUT", "KVIKIO_HTTP_STATUS_CODES",
             "KVIKIO_REMOTE_VERBOSE", "KVIK_REMOTE_CONNECTIONS", "KVIK_IO_URING", "KVIKIO_REMOTE_IO_BACKEND",
             "KVIKIO_REMOTE_IO_NUM_REACTORS", "KVIKIO_REMOTE_IO_REACTOR_DISPATCH",
             "KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS", "KVIK_NVCOMP_LIBRARY", "KVIK_NVCOMP_MEMORY",
-            "KVIK_CURL_LIBRARY", "KVIK_NUMA_AFFINITY")
+            "KVIK_CURL_LIBRARY", "KVIK_NUMA_AFFINITY", "KVIK_WRITE_BEHIND")
 DEFAULT_STATUS_CODES = [429, 500, 502, 503, 504]
 # Where the kvik under test was imported from, first on the path of the processes tests start.
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(kvik.__file__)))
@@ -68,7 +68,7 @@ def test_defaults_in_a_clean_environment():
                    "io_uring": 2, "remote_io_backend": 0, "remote_io_num_reactors": 1,
                    "remote_io_reactor_dispatch": 0, "remote_io_max_concurrent_requests": 256,
                    "nvcomp_library": "", "nvcomp_memory": 16 << 30, "curl_library": "",
-                   "numa_affinity": False}
+                   "numa_affinity": False, "write_behind": True}
 
 
 def test_types():
@@ -280,7 +280,8 @@ def test_environment_variables():
                      KVIK_REMOTE_CONNECTIONS="8", KVIK_IO_URING="off", KVIKIO_REMOTE_IO_BACKEND="multi_poll",
                      KVIKIO_REMOTE_IO_NUM_REACTORS="4", KVIKIO_REMOTE_IO_REACTOR_DISPATCH="per_pread",
                      KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS="0", KVIK_NVCOMP_LIBRARY="/x/libnvcomp.so.6",
-                     KVIK_NVCOMP_MEMORY="0", KVIK_CURL_LIBRARY="/x/libcurl.so.4", KVIK_NUMA_AFFINITY="1")
+                     KVIK_NVCOMP_MEMORY="0", KVIK_CURL_LIBRARY="/x/libcurl.so.4", KVIK_NUMA_AFFINITY="1",
+                     KVIK_WRITE_BEHIND="off")
     assert got == {"compat_mode": [1, "env"], "num_threads": [3, "env"], "task_size": [12345, "env"],
                    "gds_threshold": [0, "env"], "bounce_buffer_size": [65536, "env"],
                    "auto_direct_io_read": [True, "env"], "auto_direct_io_write": [False, "env"],
@@ -290,7 +291,7 @@ def test_environment_variables():
                    "remote_io_num_reactors": [4, "env"], "remote_io_reactor_dispatch": [1, "env"],
                    "remote_io_max_concurrent_requests": [0, "env"], "nvcomp_library": ["/x/libnvcomp.so.6", "env"],
                    "nvcomp_memory": [0, "env"], "curl_library": ["/x/libcurl.so.4", "env"],
-                   "numa_affinity": [True, "env"]}
+                   "numa_affinity": [True, "env"], "write_behind": [False, "env"]}
 
 
 def test_environment_then_api():
@@ -312,7 +313,7 @@ def test_env_names():
         "KVIKIO_REMOTE_VERBOSE", "KVIK_REMOTE_CONNECTIONS", "KVIK_IO_URING", "KVIKIO_REMOTE_IO_BACKEND",
         "KVIKIO_REMOTE_IO_NUM_REACTORS", "KVIKIO_REMOTE_IO_REACTOR_DISPATCH",
         "KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS", "KVIK_NVCOMP_LIBRARY", "KVIK_NVCOMP_MEMORY",
-        "KVIK_CURL_LIBRARY", "KVIK_NUMA_AFFINITY"]
+        "KVIK_CURL_LIBRARY", "KVIK_NUMA_AFFINITY", "KVIK_WRITE_BEHIND"]
 
 
 @pytest.mark.parametrize("env, match", [
