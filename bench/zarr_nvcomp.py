@@ -167,19 +167,14 @@ class Contenders:
         return self.out
 
     def kvik_fused(self):
-        import kvik
         import kvik.nvcomp
 
         out_bytes = self.out.view(self.cupy.uint8)
-        handles = [kvik.CuFile(f, "r") for f in self.files]
-        try:
-            chunks = [(h, self.header, h.nbytes() - self.header,
-                       out_bytes[i * self.chunk_bytes:(i + 1) * self.chunk_bytes])
-                      for i, h in enumerate(handles)]
-            kvik.nvcomp.read_decompress(self.codec, chunks)
-        finally:
-            for h in handles:
-                h.close()
+        # By path, the compressed size the rest of each file (None): no kvik.CuFile a chunk.
+        size = self.chunk_bytes
+        chunks = [(f, self.header, None, out_bytes[i * size:(i + 1) * size])
+                  for i, f in enumerate(self.files)]
+        kvik.nvcomp.read_decompress(self.codec, chunks)
         return self.out
 
     def kvik_zarr(self):

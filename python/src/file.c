@@ -606,6 +606,8 @@ static int add_type(PyObject *module, PyTypeObject *type, const char *name) {
   return 0;
 }
 
+int pykvik_is_cufile(PyObject *obj) { return PyObject_TypeCheck(obj, &CuFileType); }
+
 kvik_file *pykvik_cufile_handle(PyObject *obj) {
   if (!PyObject_TypeCheck(obj, &CuFileType)) {
     PyErr_Format(PyExc_TypeError, "expected a kvik.CuFile, not %.100s", Py_TYPE(obj)->tp_name);

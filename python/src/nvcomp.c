@@ -307,49 +307,92 @@ static PyObject *py_nvcomp_run(PyObject *self, PyObject *args) {
 
 /* ---- read_decompress ---------------------------------------------------------------------- */
 
-/* One fused read: the chunks, and a reference to each one's CuFile, held during the call so that
- * no other thread frees its handle meanwhile. */
+/* One fused read: the chunks, and what keeps each one's file open during the call: a reference to
+ * the caller's CuFile, so that no other thread frees its handle meanwhile, or a handle opened here
+ * from a path, freed after the call. */
 typedef struct fused {
   size_t n;
   kvik_compressed_chunk *chunks;
-  PyObject **files;
+  PyObject **files;   /* the CuFile given, or NULL */
+  kvik_file **opened; /* the handle opened from a path, or NULL */
   int *statuses;
 } fused;
 
 static void fused_free(fused *f) {
-  for (size_t i = 0; f->files && i < f->n; i++) Py_XDECREF(f->files[i]);
+  for (size_t i = 0; f->files && i < f->n; i++) {
+    Py_XDECREF(f->files[i]);
+    kvik_file_free(f->opened[i]);
+  }
   PyMem_Free(f->chunks);
   PyMem_Free(f->files);
+  PyMem_Free(f->opened);
   PyMem_Free(f->statuses);
 }
 
-/* Chunk i from (CuFile, file_offset, compressed_size, dst_ptr, uncompressed_size). */
+/* Chunk i's file: a kvik.CuFile, or a path opened here for reading, without a Python object
+ * (for reads of thousands of chunks). NULL with an exception. */
+static kvik_file *chunk_file(fused *f, size_t i, PyObject *file) {
+  if (pykvik_is_cufile(file)) {
+    kvik_file *handle = pykvik_cufile_handle(file);
+    if (handle) f->files[i] = Py_NewRef(file);
+    return handle;
+  }
+  PyObject *path = NULL;
+  if (!PyUnicode_FSConverter(file, &path)) {
+    PyErr_Format(PyExc_TypeError, "read_decompress(): chunk %zu: expected a kvik.CuFile or a "
+                 "path, not %.100s", i, Py_TYPE(file)->tp_name);
+    return NULL;
+  }
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = kvik_file_open(PyBytes_AS_STRING(path), "r", 0, &f->opened[i]);
+  Py_END_ALLOW_THREADS
+  Py_DECREF(path);
+  if (rc < 0) pykvik_raise_as(rc, PYKVIK_OPEN_WORDS(rc));
+  return rc < 0 ? NULL : f->opened[i];
+}
+
+/* A chunk's compressed size: the number given, or for None the rest of the file from its offset. */
+static int chunk_size(size_t i, PyObject *csize, const kvik_compressed_chunk *c, size_t *size) {
+  if (csize != Py_None) return pykvik_size_arg(csize, "compressed_size", 0, size);
+  int64_t end = kvik_file_size(c->file);
+  if (end < 0) return pykvik_raise_int((int)end);
+  if (c->file_offset >= end) {
+    PyErr_Format(PyExc_ValueError, "read_decompress(): chunk %zu: file_offset %lld is not before "
+                 "the end of the file (%lld bytes)", i, (long long)c->file_offset, (long long)end);
+    return -1;
+  }
+  *size = (size_t)(end - c->file_offset);
+  return 0;
+}
+
+/* Chunk i from (CuFile or path, file_offset, compressed_size or None, dst_ptr,
+ * uncompressed_size). */
 static int fused_chunk(fused *f, size_t i, PyObject *item) {
   PyObject *file, *offset, *csize, *dst, *usize;
   if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "OOOOO", &file, &offset, &csize, &dst,
                                                 &usize)) {
-    PyErr_Format(PyExc_TypeError, "read_decompress(): chunk %zu is not a tuple (CuFile, "
+    PyErr_Format(PyExc_TypeError, "read_decompress(): chunk %zu is not a tuple (CuFile or path, "
                  "file_offset, compressed_size, dst_ptr, uncompressed_size)", i);
     return -1;
   }
   kvik_compressed_chunk *c = &f->chunks[i];
-  if (!(c->file = pykvik_cufile_handle(file)) ||
+  if (!(c->file = chunk_file(f, i, file)) ||
       pykvik_offset_arg(offset, "file_offset", &c->file_offset) < 0 ||
-      pykvik_size_arg(csize, "compressed_size", 0, &c->compressed_size) < 0 ||
+      chunk_size(i, csize, c, &c->compressed_size) < 0 ||
       pykvik_size_arg(usize, "uncompressed_size", 0, &c->uncompressed_size) < 0)
     return -1;
   c->dst = PyLong_AsVoidPtr(dst);
-  if (!c->dst && PyErr_Occurred()) return -1;
-  f->files[i] = Py_NewRef(file);
-  return 0;
+  return c->dst || !PyErr_Occurred() ? 0 : -1;
 }
 
 static int fused_chunks(fused *f, PyObject *seq) {
   size_t n = (size_t)PySequence_Fast_GET_SIZE(seq), count = n ? n : 1;
   f->chunks = PyMem_Calloc(count, sizeof *f->chunks);
   f->files = PyMem_Calloc(count, sizeof *f->files);
+  f->opened = PyMem_Calloc(count, sizeof *f->opened);
   f->statuses = PyMem_Calloc(count, sizeof *f->statuses);
-  if (!f->chunks || !f->files || !f->statuses) {
+  if (!f->chunks || !f->files || !f->opened || !f->statuses) {
     PyErr_NoMemory();
     return -1;
   }
@@ -408,8 +451,9 @@ PyMethodDef pykvik_nvcomp_methods[] = {
      "staged through device memory. A failed chunk raises KvikError with `chunk` and `statuses`."},
     {"read_decompress", py_read_decompress, METH_VARARGS,
      "read_decompress(codec, chunks) -> list[int]: kvik_file_read_decompress. Each chunk is "
-     "(CuFile, file_offset, compressed_size, dst_ptr, uncompressed_size), dst_ptr device memory; "
-     "reads and decodes every chunk without the GIL, and returns their statuses (all 0). A failed "
-     "chunk raises KvikError with `chunk` and `statuses`."},
+     "(CuFile or path, file_offset, compressed_size or None, dst_ptr, uncompressed_size), dst_ptr "
+     "device memory, a path opened for the call, None the rest of the file; reads and decodes "
+     "every chunk without the GIL, and returns their statuses (all 0). A failed chunk raises "
+     "KvikError with `chunk` and `statuses`."},
     {NULL, NULL, 0, NULL},
 };

@@ -103,6 +103,9 @@ int pykvik_file_types_init(PyObject *module);
 /* The handle of a kvik.CuFile (file.c), or NULL with TypeError (another object) or ValueError
  * (closed). Borrowed: valid while the caller holds a reference to `obj`. */
 kvik_file *pykvik_cufile_handle(PyObject *obj);
+
+/* Whether `obj` is a kvik.CuFile (open or closed). */
+int pykvik_is_cufile(PyObject *obj);
 int pykvik_mmap_type_init(PyObject *module);
 int pykvik_remote_type_init(PyObject *module);
 int pykvik_stats_type_init(PyObject *module);

@@ -1,8 +1,9 @@
 """kvik.nvcomp.read_decompress (kvik_file_read_decompress) against the fake nvCOMP on the fake CUDA
 driver: chunks compressed on the CPU (zlib, and zstd/lz4 where their Python packages are here),
 written at odd offsets of two files, read and decoded into device memory of the fake driver
-(through ctypes, behind __cuda_array_interface__), and compared; a chunk of the wrong size, a
-chunk past the end of its file and the argument errors. Each case runs in a subprocess, since
+(through ctypes, behind __cuda_array_interface__), and compared, the files given as CuFiles and
+as paths (with None for the rest of a file); a chunk of the wrong size, a chunk past the end of
+its file, a missing path and the argument errors. Each case runs in a subprocess, since
 libcuda and libnvcomp load once per process (test_nvcomp.py says more).
 """
 import pytest
@@ -56,6 +57,24 @@ got = kvik.nvcomp.read_decompress(kvik.nvcomp.DeflateCodec(), chunks)
 result["round trip"] = [g is o and o.download() == r for g, o, r in zip(got, outs, raw)]
 kvik.nvcomp.read_decompress("deflate", chunks[:0])
 
+# The same by path, the last chunk of each file as the rest of it (None), a pathlib.Path too.
+import pathlib
+outs2 = [Device(len(r)) for r in raw]
+last = {f: i for i, (f, _) in enumerate(places)}
+by_path = [(pathlib.Path(paths[f]) if i % 3 == 0 else paths[f], at,
+            None if last[f] == i else len(p), out)
+           for i, ((f, at), p, out) in enumerate(zip(places, packed, outs2))]
+kvik.nvcomp.read_decompress("deflate", by_path)
+result["by path"] = [o.download() == r for o, r in zip(outs2, raw)]
+try:
+    kvik.nvcomp.read_decompress("deflate", [(os.path.join(tmp, "missing"), 0, 4, outs2[0])])
+except FileNotFoundError as e:
+    result["missing"] = str(e)
+try:
+    kvik.nvcomp.read_decompress("deflate", [(paths[1], len(contents[1]), None, outs2[0])])
+except ValueError as e:
+    result["offset at the end"] = str(e)
+
 # Chunk 2 given 5 bytes more than it decodes to, chunk 5 past the end of its file.
 bad = list(chunks)
 bad[2] = (files[0], places[2][1], len(packed[2]), Device(len(raw[2]) + 5))
@@ -68,7 +87,7 @@ result["others"] = [outs[i].download() == raw[i] for i in (0, 1, 3, 4, 6, 7)]
 
 for name, args in {
         "host out": ("deflate", [(files[0], 0, 4, bytearray(4))]),
-        "not a CuFile": ("deflate", [(paths[0], 0, 4, outs[0])]),
+        "not a CuFile": ("deflate", [(42, 0, 4, outs[0])]),
         "unknown codec": ("brotli", chunks),
         "not a tuple": ("deflate", [[files[0], 0, 4, outs[0]]]),
 }.items():
@@ -100,7 +119,11 @@ def test_read_decompress():
     assert "kvik_file_read_decompress(deflate): chunk 2 of 8" in text
     assert result["others"] == [True] * 6
     assert result["host out"].startswith("TypeError: chunk 0: out must be device memory")
-    assert result["not a CuFile"].startswith("TypeError: expected a kvik.CuFile")
+    assert result["not a CuFile"].startswith(
+        "TypeError: read_decompress(): chunk 0: expected a kvik.CuFile or a path, not int")
+    assert result["by path"] == [True] * 8
+    assert "kvik_file_open" in result["missing"] and "missing" in result["missing"]
+    assert result["offset at the end"].startswith("read_decompress(): chunk 0: file_offset")
     assert result["unknown codec"].startswith("ValueError: unknown codec 'brotli'")
     assert result["not a tuple"].startswith("TypeError: read_decompress(): chunk 0 is not a tuple")
     assert result["closed"] == "I/O operation on closed file"
