@@ -301,9 +301,10 @@ def read_decompress(codec: Union[str, Codec], chunks: Sequence[Any]) -> List[Any
     """Read compressed chunks from files and decode them on the GPU: kvik's fused read
     (kvik_file_read_decompress in kvik.h). `codec` is a Codec or a codec's name ("zstd", ...);
     each chunk is ``(file, file_offset, compressed_size, out)``: a kvik.CuFile open for reading,
-    or a path (str, bytes or os.PathLike) that kvik opens for reading for the call alone, without
-    a Python object (cheaper for thousands of chunks: FileNotFoundError where one is missing);
-    where the chunk's compressed bytes lie in it (``compressed_size`` None: the rest of the file);
+    or a path (str, bytes or os.PathLike) that kvik opens for reading for this call alone, with
+    no Python object, which costs less for thousands of chunks (a missing one raises
+    FileNotFoundError); where the chunk's compressed bytes lie in it (``compressed_size`` None:
+    the rest of the file);
     and contiguous device memory (``__cuda_array_interface__``, a CuPy array) whose nbytes is
     exactly the size the chunk decodes to. The reads of the next chunks overlap the decoding of
     the ones read, in batches; the GIL is released meanwhile. Returns the outputs.
