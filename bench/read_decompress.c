@@ -7,7 +7,9 @@
  *   - copied: that buffer to device memory, one copy;
  *   - decoded: from that device memory, one kvik_decompress() of every chunk (the ceiling);
  *   - read and decoded by kvik_file_read_decompress() at its default sizes and others: chunks a
- *     batch, the read step, the steps read ahead (kvik__read_decompress_sizes).
+ *     batch, the read step, the steps read ahead (kvik__read_decompress_sizes); and at the
+ *     default sizes with the chunks given by path, to the end of their files (the call opens
+ *     them), as kvik.zarr does.
  * Each is timed REPEAT times after an untimed pass; the median is printed as GB/s (decoded bytes,
  * or compressed bytes for the read and the copy) with CPU seconds per decoded GB. Every fused
  * result is compared with the decoded ceiling's. The files should be in the page cache.
@@ -38,13 +40,14 @@ typedef struct chunks {
   size_t n, chunk_bytes, header;
   kvik_codec codec;
   kvik_file **files;
+  char **paths;
   size_t *sizes, *offsets, *capacities; /* compressed sizes, places in `packed`, CHUNK_BYTES */
   size_t packed;                        /* bytes of the aligned compressed chunks */
   void *pinned;
   CUdeviceptr staged, out;
   const void **src; /* in `staged` */
   void **dst;       /* in `out` */
-  kvik_compressed_chunk *fused;
+  kvik_compressed_chunk *fused, *by_path;
 } chunks;
 
 static double now(void) {
@@ -89,10 +92,12 @@ static void chunks_open(chunks *c, const char *dir) {
     if (c->n == cap) {
       cap = cap ? 2 * cap : 1024;
       c->files = realloc(c->files, cap * sizeof *c->files);
+      c->paths = realloc(c->paths, cap * sizeof *c->paths);
       c->sizes = realloc(c->sizes, cap * sizeof *c->sizes);
-      if (!c->files || !c->sizes) die("out of memory", 0);
+      if (!c->files || !c->paths || !c->sizes) die("out of memory", 0);
     }
     c->files[c->n] = f;
+    if (!(c->paths[c->n] = strdup(path))) die("out of memory", 0);
     c->sizes[c->n++] = (size_t)kvik_file_size(f) - c->header;
   }
   if (c->n == 0) die("no chunk files (DIR/c/0 ...)", 0);
@@ -101,6 +106,7 @@ static void chunks_open(chunks *c, const char *dir) {
   c->src = must_calloc(c->n, sizeof *c->src);
   c->dst = must_calloc(c->n, sizeof *c->dst);
   c->fused = must_calloc(c->n, sizeof *c->fused);
+  c->by_path = must_calloc(c->n, sizeof *c->by_path);
   for (size_t i = 0; i < c->n; i++) {
     c->offsets[i] = c->packed;
     c->packed += (c->sizes[i] + ALIGN - 1) / ALIGN * ALIGN;
@@ -112,8 +118,15 @@ static void chunks_open(chunks *c, const char *dir) {
   for (size_t i = 0; i < c->n; i++) {
     c->src[i] = (const void *)(uintptr_t)(c->staged + c->offsets[i]);
     c->dst[i] = (void *)(uintptr_t)(c->out + i * c->chunk_bytes);
-    c->fused[i] = (kvik_compressed_chunk){c->files[i], (int64_t)c->header, c->sizes[i], c->dst[i],
-                                          c->chunk_bytes};
+    c->fused[i] = (kvik_compressed_chunk){.file = c->files[i],
+                                          .file_offset = (int64_t)c->header,
+                                          .compressed_size = c->sizes[i],
+                                          .dst = c->dst[i],
+                                          .uncompressed_size = c->chunk_bytes};
+    c->by_path[i] = (kvik_compressed_chunk){.path = c->paths[i],
+                                            .file_offset = (int64_t)c->header,
+                                            .dst = c->dst[i],
+                                            .uncompressed_size = c->chunk_bytes};
   }
 }
 
@@ -150,6 +163,11 @@ static void decode_all(chunks *c) {
 
 static void fused(chunks *c) {
   int rc = kvik_file_read_decompress(c->codec, c->fused, c->n, NULL);
+  if (rc < 0) die("kvik_file_read_decompress", rc);
+}
+
+static void fused_by_path(chunks *c) {
+  int rc = kvik_file_read_decompress(c->codec, c->by_path, c->n, NULL);
   if (rc < 0) die("kvik_file_read_decompress", rc);
 }
 
@@ -224,18 +242,20 @@ int main(int argc, char **argv) {
       {0, 16 << 20, 8},  {0, 16 << 20, 12}, {0, 8 << 20, 8},  {0, 8 << 20, 16}, {0, 32 << 20, 6},
       {512, 16 << 20, 8}, {256, 16 << 20, 8},
   };
+  size_t configs_count = sizeof configs / sizeof configs[0];
 
-  for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++) {
-    const config *cfg = &configs[k];
+  for (size_t k = 0; k <= configs_count; k++) { /* the last: by path, at the defaults */
+    const config *cfg = k < configs_count ? &configs[k] : &configs[0];
     kvik__read_decompress_sizes(0, cfg->chunks, cfg->step, cfg->hosts);
     kvik_bounce_buffer_free();
     cuda_ok(cu->cuMemsetD8Async(c.out, 0, c.n * c.chunk_bytes, NULL), "cuMemsetD8Async");
-    timed(fused, &c, repeat, &secs, &cpu);
+    timed(k < configs_count ? fused : fused_by_path, &c, repeat, &secs, &cpu);
     char name[128], batch[24] = "default", step[32] = "default", ahead[24] = "default";
     if (cfg->chunks) snprintf(batch, sizeof batch, "%zu", cfg->chunks);
     if (cfg->step) snprintf(step, sizeof step, "%zu MiB", cfg->step >> 20);
     if (cfg->hosts) snprintf(ahead, sizeof ahead, "%zu", cfg->hosts);
-    snprintf(name, sizeof name, "fused: batch %s, step %s, ahead %s", batch, step, ahead);
+    snprintf(name, sizeof name, "fused%s: batch %s, step %s, ahead %s",
+             k < configs_count ? "" : " by path", batch, step, ahead);
     report(name, decoded, decoded, secs, cpu);
     unsigned char *got = output(&c);
     if (memcmp(got, want, c.n * c.chunk_bytes) != 0) printf("  WRONG RESULT\n");

@@ -10,8 +10,9 @@ or numcodecs' LZ4), then each contender turns the array on disk into one CuPy ar
   (c) nvcomp loop:  ``nvidia.nvcomp`` fed by the best hand-written loop: every chunk read in
                     parallel (``readinto``, one thread per chunk, ``--threads`` at once) into one
                     pinned buffer, one copy to the GPU, one batched decode
-  (d) kvik fused:   ``kvik.nvcomp.read_decompress``: kvik reads the chunks into device memory and
-                    decodes each batch on the GPU while it reads the next
+  (d) kvik fused:   ``kvik.nvcomp.read_decompress`` of the chunk files by path into the output
+                    (``out=``): kvik opens them on its pool, reads the chunks into device memory
+                    and decodes each batch on the GPU while it reads the next
   (e) kvik zarr:    ``zarr.config.enable_gpu()`` with ``kvik.zarr.GDSStore`` and kvik's GPU codecs
   (z) decode only:  the ceiling: ``kvik.nvcomp`` decoding the chunks already in device memory
 
@@ -169,12 +170,12 @@ class Contenders:
     def kvik_fused(self):
         import kvik.nvcomp
 
-        out_bytes = self.out.view(self.cupy.uint8)
-        # By path, the compressed size the rest of each file (None): no kvik.CuFile a chunk.
-        size = self.chunk_bytes
-        chunks = [(f, self.header, None, out_bytes[i * size:(i + 1) * size])
-                  for i, f in enumerate(self.files)]
-        kvik.nvcomp.read_decompress(self.codec, chunks)
+        # By path, each to the end of its file (None), one after the other into the output: no
+        # kvik.CuFile and no array object a chunk.
+        last = self.out.nbytes - (len(self.files) - 1) * self.chunk_bytes
+        chunks = [(f, self.header, None, self.chunk_bytes) for f in self.files[:-1]]
+        chunks.append((self.files[-1], self.header, None, last))
+        kvik.nvcomp.read_decompress(self.codec, chunks, out=self.out)
         return self.out
 
     def kvik_zarr(self):

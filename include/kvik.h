@@ -1592,14 +1592,17 @@ KVIK_API int kvik_compress(kvik_codec codec, size_t num_chunks, const void *cons
                            const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
                            size_t *sizes, int *statuses);
 
-/* A chunk of a fused read: `compressed_size` bytes of `file` at `file_offset`, which decode to
- * exactly `uncompressed_size` bytes at `dst`. */
+/* A chunk of a fused read: `compressed_size` bytes of a file at `file_offset`, which decode to
+ * exactly `uncompressed_size` bytes at `dst`. The file is `file`, or where that is NULL, the one
+ * at `path`, which the call opens for reading and closes before it returns: how a reader of
+ * thousands of chunk files (Zarr) names them without opening each one first. */
 typedef struct kvik_compressed_chunk {
-  kvik_file *file;          /* open for reading */
+  kvik_file *file;          /* open for reading; or NULL, and `path` names the file */
   int64_t file_offset;      /* where the chunk's compressed bytes start */
-  size_t compressed_size;   /* above 0 */
+  size_t compressed_size;   /* or 0: the rest of the file, from `file_offset` on */
   void *dst;                /* device memory for the decoded bytes, see below */
   size_t uncompressed_size; /* above 0: exactly what the chunk decodes to */
+  const char *path;         /* where `file` is NULL; else NULL */
 } kvik_compressed_chunk;
 
 /* Read each chunk's compressed bytes and decompress them on the GPU into its `dst`, and wait.
@@ -1614,21 +1617,25 @@ typedef struct kvik_compressed_chunk {
  * (docs/design.md#the-fused-read). Device memory: the staging (up to 4 batches), and nvCOMP's
  * temporary space, which for zstd is about three times a batch's decoded bytes; both come from
  * kvik's pool, which keeps up to KVIK_SETTING_NVCOMP_MEMORY of them for the next call.
- * Chunks may share files and overlap in them; their outputs must not overlap.
+ * Chunks may share files and overlap in them; their outputs must not overlap. Chunks given by
+ * `path` are opened (and those of size 0 measured) on the thread pool before the first read, a
+ * handle each, closed while the last batch decodes.
  * `statuses` (may be NULL) gets each chunk's result: 0 when it was read and decoded to exactly
- * its `uncompressed_size`; else the error of its read (those of reads and writes; -ENODATA where
- * the file ends before the chunk does), -EBADMSG where its framing is broken (never decoded),
+ * its `uncompressed_size`; else the error of its open (those of kvik_file_open: -ENOENT, ...),
+ * of its read (those of reads and writes; -ENODATA where the file ends before the chunk does, or
+ * at its offset for one of size 0), -EBADMSG where its framing is broken (never decoded),
  * KVIK_EDECODED_SIZE where its framing states, or nvCOMP decoded it to, another size, or an
  * nvCOMP code (see Results above). A chunk that failed leaves its `dst`
  * undefined, and the others are read and decoded all the same. An error of the call itself (a
  * CUDA code, -ENOMEM) fails the chunks it reached and those after them.
  * Returns: 0 when every chunk decoded. Errors: -EINVAL (unknown codec; NULL `chunks` with
- * `num_chunks` > 0; a chunk with a NULL `file` or `dst`, a negative offset, a size of 0, offset
- * + compressed size above INT64_MAX, a `dst` that breaks the codec's alignment) and -EBADF (a
- * file closed or not open for reading), the message naming the chunk, with nothing started;
+ * `num_chunks` > 0; a chunk with neither `file` nor `path` or both, a NULL `dst`, a negative
+ * offset, an uncompressed size of 0, offset + compressed size above INT64_MAX, a `dst` that breaks
+ * the codec's alignment) and -EBADF (a file closed or not open for reading), the message naming
+ * the chunk, with nothing started;
  * KVIK_ENVCOMP_UNAVAILABLE; KVIK_ECUDA_UNAVAILABLE; -ENOMEM; a CUDA code (the staging memory,
  * the stream); else the code of the first chunk that failed, with a message naming the call,
- * the chunk, its file and offset, and why. Threads: safe. Lifetime: the handles and the `dst`
+ * the chunk, its file and offset, and why. Threads: safe. Lifetime: the handles, paths and `dst`
  * buffers until the call returns. */
 KVIK_API int kvik_file_read_decompress(kvik_codec codec, const kvik_compressed_chunk *chunks,
                                        size_t num_chunks, int *statuses);

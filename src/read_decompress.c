@@ -2,6 +2,10 @@
  * pinned host memory, checked there (frame_check.h), copied to staging device memory of kvik's
  * own, and decoded from there into their outputs.
  *
+ * Chunks named by path are opened first, on the pool (OPEN_GROUP at a time a task), and those
+ * of size 0 measured; the call then works on its own copy of the chunks, with those handles and
+ * sizes. A chunk whose open fails has its status, and the others go on.
+ *
  * The chunks go in batches of at most `budget` compressed bytes and `batch_chunks` chunks, each
  * one nvCOMP call on a stream of its own with its own staging device memory (SLOTS of them,
  * taken in turn: a slot is filled again once the decoding of the batch that used it is done). A
@@ -43,6 +47,7 @@
 #define DEFAULT_HOSTS 4 /* steps in flight */
 #define MAX_HOSTS 16
 #define STAGING_ALIGN 256 /* a CUDA allocation's; above every nvCOMP 6 input alignment */
+#define OPEN_GROUP 32     /* chunks a task of the pool opens, one after the other */
 #define PAGE ((size_t)4096)
 
 static const char fn[] = "kvik_file_read_decompress";
@@ -64,11 +69,19 @@ typedef struct arrays {
   size_t *src_sizes, *capacities, *sizes;
   size_t *chunk_of; /* the chunk each entry of nvCOMP's arrays stands for */
   size_t *staged;   /* each chunk's offset in its staging buffer */
+  size_t *batch;    /* each chunk's batch */
   kvik_future **futures;
   int *nv_statuses, *own_statuses;
 } arrays;
 
 struct call;
+
+/* The opening of chunks [first, end)'s paths as a task of the pool. */
+typedef struct open_task {
+  kvik__task base;
+  struct call *c;
+  size_t first, end;
+} open_task;
 
 /* A chunk's framing check as a task of the pool: a walk of LZ4's sequences costs about a
  * nanosecond a byte, so the checks of a step run on the pool's threads at once. */
@@ -83,7 +96,10 @@ typedef struct check_task {
 
 typedef struct call {
   kvik_codec codec;
-  const kvik_compressed_chunk *chunks;
+  const kvik_compressed_chunk *given;  /* the caller's chunks */
+  const kvik_compressed_chunk *chunks; /* those the call works on: `given`, or `own` */
+  kvik_compressed_chunk *own;          /* given ones with their paths opened and sizes known */
+  open_task *opens;
   size_t n;
   int *statuses; /* the caller's, or own_statuses */
   arrays a;
@@ -99,8 +115,8 @@ typedef struct call {
   CUevent copied[MAX_HOSTS];
   check_task *checks; /* one a chunk */
   pthread_mutex_t lock;
-  pthread_cond_t checked;
-  size_t checking; /* checks of the step that have not finished */
+  pthread_cond_t done;
+  size_t pending; /* tasks of the call on the pool that have not finished */
   /* the first chunk whose failure came with a message (a read's, the pipeline's), and it */
   size_t noted;
   char message[KVIK_MESSAGE_MAX];
@@ -114,17 +130,18 @@ static int chunk_fail(const call *c, int code, size_t i, const char *what) {
 }
 
 static int check_chunk(const call *c, size_t i, size_t out_align) {
-  const kvik_compressed_chunk *k = &c->chunks[i];
-  if (!k->file) return chunk_fail(c, -EINVAL, i, "NULL file");
+  const kvik_compressed_chunk *k = &c->given[i];
+  if (!k->file && !k->path) return chunk_fail(c, -EINVAL, i, "NULL file and path");
+  if (k->file && k->path) return chunk_fail(c, -EINVAL, i, "both a file and a path");
   if (!k->dst) return chunk_fail(c, -EINVAL, i, "NULL output");
   if (k->file_offset < 0) return chunk_fail(c, -EINVAL, i, "negative file offset");
-  if (!k->compressed_size || !k->uncompressed_size) return chunk_fail(c, -EINVAL, i, "size 0");
+  if (!k->uncompressed_size) return chunk_fail(c, -EINVAL, i, "uncompressed size 0");
   if (k->compressed_size > (uint64_t)INT64_MAX - (uint64_t)k->file_offset)
     return chunk_fail(c, -EINVAL, i, "offset + compressed size above INT64_MAX");
   if (out_align > 1 && (uintptr_t)k->dst % out_align)
     return chunk_fail(c, -EINVAL, i, "output not aligned as the codec requires");
-  if (kvik_file_closed(k->file)) return chunk_fail(c, -EBADF, i, "file closed");
-  if ((kvik__file_access(k->file) & O_ACCMODE) == O_WRONLY)
+  if (k->file && kvik_file_closed(k->file)) return chunk_fail(c, -EBADF, i, "file closed");
+  if (k->file && (kvik__file_access(k->file) & O_ACCMODE) == O_WRONLY)
     return chunk_fail(c, -EBADF, i, "file not open for reading");
   return 0;
 }
@@ -133,7 +150,7 @@ static int check_chunk(const call *c, size_t i, size_t out_align) {
 static int check_call(call *c) {
   if (!kvik_codec_name(c->codec))
     return kvik__fail(-EINVAL, "%s: unknown codec %d", fn, (int)c->codec);
-  if (!c->chunks && c->n > 0)
+  if (!c->given && c->n > 0)
     return kvik__fail(-EINVAL, "%s(%s): NULL chunks for %zu chunks", fn, kvik_codec_name(c->codec),
                       c->n);
   size_t in_align, out_align;
@@ -161,13 +178,14 @@ static void plan(call *c) {
   c->hosts = hosts_for_tests ? (int)hosts_for_tests : DEFAULT_HOSTS;
   size_t fill = 0, count = 0, total = 0;
   for (size_t i = 0; i < c->n; i++) {
-    size_t bytes = padded(c, c->chunks[i].compressed_size);
+    size_t bytes = padded(c, c->chunks[i].compressed_size); /* 0 for a chunk whose open failed */
     if (i == 0 || (fill > 0 && (bytes > c->budget || fill > c->budget - bytes)) ||
         count == c->batch_chunks) {
       c->batches++;
       fill = count = 0;
     }
     count++;
+    c->a.batch[i] = c->batches - 1;
     c->a.staged[i] = fill;
     fill += bytes;
     total += bytes;
@@ -179,10 +197,10 @@ static void plan(call *c) {
   c->host_bytes = (c->host_bytes + PAGE - 1) / PAGE * PAGE;
 }
 
-/* A batch's end: the next chunk placed at the start of a buffer. */
+/* A batch's end: the first chunk of the next batch. */
 static size_t batch_end(const call *c, size_t first) {
   size_t end = first + 1;
-  while (end < c->n && c->a.staged[end] > 0) end++;
+  while (end < c->n && c->a.batch[end] == c->a.batch[first]) end++;
   return end;
 }
 
@@ -200,7 +218,7 @@ static size_t step_end(const call *c, size_t first, size_t end) {
 /* ---- per-call memory ---------------------------------------------------------------------- */
 
 static int arrays_alloc(call *c) {
-  size_t n = c->n, words = 8 * sizeof(uint64_t), ints = 2 * sizeof(int);
+  size_t n = c->n, words = 9 * sizeof(uint64_t), ints = 2 * sizeof(int);
   if (n > SIZE_MAX / (words + ints) || !(c->block = kvik__calloc(n, words + ints)))
     return kvik__fail(-ENOMEM, "%s: no memory for %zu chunks", fn, n);
   uint64_t *w = c->block;
@@ -213,7 +231,8 @@ static int arrays_alloc(call *c) {
   a->chunk_of = (size_t *)(w + 5 * n);
   a->staged = (size_t *)(w + 6 * n);
   a->futures = (kvik_future **)(w + 7 * n);
-  a->nv_statuses = (int *)(w + 8 * n);
+  a->batch = (size_t *)(w + 8 * n);
+  a->nv_statuses = (int *)(w + 9 * n);
   a->own_statuses = a->nv_statuses + n;
   if (!c->statuses) c->statuses = a->own_statuses;
   memset(c->statuses, 0, n * sizeof *c->statuses);
@@ -269,7 +288,7 @@ static void staging_free(call *c, int streams_idle) {
   }
 }
 
-/* ---- a batch ------------------------------------------------------------------------------ */
+/* ---- failures and tasks ------------------------------------------------------------------- */
 
 /* Chunk i failed with `code` and the thread's message; the first such chunk keeps it. Chunks
  * fail in their order, but for those that nvCOMP fails, judged at the end. */
@@ -279,6 +298,98 @@ static void note_failure(call *c, size_t i, int code) {
   c->noted = i;
   snprintf(c->message, sizeof c->message, "%s", kvik_last_error());
 }
+
+/* A task of the call finished. */
+static void task_done(call *c) {
+  pthread_mutex_lock(&c->lock);
+  if (--c->pending == 0) pthread_cond_signal(&c->done);
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* Run the `count` tasks linked from `first` to `last` and wait for them: on the pool where
+ * `pooled` (on the calling thread where the pool cannot start), else on the calling thread. */
+static void run_tasks(call *c, kvik__task *first, kvik__task *last, size_t count, int pooled) {
+  c->pending = count;
+  if (!pooled || kvik__pool_submit(KVIK__POOL_IO, first, last) < 0)
+    for (kvik__task *t = first, *next; t; t = next) {
+      next = t->next;
+      t->run(t);
+    }
+  pthread_mutex_lock(&c->lock);
+  while (c->pending) pthread_cond_wait(&c->done, &c->lock);
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- chunks by path ----------------------------------------------------------------------- */
+
+static int unresolved(const kvik_compressed_chunk *k) { return !k->file || !k->compressed_size; }
+
+/* Chunk i's file opened from its path, and where its size is 0, the rest of the file from its
+ * offset; a failure is the chunk's. */
+static void resolve(call *c, size_t i) {
+  kvik_compressed_chunk *k = &c->own[i];
+  int rc = k->file ? 0 : kvik_file_open(k->path, "r", 0, &k->file);
+  if (rc == 0 && !k->compressed_size) {
+    int64_t end = kvik_file_size(k->file);
+    if (end >= 0 && end <= k->file_offset)
+      end = kvik__fail(-ENODATA, "the file ends at byte %lld, at or before the chunk's offset",
+                       (long long)end);
+    if (end < 0) rc = (int)end;
+    else k->compressed_size = (size_t)(end - k->file_offset);
+  }
+  if (rc < 0) {
+    pthread_mutex_lock(&c->lock);
+    note_failure(c, i, rc);
+    pthread_mutex_unlock(&c->lock);
+  }
+}
+
+static void open_run(kvik__task *task) {
+  open_task *t = (open_task *)(void *)task;
+  for (size_t i = t->first; i < t->end; i++)
+    if (unresolved(&t->c->given[i])) resolve(t->c, i);
+  task_done(t->c);
+}
+
+/* Where a chunk is named by path or has size 0: the call's own copy of the chunks, with its
+ * paths opened (OPEN_GROUP chunks a task, on the pool where there are several) and its sizes
+ * known. 0, or -ENOMEM. */
+static int resolve_chunks(call *c) {
+  size_t first = c->n, last = 0;
+  for (size_t i = 0; i < c->n; i++)
+    if (unresolved(&c->given[i])) {
+      if (first == c->n) first = i;
+      last = i;
+    }
+  if (first == c->n) return 0;
+  size_t first_group = first / OPEN_GROUP, groups = last / OPEN_GROUP - first_group + 1;
+  c->own = kvik__calloc(c->n, sizeof *c->own);
+  c->opens = kvik__calloc(groups, sizeof *c->opens);
+  if (!c->own || !c->opens) return kvik__fail(-ENOMEM, "%s: no memory for %zu chunks", fn, c->n);
+  memcpy(c->own, c->given, c->n * sizeof *c->own);
+  c->chunks = c->own;
+  for (size_t g = 0; g < groups; g++) {
+    size_t from = (first_group + g) * OPEN_GROUP, to = from + OPEN_GROUP;
+    open_task *next = g + 1 < groups ? &c->opens[g + 1] : NULL;
+    c->opens[g] = (open_task){.base = {.run = open_run, .next = next ? &next->base : NULL},
+                              .c = c,
+                              .first = from,
+                              .end = to < c->n ? to : c->n};
+  }
+  run_tasks(c, &c->opens[0].base, &c->opens[groups - 1].base, groups, groups > 1);
+  return 0;
+}
+
+/* Close the handles opened from paths. */
+static void close_opened(call *c) {
+  for (size_t i = 0; c->own && i < c->n; i++)
+    if (!c->given[i].file) {
+      kvik_file_free(c->own[i].file);
+      c->own[i].file = NULL;
+    }
+}
+
+/* ---- a batch ------------------------------------------------------------------------------ */
 
 static void read_wait(call *c, size_t i) {
   const kvik_compressed_chunk *k = &c->chunks[i];
@@ -321,9 +432,10 @@ static unsigned char *step_host(const call *c, const step *s, size_t i) {
   return (unsigned char *)c->host[s->h] + (c->a.staged[i] - c->a.staged[s->first]);
 }
 
-/* Start the step's reads, all at once on the pool. */
+/* Start the reads of the step's chunks that did not fail (to open), all at once on the pool. */
 static void step_read(call *c, const step *s) {
   for (size_t i = s->first; i < s->last; i++) {
+    if (c->statuses[i]) continue;
     const kvik_compressed_chunk *k = &c->chunks[i];
     int rc = kvik__file_pread_pooled(k->file, step_host(c, s, i), k->compressed_size,
                                      k->file_offset, &c->a.futures[i]);
@@ -342,9 +454,7 @@ static void check_run(kvik__task *task) {
   const kvik_compressed_chunk *k = &c->chunks[t->i];
   t->rc = kvik__frame_check(c->codec, t->bytes, k->compressed_size, k->uncompressed_size, t->why,
                             sizeof t->why);
-  pthread_mutex_lock(&c->lock);
-  if (--c->checking == 0) pthread_cond_signal(&c->checked);
-  pthread_mutex_unlock(&c->lock);
+  task_done(c);
 }
 
 /* Check the framing of the step's chunks that were read, and wait: on the calling thread where
@@ -362,15 +472,7 @@ static void step_frames(call *c, const step *s) {
     count++;
   }
   if (!count) return;
-  c->checking = count;
-  if (!kvik__frame_check_walks_bytes(c->codec) || kvik__pool_submit(KVIK__POOL_IO, first, last) < 0)
-    for (kvik__task *t = first, *next; t; t = next) {
-      next = t->next;
-      check_run(t);
-    }
-  pthread_mutex_lock(&c->lock);
-  while (c->checking) pthread_cond_wait(&c->checked, &c->lock);
-  pthread_mutex_unlock(&c->lock);
+  run_tasks(c, first, last, count, kvik__frame_check_walks_bytes(c->codec));
   for (size_t i = s->first; i < s->last; i++)
     if (!c->statuses[i] && c->checks[i].rc < 0)
       note_failure(c, i, kvik__fail(c->checks[i].rc, "not decoded: %s", c->checks[i].why));
@@ -498,11 +600,14 @@ static int first_failure(const call *c) {
   for (size_t i = 0; i < c->n; i++) {
     int code = c->statuses[i];
     if (code == 0) continue;
-    const kvik_compressed_chunk *k = &c->chunks[i];
+    const kvik_compressed_chunk *k = &c->chunks[i], *given = &c->given[i];
     const char *why = i == c->noted ? c->message : kvik_strerror(code);
-    return kvik__fail(code, "%s(%s): chunk %zu of %zu (%s at offset %lld, %zu bytes): %s", fn,
-                      kvik_codec_name(c->codec), i, c->n, kvik__file_path(k->file),
-                      (long long)k->file_offset, k->compressed_size, why);
+    char extent[48] = "to the end"; /* a size 0 that was not measured */
+    if (k->compressed_size) snprintf(extent, sizeof extent, "%zu bytes", k->compressed_size);
+    return kvik__fail(code, "%s(%s): chunk %zu of %zu (%s at offset %lld, %s): %s", fn,
+                      kvik_codec_name(c->codec), i, c->n,
+                      given->path ? given->path : kvik__file_path(given->file),
+                      (long long)k->file_offset, extent, why);
   }
   return 0;
 }
@@ -510,9 +615,11 @@ static int first_failure(const call *c) {
 /* In the context made current: staging, the pipeline, the wait, the verdicts. */
 static int run_in_context(call *c) {
   plan(c);
+  if (!c->staging_bytes) return first_failure(c); /* every chunk failed to open: nothing to read */
   int rc = staging_alloc(c);
   if (rc == 0) pipeline(c);
   else fail_rest(c, 0, rc);
+  close_opened(c); /* every read is done; the GPU may still decode */
   int synced = streams_wait(c);
   if (rc == 0) rc = synced;
   judge(c, synced);
@@ -523,23 +630,24 @@ static int run_in_context(call *c) {
 int kvik_file_read_decompress(kvik_codec codec, const kvik_compressed_chunk *chunks,
                               size_t num_chunks, int *statuses) {
   call c = {.codec = codec,
+            .given = chunks,
             .chunks = chunks,
             .n = num_chunks,
             .statuses = statuses,
             .noted = SIZE_MAX,
             .lock = PTHREAD_MUTEX_INITIALIZER,
-            .checked = PTHREAD_COND_INITIALIZER};
+            .done = PTHREAD_COND_INITIALIZER};
   int rc = check_call(&c);
   if (rc < 0 || num_chunks == 0) return rc;
   if (!(c.cu = kvik__cuda(fn))) return KVIK_ECUDA_UNAVAILABLE;
-  if ((rc = arrays_alloc(&c)) < 0) {
-    free(c.block);
-    return rc;
-  }
-  if ((rc = kvik__context_push_any(fn, c.cu)) == 0) {
+  if ((rc = arrays_alloc(&c)) == 0 && (rc = resolve_chunks(&c)) == 0 &&
+      (rc = kvik__context_push_any(fn, c.cu)) == 0) {
     rc = run_in_context(&c);
     kvik__context_pop();
   }
+  close_opened(&c);
+  free(c.own);
+  free(c.opens);
   free(c.checks);
   free(c.block);
   return rc;

@@ -822,7 +822,7 @@ static int step_compression(void) {
 
 /* The fused read: two zstd chunks of new_bytes, compressed as step_compression does, written
  * at odd offsets of a file of their own, read and decoded into env.dev_buf by
- * kvik_file_read_decompress, and compared. */
+ * kvik_file_read_decompress (one through a handle, one by path), and compared. */
 static int step_fused_read(void) {
   enum { N = 2, SIZE = 32 << 10, SLOT = 256 << 10, AT = 333 };
   size_t bound;
@@ -844,9 +844,16 @@ static int step_fused_read(void) {
   kvik_file *f;
   rc = kvik_file_open(path, "r", 0, &f);
   if (rc < 0) rc = failed(rc);
-  kvik_compressed_chunk chunks[N] = {
-      {f, AT, packed_sizes[0], b + 2 * SLOT, SIZE},
-      {f, AT + (int64_t)packed_sizes[0], packed_sizes[1], b + 3 * SLOT, SIZE}};
+  /* The second by path, to the end of the file: opened and measured by the call. */
+  kvik_compressed_chunk chunks[N] = {{.file = f,
+                                      .file_offset = AT,
+                                      .compressed_size = packed_sizes[0],
+                                      .dst = b + 2 * SLOT,
+                                      .uncompressed_size = SIZE},
+                                     {.path = path,
+                                      .file_offset = AT + (int64_t)packed_sizes[0],
+                                      .dst = b + 3 * SLOT,
+                                      .uncompressed_size = SIZE}};
   int statuses[N];
   if (rc == 0 && (rc = kvik_file_read_decompress(KVIK_CODEC_ZSTD, chunks, N, statuses)) < 0)
     rc = failed(rc);

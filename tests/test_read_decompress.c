@@ -125,7 +125,10 @@ static void set_make(set *s, kvik_codec codec, size_t n, uint64_t seed, int shim
     ASSERT(fill[f] + packed_size < (1 << 22));
     memcpy(content[f] + fill[f], packed, packed_size);
     s->dst[i] = device_alloc(size);
-    s->chunks[i] = (kvik_compressed_chunk){NULL, (int64_t)fill[f], packed_size, s->dst[i], size};
+    s->chunks[i] = (kvik_compressed_chunk){.file_offset = (int64_t)fill[f],
+                                           .compressed_size = packed_size,
+                                           .dst = s->dst[i],
+                                           .uncompressed_size = size};
     file_of[i] = f;
     fill[f] += packed_size;
     free(packed);
@@ -318,6 +321,57 @@ static void test_past_end(kvik_codec codec) {
   set_free(&s);
 }
 
+/* Chunks by path, the last of two files' to the end of the file (size 0; one by handle), opened
+ * by the call on the pool (more than one task's worth), decode as by handle. A missing path, a
+ * directory, and a size 0 at the end of the file fail their chunk alone. */
+static void test_by_path(kvik_codec codec) {
+  set s;
+  set_make(&s, codec, MAX_CHUNKS, 17, SHIM_NONE);
+  const char *path_of[MAX_CHUNKS];
+  size_t last_in[FILES] = {0};
+  for (size_t i = 0; i < s.n; i++)
+    for (int f = 0; f < FILES; f++)
+      if (s.chunks[i].file == s.files[f]) {
+        path_of[i] = s.paths[f];
+        last_in[f] = i;
+      }
+  for (size_t i = 0; i < s.n; i++)
+    if (i % 3 || i == last_in[1]) {
+      s.chunks[i].file = NULL;
+      s.chunks[i].path = path_of[i];
+    }
+  s.chunks[last_in[0]].file = s.files[0];
+  s.chunks[last_in[0]].path = NULL;
+  s.chunks[last_in[0]].compressed_size = 0;
+  s.chunks[last_in[1]].compressed_size = 0;
+  ASSERT_OK(run(&s));
+  for (size_t i = 0; i < s.n; i++) {
+    ASSERT_EQ(s.statuses[i], 0);
+    check_chunk(&s, i);
+  }
+  size_t bad = 5; /* by path */
+  kvik_compressed_chunk keep = s.chunks[bad];
+  char *missing = test_path(s.dir, "missing");
+  s.chunks[bad].path = missing;
+  expect_only(&s, run(&s), bad, -ENOENT);
+  ASSERT(strstr(kvik_last_error(), missing) != NULL);
+  ASSERT(strstr(kvik_last_error(), "kvik_file_open") != NULL);
+  ASSERT_FAILS(kvik_file_read_decompress(codec, &s.chunks[bad], 1, NULL), -ENOENT,
+               "chunk 0 of 1"); /* nothing left to read */
+  s.chunks[bad].path = s.dir;
+  expect_only(&s, run(&s), bad, 0);
+  s.chunks[bad] = keep;
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path_of[bad], "r", 0, &f));
+  s.chunks[bad].file_offset = kvik_file_size(f);
+  kvik_file_free(f);
+  s.chunks[bad].compressed_size = 0;
+  expect_only(&s, run(&s), bad, -ENODATA);
+  ASSERT(strstr(kvik_last_error(), "at or before the chunk's offset") != NULL);
+  free(missing);
+  set_free(&s);
+}
+
 /* run() on a thread of its own. */
 typedef struct decode_job {
   set *s;
@@ -475,7 +529,10 @@ static void test_chunk_checks(kvik_codec codec) {
   ASSERT_OK(kvik_file_read_decompress(codec, NULL, 0, NULL)); /* no chunks */
   kvik_compressed_chunk keep = s.chunks[1];
   s.chunks[1].file = NULL;
-  ASSERT_FAILS(run(&s), -EINVAL, "chunk 1 of 3: NULL file");
+  ASSERT_FAILS(run(&s), -EINVAL, "chunk 1 of 3: NULL file and path");
+  s.chunks[1] = keep;
+  s.chunks[1].path = s.paths[0];
+  ASSERT_FAILS(run(&s), -EINVAL, "chunk 1 of 3: both a file and a path");
   s.chunks[1] = keep;
   s.chunks[1].dst = NULL;
   ASSERT_FAILS(run(&s), -EINVAL, "chunk 1 of 3: NULL output");
@@ -486,11 +543,8 @@ static void test_chunk_checks(kvik_codec codec) {
   s.chunks[1].file_offset = INT64_MAX - 5;
   ASSERT_FAILS(run(&s), -EINVAL, "above INT64_MAX");
   s.chunks[1] = keep;
-  s.chunks[1].compressed_size = 0;
-  ASSERT_FAILS(run(&s), -EINVAL, "size 0");
-  s.chunks[1] = keep;
   s.chunks[1].uncompressed_size = 0;
-  ASSERT_FAILS(run(&s), -EINVAL, "size 0");
+  ASSERT_FAILS(run(&s), -EINVAL, "chunk 1 of 3: uncompressed size 0");
   s.chunks[1] = keep;
   kvik_file *w;
   ASSERT_OK(kvik_file_open(s.paths[1], "r+", 0, &w)); /* readable: fine */
@@ -570,6 +624,7 @@ int main(void) {
     test_wrong_size(codec, 16 << 10);
     test_bad_data(codec, faked);
     test_past_end(codec);
+    test_by_path(codec);
     test_read_error(codec);
     test_small_chunks_in_parallel(codec);
     if (faked) test_nvcomp_failures(codec);

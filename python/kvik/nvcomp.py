@@ -297,40 +297,79 @@ class ANSCodec(Codec):
     gpu_only = True
 
 
-def read_decompress(codec: Union[str, Codec], chunks: Sequence[Any]) -> List[Any]:
+def read_decompress(codec: Union[str, Codec], chunks: Sequence[Any], out: Any = None) -> Any:
     """Read compressed chunks from files and decode them on the GPU: kvik's fused read
-    (kvik_file_read_decompress in kvik.h). `codec` is a Codec or a codec's name ("zstd", ...);
-    each chunk is ``(file, file_offset, compressed_size, out)``: a kvik.CuFile open for reading,
-    or a path (str, bytes or os.PathLike) that kvik opens for reading for this call alone, with
-    no Python object, which costs less for thousands of chunks (a missing one raises
-    FileNotFoundError); where the chunk's compressed bytes lie in it (``compressed_size`` None:
-    the rest of the file);
-    and contiguous device memory (``__cuda_array_interface__``, a CuPy array) whose nbytes is
-    exactly the size the chunk decodes to. The reads of the next chunks overlap the decoding of
-    the ones read, in batches; the GIL is released meanwhile. Returns the outputs.
+    (kvik_file_read_decompress in kvik.h). `codec` is a Codec or a codec's name ("zstd", ...).
 
-    A chunk that fails raises KvikError with ``chunk`` and ``statuses``, as decode() does; the
-    other chunks are decoded all the same. kvik checks each chunk's framing before nvCOMP sees it
-    (zstd, LZ4, Snappy, gzip): a broken one fails with EBADMSG, one that states or decodes to
-    another size than its output's with KVIK_EDECODED_SIZE. Corruption that keeps the framing
-    needs a checksum to be found (kvik.h, "Compression")."""
-    if isinstance(codec, str):
-        if codec.lower() not in _NAMES:
-            raise ValueError(f"unknown codec {codec!r}: one of {', '.join(_NAMES)}")
-        number = _NAMES.index(codec.lower())
-    else:
-        number = codec._number
+    Each chunk is ``(file, file_offset, compressed_size, out)``:
+
+    - ``file``: a kvik.CuFile open for reading, or a path (str, bytes or os.PathLike), which kvik
+      opens for reading during the call, with the other paths at once on its thread pool, and
+      closes: for thousands of chunk files, this costs far less than a CuFile each;
+    - ``file_offset``, ``compressed_size``: where the chunk's compressed bytes lie in it
+      (``compressed_size`` None: the rest of the file);
+    - ``out``: contiguous device memory (``__cuda_array_interface__``, a CuPy array) whose nbytes
+      is exactly the size the chunk decodes to.
+
+    With ``out=`` (contiguous device memory), each chunk's last element is instead the number of
+    bytes it decodes to, and the chunks decode one after the other into ``out``, whose nbytes
+    must be their sum (each chunk's place aligned as the codec requires): no array object a
+    chunk. Returns ``out`` then, else the chunks' outputs.
+
+    The reads of the next chunks overlap the decoding of the ones read, in batches; the GIL is
+    released meanwhile. A chunk that fails raises KvikError with ``chunk`` and ``statuses``, as
+    decode() does (a missing file: kvik.FileNotFound, a FileNotFoundError; a file that ends
+    before the chunk, or at its offset for None: code ENODATA); the other chunks are decoded all
+    the same. kvik checks each chunk's framing before nvCOMP sees it (zstd, LZ4, Snappy, gzip):
+    a broken one fails with EBADMSG, one that states or decodes to another size than its
+    output's with KVIK_EDECODED_SIZE. Corruption that keeps the framing needs a checksum to be
+    found (kvik.h, "Compression")."""
+    number = _codec_number(codec)
+    if out is not None:
+        iface = _device_interface(out, "out")
+        at = base = iface["data"][0]
+        items = []
+        for file, file_offset, compressed_size, nbytes in chunks:
+            items.append((file, file_offset, compressed_size, at, nbytes))
+            at += nbytes
+        if at - base != _interface_nbytes(iface):
+            raise ValueError(f"the chunks decode to {at - base} bytes, and out has "
+                             f"{_interface_nbytes(iface)}")
+        _read_decompress_at(number, items)
+        return out
     items, outs = [], []
-    for i, (file, file_offset, compressed_size, out) in enumerate(chunks):
-        # Read once: CuPy builds the interface anew on every access, a few microseconds each.
-        iface = getattr(out, "__cuda_array_interface__", None)
-        if iface is None:
-            raise TypeError(f"chunk {i}: out must be device memory (__cuda_array_interface__)")
-        if iface.get("strides") is not None:
-            raise ValueError(f"chunk {i}: out must be contiguous")
+    for i, (file, file_offset, compressed_size, dst) in enumerate(chunks):
+        iface = _device_interface(dst, "out", i)
         items.append((file, file_offset, compressed_size, iface["data"][0],
                       _interface_nbytes(iface)))
-        outs.append(out)
+        outs.append(dst)
+    _read_decompress_at(number, items)
+    return outs
+
+
+def _codec_number(codec: Union[str, Codec]) -> int:
+    if not isinstance(codec, str):
+        return codec._number
+    if codec.lower() not in _NAMES:
+        raise ValueError(f"unknown codec {codec!r}: one of {', '.join(_NAMES)}")
+    return _NAMES.index(codec.lower())
+
+
+def _device_interface(buffer: Any, what: str, chunk: Optional[int] = None) -> dict:
+    """`buffer`'s ``__cuda_array_interface__``, read once (CuPy builds it anew on every access,
+    a few microseconds each), which must describe contiguous memory; `what` (of `chunk`) names
+    it in errors."""
+    iface = getattr(buffer, "__cuda_array_interface__", None)
+    if iface is not None and iface.get("strides") is None:
+        return iface
+    where = what if chunk is None else f"chunk {chunk}: {what}"
+    if iface is None:
+        raise TypeError(f"{where} must be device memory (__cuda_array_interface__)")
+    raise ValueError(f"{where} must be contiguous")
+
+
+def _read_decompress_at(number: int, items: List[Any]) -> None:
+    """The fused read of chunks ``(file, file_offset, compressed_size or None, device address,
+    nbytes)``: read_decompress() without the array objects, for kvik.zarr_pipeline."""
     _locate()
     _lib.read_decompress(number, items)
-    return outs

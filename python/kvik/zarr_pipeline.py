@@ -3,11 +3,12 @@
 Zarr's own pipeline reads every chunk into a buffer, then decodes each. Where a read fills GPU
 memory (``zarr.config.enable_gpu()``) from a ``GDSStore``, and a chunk's codecs are the plain
 ``bytes`` codec (little-endian) followed by exactly one of zstd (without checksum), gzip or
-numcodecs' LZ4, this pipeline hands all such chunks of a selection to
-``kvik.nvcomp.read_decompress``, which reads the compressed bytes into device memory and decodes
-them with nvCOMP while it reads the next ones. A chunk that fills its place in the output array
-whole, contiguously, is decoded straight into the output; others are decoded into staging memory
-(at most STAGING_BYTES at a time) and copied.
+numcodecs' LZ4, this pipeline hands all such chunks of a selection, by path, to kvik's fused read
+(``kvik.nvcomp.read_decompress``), which opens their files on its thread pool, reads the
+compressed bytes into device memory and decodes them with nvCOMP while it reads the next ones.
+A chunk that fills its place in the output array whole, contiguously, is decoded straight into
+the output; others are decoded into staging memory (at most STAGING_BYTES at a time) and copied.
+A chunk without a file (never written) gets its fill value.
 
 Other reads and writes of GPU buffers go through Zarr's BatchedCodecPipeline in batches of
 GPU_BATCH_BYTES of chunks, not Zarr's default of one chunk a batch, so that the GPU codecs
@@ -17,9 +18,10 @@ GPU_BATCH_BYTES of chunks, not Zarr's default of one chunk a batch, so that the 
 from __future__ import annotations
 
 import asyncio
+import errno
 import math
 import sys
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Set, Tuple
 
 import zarr
 from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
@@ -56,6 +58,40 @@ def _on_gpu(prototype: Any) -> bool:
     return prototype.buffer.__module__.startswith("zarr.core.buffer.gpu")
 
 
+class _Layout:
+    """Where an output array's elements lie in device memory: its address, shape and strides,
+    read once from its ``__cuda_array_interface__``."""
+
+    def __init__(self, array: Any) -> None:
+        iface = array.__cuda_array_interface__
+        self.address, self.shape = iface["data"][0], tuple(iface["shape"])
+        self.dtype = array.dtype
+        strides, step = [], self.dtype.itemsize
+        for extent in reversed(self.shape):
+            strides.append(step)
+            step *= extent
+        self.strides = tuple(iface["strides"] or reversed(strides))
+
+    def address_of(self, selection: Any, shape: tuple) -> Optional[int]:
+        """The address of ``array[selection]`` where that is `shape`, in C order, one block of
+        memory (a selection of unit-step slices); else None. Integer arithmetic: a CuPy view a
+        chunk would cost microseconds each."""
+        selection = selection if isinstance(selection, tuple) else (selection,)
+        if len(selection) != len(self.shape) or len(shape) != len(self.shape):
+            return None
+        address, contiguous = self.address, self.dtype.itemsize
+        for sel, extent, dim, stride in reversed(list(zip(selection, shape, self.shape,
+                                                          self.strides))):
+            if not isinstance(sel, slice):
+                return None
+            start, stop, step = sel.indices(dim)
+            if step != 1 or stop - start != extent or (extent > 1 and stride != contiguous):
+                return None
+            address += start * stride
+            contiguous *= extent
+        return address
+
+
 class _Chunk:
     """One chunk of a fused read: its file, where it decodes to, and where that goes."""
 
@@ -64,16 +100,14 @@ class _Chunk:
         self.chunk_selection, self.out_selection = chunk_selection, out_selection
         self.dtype = spec.dtype.to_native_dtype()
         self.nbytes = math.prod(spec.shape) * self.dtype.itemsize
-        self.target: Any = None  # the output's own memory, where the chunk decodes in place
+        self.target: Optional[int] = None  # the output's address, where it decodes in place
 
-    def place_in(self, out: Any, complete: bool, drop_axes: tuple) -> None:
-        """Decode straight into `out` where the chunk fills its selection of it contiguously."""
-        if drop_axes or not complete or self.spec.order != "C":
+    def place_in(self, out: _Layout, complete: bool, drop_axes: tuple) -> None:
+        """Decode straight into the output where the chunk fills its selection of it
+        contiguously."""
+        if drop_axes or not complete or self.spec.order != "C" or out.dtype != self.dtype:
             return
-        target = out[self.out_selection]
-        if (tuple(target.shape) == tuple(self.spec.shape) and target.dtype == self.dtype
-                and target.flags.c_contiguous):
-            self.target = target
+        self.target = out.address_of(self.out_selection, tuple(self.spec.shape))
 
 
 class FusedCodecPipeline(BatchedCodecPipeline):
@@ -149,11 +183,12 @@ class FusedCodecPipeline(BatchedCodecPipeline):
     def _read_fused(self, fmt: Tuple[str, int], batch_info: List[Tuple[Any, ...]], out: Any,
                     drop_axes: tuple) -> None:
         array = out.as_ndarray_like()
+        layout = _Layout(array)
         chunks = []
         for byte_getter, spec, chunk_selection, out_selection, complete in batch_info:
             chunk = _Chunk(str(byte_getter.store.root / byte_getter.path), spec, chunk_selection,
                            out_selection)
-            chunk.place_in(array, complete, drop_axes)
+            chunk.place_in(layout, complete, drop_axes)
             chunks.append(chunk)
         group: List[_Chunk] = []
         staged = 0
@@ -168,38 +203,48 @@ class FusedCodecPipeline(BatchedCodecPipeline):
 
 
 def _decode_group(fmt: Tuple[str, int], group: List[_Chunk], array: Any, drop_axes: tuple) -> None:
-    """Read and decode `group` in one kvik.nvcomp.read_decompress call, then put the staged
-    chunks, and the fill value of chunks without a file, in place."""
+    """Read and decode `group` in one fused read, by path, then put the staged chunks, and the
+    fill value of chunks without a file, in place."""
     import cupy
 
     name, header = fmt
     staging = cupy.empty(sum(c.nbytes for c in group if c.target is None), dtype=cupy.uint8)
-    files, requests, staged, offset = [], [], [], 0
-    try:
-        for chunk in group:
-            try:
-                f = kvik.CuFile(chunk.path, "r")
-            except FileNotFoundError:
-                array[chunk.out_selection] = fill_value_or_default(chunk.spec)
-                continue
-            files.append(f)
-            dst = chunk.target
-            if dst is None:
-                dst = staging[offset:offset + chunk.nbytes]
-                offset += chunk.nbytes
-                staged.append((chunk, dst))
-            requests.append((f, header, f.nbytes() - header, dst))
-        if requests:
-            kvik.nvcomp.read_decompress(name, requests)
-    finally:
-        for f in files:
-            f.close()
-    for chunk, raw in staged:
+    base = staging.data.ptr
+    requests, staged, offset = [], [], 0
+    for i, chunk in enumerate(group):
+        at = chunk.target
+        if at is None:
+            at = base + offset
+            staged.append((i, offset))
+            offset += chunk.nbytes
+        requests.append((chunk.path, header, None, at, chunk.nbytes))
+    missing = _read_decompress_at(name, requests)
+    for i in missing:
+        array[group[i].out_selection] = fill_value_or_default(group[i].spec)
+    for i, offset in staged:
+        if i in missing:
+            continue
+        chunk = group[i]
+        raw = staging[offset:offset + chunk.nbytes]
         decoded = raw.view(chunk.dtype).reshape(chunk.spec.shape, order=chunk.spec.order)
         part = decoded[chunk.chunk_selection]
         if drop_axes:
             part = part.squeeze(axis=drop_axes)
         array[chunk.out_selection] = part
+
+
+def _read_decompress_at(name: str, requests: List[Tuple[Any, ...]]) -> Set[int]:
+    """The fused read of `requests`; the chunks whose file does not exist (never written: their
+    fill value), where every other chunk decoded."""
+    try:
+        kvik.nvcomp._read_decompress_at(kvik.nvcomp._codec_number(name), requests)
+    except kvik.KvikError as e:
+        statuses = getattr(e, "statuses", None) or []
+        missing = {i for i, status in enumerate(statuses) if status == -errno.ENOENT}
+        if not missing or any(status not in (0, -errno.ENOENT) for status in statuses):
+            raise
+        return missing
+    return set()
 
 
 def register() -> None:

@@ -307,63 +307,49 @@ static PyObject *py_nvcomp_run(PyObject *self, PyObject *args) {
 
 /* ---- read_decompress ---------------------------------------------------------------------- */
 
-/* One fused read: the chunks, and what keeps each one's file open during the call: a reference to
- * the caller's CuFile, so that no other thread frees its handle meanwhile, or a handle opened here
- * from a path, freed after the call. */
+/* One fused read: the chunks, and a reference to what each one's file came from: the caller's
+ * CuFile, so that no other thread frees its handle meanwhile, or its path as bytes, which
+ * kvik_file_read_decompress opens (all of them at once, on its pool) and closes. */
 typedef struct fused {
   size_t n;
   kvik_compressed_chunk *chunks;
-  PyObject **files;   /* the CuFile given, or NULL */
-  kvik_file **opened; /* the handle opened from a path, or NULL */
+  PyObject **keep;
   int *statuses;
 } fused;
 
 static void fused_free(fused *f) {
-  for (size_t i = 0; f->files && i < f->n; i++) {
-    Py_XDECREF(f->files[i]);
-    kvik_file_free(f->opened[i]);
-  }
+  for (size_t i = 0; f->keep && i < f->n; i++) Py_XDECREF(f->keep[i]);
   PyMem_Free(f->chunks);
-  PyMem_Free(f->files);
-  PyMem_Free(f->opened);
+  PyMem_Free(f->keep);
   PyMem_Free(f->statuses);
 }
 
-/* Chunk i's file: a kvik.CuFile, or a path opened here for reading, without a Python object
- * (for reads of thousands of chunks). NULL with an exception. */
-static kvik_file *chunk_file(fused *f, size_t i, PyObject *file) {
+/* Chunk i's file: a kvik.CuFile's handle, or a path (str, bytes, os.PathLike). */
+static int chunk_file(fused *f, size_t i, PyObject *file) {
+  kvik_compressed_chunk *c = &f->chunks[i];
   if (pykvik_is_cufile(file)) {
-    kvik_file *handle = pykvik_cufile_handle(file);
-    if (handle) f->files[i] = Py_NewRef(file);
-    return handle;
+    if (!(c->file = pykvik_cufile_handle(file))) return -1;
+    f->keep[i] = Py_NewRef(file);
+    return 0;
   }
-  PyObject *path = NULL;
-  if (!PyUnicode_FSConverter(file, &path)) {
+  if (!PyUnicode_FSConverter(file, &f->keep[i])) {
     PyErr_Format(PyExc_TypeError, "read_decompress(): chunk %zu: expected a kvik.CuFile or a "
                  "path, not %.100s", i, Py_TYPE(file)->tp_name);
-    return NULL;
-  }
-  int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = kvik_file_open(PyBytes_AS_STRING(path), "r", 0, &f->opened[i]);
-  Py_END_ALLOW_THREADS
-  Py_DECREF(path);
-  if (rc < 0) pykvik_raise_as(rc, PYKVIK_OPEN_WORDS(rc));
-  return rc < 0 ? NULL : f->opened[i];
-}
-
-/* A chunk's compressed size: the number given, or for None the rest of the file from its offset. */
-static int chunk_size(size_t i, PyObject *csize, const kvik_compressed_chunk *c, size_t *size) {
-  if (csize != Py_None) return pykvik_size_arg(csize, "compressed_size", 0, size);
-  int64_t end = kvik_file_size(c->file);
-  if (end < 0) return pykvik_raise_int((int)end);
-  if (c->file_offset >= end) {
-    PyErr_Format(PyExc_ValueError, "read_decompress(): chunk %zu: file_offset %lld is not before "
-                 "the end of the file (%lld bytes)", i, (long long)c->file_offset, (long long)end);
     return -1;
   }
-  *size = (size_t)(end - c->file_offset);
+  c->path = PyBytes_AS_STRING(f->keep[i]);
   return 0;
+}
+
+/* A chunk's compressed size: a positive number, or None for the rest of the file (kvik's 0). */
+static int chunk_size(size_t i, PyObject *csize, size_t *size) {
+  *size = 0;
+  if (csize == Py_None) return 0;
+  if (pykvik_size_arg(csize, "compressed_size", 0, size) < 0) return -1;
+  if (*size > 0) return 0;
+  PyErr_Format(PyExc_ValueError, "read_decompress(): chunk %zu: compressed_size 0 (None: the "
+               "rest of the file)", i);
+  return -1;
 }
 
 /* Chunk i from (CuFile or path, file_offset, compressed_size or None, dst_ptr,
@@ -377,9 +363,8 @@ static int fused_chunk(fused *f, size_t i, PyObject *item) {
     return -1;
   }
   kvik_compressed_chunk *c = &f->chunks[i];
-  if (!(c->file = chunk_file(f, i, file)) ||
-      pykvik_offset_arg(offset, "file_offset", &c->file_offset) < 0 ||
-      chunk_size(i, csize, c, &c->compressed_size) < 0 ||
+  if (chunk_file(f, i, file) < 0 || pykvik_offset_arg(offset, "file_offset", &c->file_offset) < 0 ||
+      chunk_size(i, csize, &c->compressed_size) < 0 ||
       pykvik_size_arg(usize, "uncompressed_size", 0, &c->uncompressed_size) < 0)
     return -1;
   c->dst = PyLong_AsVoidPtr(dst);
@@ -389,10 +374,9 @@ static int fused_chunk(fused *f, size_t i, PyObject *item) {
 static int fused_chunks(fused *f, PyObject *seq) {
   size_t n = (size_t)PySequence_Fast_GET_SIZE(seq), count = n ? n : 1;
   f->chunks = PyMem_Calloc(count, sizeof *f->chunks);
-  f->files = PyMem_Calloc(count, sizeof *f->files);
-  f->opened = PyMem_Calloc(count, sizeof *f->opened);
+  f->keep = PyMem_Calloc(count, sizeof *f->keep);
   f->statuses = PyMem_Calloc(count, sizeof *f->statuses);
-  if (!f->chunks || !f->files || !f->opened || !f->statuses) {
+  if (!f->chunks || !f->keep || !f->statuses) {
     PyErr_NoMemory();
     return -1;
   }
@@ -452,7 +436,7 @@ PyMethodDef pykvik_nvcomp_methods[] = {
     {"read_decompress", py_read_decompress, METH_VARARGS,
      "read_decompress(codec, chunks) -> list[int]: kvik_file_read_decompress. Each chunk is "
      "(CuFile or path, file_offset, compressed_size or None, dst_ptr, uncompressed_size), dst_ptr "
-     "device memory, a path opened for the call, None the rest of the file; reads and decodes "
+     "device memory, a path opened by the call, None the rest of the file; reads and decodes "
      "every chunk without the GIL, and returns their statuses (all 0). A failed chunk raises "
      "KvikError with `chunk` and `statuses`."},
     {NULL, NULL, 0, NULL},

@@ -2,8 +2,9 @@
 driver: chunks compressed on the CPU (zlib, and zstd/lz4 where their Python packages are here),
 written at odd offsets of two files, read and decoded into device memory of the fake driver
 (through ctypes, behind __cuda_array_interface__), and compared, the files given as CuFiles and
-as paths (with None for the rest of a file); a chunk of the wrong size, a chunk past the end of
-its file, a missing path and the argument errors. Each case runs in a subprocess, since
+as paths (with None for the rest of a file), into a buffer each and into one buffer (out=); a
+chunk of the wrong size, a chunk past the end of its file, a missing path and the argument
+errors. Each case runs in a subprocess, since
 libcuda and libnvcomp load once per process (test_nvcomp.py says more).
 """
 import pytest
@@ -72,8 +73,23 @@ except FileNotFoundError as e:
     result["missing"] = str(e)
 try:
     kvik.nvcomp.read_decompress("deflate", [(paths[1], len(contents[1]), None, outs2[0])])
+except kvik.KvikError as e:
+    result["offset at the end"] = [e.code, e.statuses, str(e)]
+try:
+    kvik.nvcomp.read_decompress("deflate", [(paths[1], 0, 0, outs2[0])])
 except ValueError as e:
-    result["offset at the end"] = str(e)
+    result["size 0"] = str(e)
+
+# Into one buffer, the chunks one after the other, by path and by CuFile.
+whole = Device(sum(len(r) for r in raw))
+into = [(paths[f] if i % 2 else files[f], at, len(p), len(r))
+        for i, ((f, at), p, r) in enumerate(zip(places, packed, raw))]
+result["into out"] = [kvik.nvcomp.read_decompress("deflate", into, out=whole) is whole,
+                      whole.download() == b"".join(raw)]
+try:
+    kvik.nvcomp.read_decompress("deflate", into[1:], out=whole)
+except ValueError as e:
+    result["out too large"] = str(e)
 
 # Chunk 2 given 5 bytes more than it decodes to, chunk 5 past the end of its file.
 bad = list(chunks)
@@ -123,7 +139,13 @@ def test_read_decompress():
         "TypeError: read_decompress(): chunk 0: expected a kvik.CuFile or a path, not int")
     assert result["by path"] == [True] * 8
     assert "kvik_file_open" in result["missing"] and "missing" in result["missing"]
-    assert result["offset at the end"].startswith("read_decompress(): chunk 0: file_offset")
+    code, statuses, text = result["offset at the end"]
+    assert code == -61 and statuses == [-61]  # ENODATA
+    assert "at or before the chunk's offset" in text
+    assert result["size 0"] == (
+        "read_decompress(): chunk 0: compressed_size 0 (None: the rest of the file)")
+    assert result["into out"] == [True, True]
+    assert result["out too large"].startswith("the chunks decode to ")
     assert result["unknown codec"].startswith("ValueError: unknown codec 'brotli'")
     assert result["not a tuple"].startswith("TypeError: read_decompress(): chunk 0 is not a tuple")
     assert result["closed"] == "I/O operation on closed file"

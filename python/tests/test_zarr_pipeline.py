@@ -87,6 +87,48 @@ def test_gpu_buffers_decode_and_encode_in_batches(monkeypatch):
             assert calls == expected, (on_gpu, run)
 
 
+class HostArray:
+    """A NumPy array behind ``__cuda_array_interface__``, as _Layout reads a CuPy array."""
+
+    def __init__(self, array):
+        self.dtype = array.dtype
+        self.__cuda_array_interface__ = array.__array_interface__
+
+
+@pytest.mark.parametrize("order", ["C", "F", "view"])
+def test_layout_addresses_equal_the_views(order):
+    """_Layout.address_of, the address of a chunk's place in the output without a view of it,
+    gives a view's own address where that view is one C-ordered block of the chunk's shape, and
+    None everywhere else: random unit-step, strided and integer selections of C-ordered,
+    Fortran-ordered and strided arrays."""
+    rng = numpy.random.default_rng(7)
+    base = numpy.zeros((6, 5, 8), dtype="f8", order="F" if order == "F" else "C")
+    array = base[::2, 1:, 2:] if order == "view" else base
+    layout = kvik.zarr_pipeline._Layout(HostArray(array))
+    found = 0
+    for _ in range(3000):
+        selection = []
+        for dim in array.shape:
+            start = int(rng.integers(0, dim))
+            stop = int(rng.integers(start, dim + 1))
+            kind = rng.integers(0, 8)
+            selection.append(start if kind == 0 else slice(start, stop, 2) if kind == 1 else
+                             slice(0, dim) if kind < 5 else slice(start, stop))
+        selection = tuple(selection)
+        view = array[selection]
+        shape = view.shape if view.ndim == array.ndim else tuple(
+            1 if isinstance(s, int) else 0 for s in selection)
+        got = layout.address_of(selection, shape)
+        whole = (view.ndim == array.ndim and view.flags.c_contiguous and view.size > 0
+                 and all(isinstance(s, slice) and s.step is None for s in selection))
+        if whole:
+            found += 1
+            assert got == view.__array_interface__["data"][0], selection
+        elif view.size > 1 or view.ndim != array.ndim:
+            assert got is None, selection
+    assert found > (200 if order == "C" else 10), found  # rarer in F order and the view
+
+
 # ---- on the GPU -----------------------------------------------------------------------------
 
 needs_gpu = pytest.mark.skipif(cupy is None, reason=str(CUPY_MISSING))
@@ -94,16 +136,15 @@ needs_gpu = pytest.mark.skipif(cupy is None, reason=str(CUPY_MISSING))
 
 @pytest.fixture
 def counted(monkeypatch):
-    """The chunks kvik.nvcomp.read_decompress is called with, per call."""
+    """The number of chunks of each fused read the pipeline makes."""
     calls = []
-    real = kvik.nvcomp.read_decompress
+    real = kvik.nvcomp._read_decompress_at
 
     def counting(codec, chunks):
-        chunks = list(chunks)
         calls.append(len(chunks))
         return real(codec, chunks)
 
-    monkeypatch.setattr(kvik.nvcomp, "read_decompress", counting)
+    monkeypatch.setattr(kvik.nvcomp, "_read_decompress_at", counting)
     return calls
 
 
