@@ -90,6 +90,10 @@ try:
     kvik.nvcomp.read_decompress("deflate", into[1:], out=whole)
 except ValueError as e:
     result["out too large"] = str(e)
+try:
+    kvik.nvcomp.read_decompress("deflate", into, out=bytearray(whole.size))
+except TypeError as e:
+    result["host out="] = str(e)
 
 # Chunk 2 given 5 bytes more than it decodes to, chunk 5 past the end of its file.
 bad = list(chunks)
@@ -146,6 +150,7 @@ def test_read_decompress():
         "read_decompress(): chunk 0: compressed_size 0 (None: the rest of the file)")
     assert result["into out"] == [True, True]
     assert result["out too large"].startswith("the chunks decode to ")
+    assert result["host out="].startswith("out must be device memory")
     assert result["unknown codec"].startswith("ValueError: unknown codec 'brotli'")
     assert result["not a tuple"].startswith("TypeError: read_decompress(): chunk 0 is not a tuple")
     assert result["closed"] == "I/O operation on closed file"
