@@ -225,21 +225,21 @@ static size_t read_cached(kvik_batch *b, const kvik_batch_op *op, held_file *h, 
 }
 
 /* Try operation `op` here. Done, it is finished and r->done set; read in part, it takes its slot
- * (r->slotted, r->id) and *rest is what is left of it. */
-static void read_now(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op *rest,
-                     kvik__batch_route *r, held_file *h) {
+ * (r->slotted, r->id) and *rest is what is left of it. Returns r->done. */
+static int read_now(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op *rest,
+                    kvik__batch_route *r, held_file *h) {
   int end;
   size_t done = read_cached(b, op, h, &end);
   if (done == 0 && !end) {
     b->nowait.misses++;
-    return;
+    return 0;
   }
   b->nowait.misses = 0;
   r->id = kvik__batch_take_slot(b, op->cookie);
   if (end) {
     kvik__batch_finish(b, r->id, KVIK_BATCH_COMPLETE, (ssize_t)done);
     r->done = 1;
-    return;
+    return 1;
   }
   b->slots[r->id].ahead = done;
   r->slotted = 1;
@@ -247,6 +247,7 @@ static void read_now(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op *rest
   rest->buf = (char *)rest->buf + done;
   rest->size -= done;
   rest->file_offset += (int64_t)done;
+  return 0;
 }
 
 /* Whether to try operation `op` here: a read, of at least a byte, below `threshold`, under which
@@ -274,19 +275,28 @@ static int ring_takes_all(kvik_batch *b, const kvik_batch_op *ops, unsigned coun
          kvik__batch_uring_serves(b);
 }
 
-/* Make the reads that fit here: none where KVIK_SETTING_IO_URING is ON (all go to the ring, as
- * asked), nor where the ring takes them all (RING_TAKES_ALL). A read into device memory counts as
- * a miss (nowait.misses): a batch of them soon stops paying for the failed calls. */
-static void read_small_now(kvik_batch *b, const kvik_batch_op *ops, kvik_batch_op *rest,
-                           kvik__batch_route *r, unsigned count) {
-  if (kvik__setting(KVIK_SETTING_IO_URING) == KVIK_ON) return;
+/* Whether to make the reads that fit here: not where KVIK_SETTING_IO_URING is ON (all go to the
+ * ring, as asked), nor where the ring takes them all (RING_TAKES_ALL), which may set up the ring
+ * and ask CUDA: it may write a message. */
+static int tries_wanted(kvik_batch *b, const kvik_batch_op *ops, unsigned count) {
+  if (kvik__setting(KVIK_SETTING_IO_URING) == KVIK_ON) return 0;
   uint64_t threshold = (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
-  if (count >= RING_TAKES_ALL && ring_takes_all(b, ops, count, threshold)) return;
+  return count < RING_TAKES_ALL || !ring_takes_all(b, ops, count, threshold);
+}
+
+/* Make the reads that fit here. Returns how many completed. A read into device memory counts as
+ * a miss (nowait.misses): a batch of them soon stops paying for the failed calls. Writes no
+ * message. */
+static unsigned try_reads(kvik_batch *b, const kvik_batch_op *ops, kvik_batch_op *rest,
+                          kvik__batch_route *r, unsigned count) {
+  uint64_t threshold = (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   held_file h = {NULL, -1};
+  unsigned done = 0;
   for (unsigned i = 0; i < count; i++)
     if (read_now_fits(&ops[i], threshold) && nowait_worth_trying(b))
-      read_now(b, &ops[i], &rest[i], &r[i], &h);
+      done += (unsigned)read_now(b, &ops[i], &rest[i], &r[i], &h);
   held_let_go(&h);
+  return done;
 }
 
 /* A kvik_batch_submit() that fails after its reads here forgets them, so that none of its
@@ -367,7 +377,9 @@ static int gather(kvik_batch *b, const char *fn, unsigned need, int64_t timeout_
 
 /* A call that succeeds leaves this thread's message as it was (kvik__message_save and _restore),
  * even when operations it started or collected failed: their events carry the codes, and the
- * futures behind them would otherwise leave their messages here. */
+ * futures behind them would otherwise leave their messages here. A submission that its tries
+ * complete, and a wait that finds its events queued, write no message: they skip the save, which
+ * costs a small batch as much as its checks (two calls and thread-local storage). */
 
 static void batch_release(kvik_batch *b) {
   kvik__batch_uring_free(b);
@@ -413,6 +425,39 @@ int kvik_batch_create(unsigned max_ops, kvik_batch **batch) {
   return 0;
 }
 
+/* kvik_batch_submit() after its checks, and after its tries where `tried` (`ndone` events were
+ * queued before them: forget_reads()): what may write a message, under a save of it. The reads
+ * here come first, unclassified; then what is left is routed, and cuFile's part, which may still
+ * fail the call, handed to cuFile before any other backend gets a thing. Not inlined: the save
+ * on its stack would give every submission a frame to build. */
+__attribute__((noinline)) static int submit_rest(kvik_batch *b, const char *fn,
+                                                 const kvik_batch_op *ops, unsigned count,
+                                                 unsigned ndone, int tried) {
+  kvik__batch_route *routes = b->routes; /* count <= nfree <= max_ops */
+  kvik_batch_op *rest = b->rest;
+  kvik__saved_message m;
+  kvik__message_save(&m);
+  if (!tried && tries_wanted(b, ops, count)) try_reads(b, ops, rest, routes, count);
+  CUcontext ctx = b->cufile.handle ? b->cufile.ctx : NULL;
+  unsigned ncufile;
+  int rc = route_ops(fn, ops, routes, count, &ctx, &ncufile);
+  if (rc == 0 && ncufile > 0) rc = kvik__batch_cufile_submit(b, fn, ops, routes, count, ctx);
+  if (rc < 0) {
+    forget_reads(b, routes, count, ndone);
+    return kvik__message_restore(&m, rc);
+  }
+  /* From here on nothing fails the call: operations that fail report it in their events. */
+  if (rest_for_backends(ops, rest, routes, count) == 0) return kvik__message_restore(&m, 0);
+  kvik__batch_uring_submit(b, rest, routes, count);
+  for (unsigned i = 0; i < count; i++) {
+    const kvik__batch_route *r = &routes[i];
+    if (r->cufile || r->ring || r->failed || r->done) continue;
+    unsigned id = r->slotted ? r->id : kvik__batch_take_slot(b, rest[i].cookie);
+    kvik__batch_pool_start(b, &rest[i], id);
+  }
+  return kvik__message_restore(&m, 0);
+}
+
 int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned count) {
   static const char fn[] = "kvik_batch_submit";
   if (!batch || (!ops && count > 0))
@@ -424,35 +469,18 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
                       "its completion is collected)",
                       fn, batch->nfree, batch->max_ops, batch->max_ops - batch->nfree);
   if (count == 0) return 0;
-  kvik__batch_route *routes = batch->routes; /* count <= nfree <= max_ops */
-  kvik__saved_message m;
-  kvik__message_save(&m);
+  /* A failed check writes the call's own message: nothing to save before the checks. */
   checked_file last = {NULL, 0};
   int rc = 0;
-  for (unsigned i = 0; i < count && rc == 0; i++) rc = check_op(fn, i, &ops[i], &last, &routes[i]);
-  if (rc < 0) return kvik__message_restore(&m, rc);
-  /* The reads here come first, unclassified; then what is left is routed, and cuFile's part,
-   * which may still fail the call, handed to cuFile before any other backend gets a thing. */
-  kvik_batch_op *rest = batch->rest;
-  unsigned ndone = batch->ndone, ncufile;
-  read_small_now(batch, ops, rest, routes, count);
-  CUcontext ctx = batch->cufile.handle ? batch->cufile.ctx : NULL;
-  rc = route_ops(fn, ops, routes, count, &ctx, &ncufile);
-  if (rc == 0 && ncufile > 0) rc = kvik__batch_cufile_submit(batch, fn, ops, routes, count, ctx);
-  if (rc < 0) {
-    forget_reads(batch, routes, count, ndone);
-    return kvik__message_restore(&m, rc);
-  }
-  /* From here on nothing fails the call: operations that fail report it in their events. */
-  if (rest_for_backends(ops, rest, routes, count) == 0) return kvik__message_restore(&m, 0);
-  kvik__batch_uring_submit(batch, rest, routes, count);
-  for (unsigned i = 0; i < count; i++) {
-    const kvik__batch_route *r = &routes[i];
-    if (r->cufile || r->ring || r->failed || r->done) continue;
-    unsigned id = r->slotted ? r->id : kvik__batch_take_slot(batch, rest[i].cookie);
-    kvik__batch_pool_start(batch, &rest[i], id);
-  }
-  return kvik__message_restore(&m, 0);
+  for (unsigned i = 0; i < count && rc == 0; i++)
+    rc = check_op(fn, i, &ops[i], &last, &batch->routes[i]);
+  if (rc < 0) return rc;
+  /* A submission too small for the ring to take whole is tried first, where the tries write no
+   * message: the common small one is then done without a save. */
+  unsigned ndone = batch->ndone;
+  int tried = count < RING_TAKES_ALL && kvik__setting(KVIK_SETTING_IO_URING) != KVIK_ON;
+  if (tried && try_reads(batch, ops, batch->rest, batch->routes, count) == count) return 0;
+  return submit_rest(batch, fn, ops, count, ndone, tried);
 }
 
 int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events,
