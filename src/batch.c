@@ -99,16 +99,31 @@ static int name_operation(const char *fn, unsigned i, int rc) {
   return kvik__fail(rc, "%s%s", who_of(who, fn, i), text);
 }
 
-/* The file of the operation checked before: the operations after it on the same file (a run of
- * them is the common batch) ask once whether it is closed, and for its flags. */
-typedef struct checked_file {
-  const kvik_file *file;
-  int flags; /* kvik__file_access() */
-} checked_file;
+/* The file of the operation checked or tried before, held: the operations after it on the same
+ * file (a run of them is the common batch) hold it once, which also tells whether it is closed,
+ * and the tries use its descriptor while it is held. */
+typedef struct held_file {
+  kvik_file *file;
+  int fd;    /* negative: the file could not be held (it is closed) */
+  int flags; /* kvik__file_access(), once checked */
+} held_file;
+
+static void held_let_go(held_file *h) {
+  if (h->file && h->fd >= 0) kvik__file_let_go(h->file);
+}
+
+/* Hold `file` in *h, letting go of the one held before. Returns its descriptor, or -EBADF. */
+static int held_fd(held_file *h, kvik_file *file) {
+  if (h->file == file) return h->fd;
+  held_let_go(h);
+  h->file = file;
+  h->fd = kvik__file_hold_access(file, &h->flags);
+  return h->fd;
+}
 
 /* Check operation i as kvik_file_pread/pwrite would: every flag of `r` that kvik_batch_submit()
  * reads before a backend sets it is set here. Its memory is not classified yet (route_ops()). */
-static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, checked_file *last,
+static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, held_file *last,
                     kvik__batch_route *r) {
   char who[WHO_LEN];
   if (!op->file) return kvik__fail(-EINVAL, "%s: NULL file", who_of(who, fn, i));
@@ -126,12 +141,9 @@ static int check_op(const char *fn, unsigned i, const kvik_batch_op *op, checked
     return kvik__fail(
         -EINVAL, "%s(\"%s\"): %zu bytes at offset %lld overflow the largest file offset",
         who_of(who, fn, i), kvik__file_path(op->file), op->size, (long long)op->file_offset);
-  if (op->file != last->file) {
-    if (kvik_file_closed(op->file))
-      return kvik__fail(-EBADF, "%s(\"%s\"): file is closed", who_of(who, fn, i),
-                        kvik__file_path(op->file));
-    *last = (checked_file){op->file, kvik__file_access(op->file)};
-  }
+  if (held_fd(last, op->file) < 0)
+    return kvik__fail(-EBADF, "%s(\"%s\"): file is closed", who_of(who, fn, i),
+                      kvik__file_path(op->file));
   if ((last->flags & O_ACCMODE) == (is_write ? O_RDONLY : O_WRONLY))
     return kvik__fail(-EBADF, "%s(\"%s\"): file not opened for %s", who_of(who, fn, i),
                       kvik__file_path(op->file), is_write ? "writing" : "reading");
@@ -186,31 +198,12 @@ static int nowait_worth_trying(kvik_batch *b) {
   return b->nowait.misses < NOWAIT_STREAK || ++b->nowait.skipped % NOWAIT_PROBE == 0;
 }
 
-/* The file whose descriptor the tries use, held while they do: one hold for the operations on
- * one file that follow each other in a submission. */
-typedef struct held_file {
-  kvik_file *file;
-  int fd; /* negative: the file could not be held (closed meanwhile), no try */
-} held_file;
-
-static void held_let_go(held_file *h) {
-  if (h->file && h->fd >= 0) kvik__file_let_go(h->file);
-}
-
-static int held_fd(held_file *h, kvik_file *file) {
-  if (h->file == file) return h->fd;
-  held_let_go(h);
-  h->file = file;
-  h->fd = kvik__file_hold(file); /* closed meanwhile: the backend reports it */
-  return h->fd;
-}
-
 /* Read what the page cache holds of `op` on this thread. Returns the bytes read; *end says
  * whether nothing is left to read (all read, or the end of the file). */
 static size_t read_cached(kvik_batch *b, const kvik_batch_op *op, held_file *h, int *end) {
   *end = 0;
   int fd = held_fd(h, op->file);
-  if (fd < 0) return 0;
+  if (fd < 0) return 0; /* closed since it was checked: the backend reports it */
   size_t done = 0;
   ssize_t n = 0;
   while (done < op->size) {
@@ -284,18 +277,16 @@ static int tries_wanted(kvik_batch *b, const kvik_batch_op *ops, unsigned count)
   return count < RING_TAKES_ALL || !ring_takes_all(b, ops, count, threshold);
 }
 
-/* Make the reads that fit here. Returns how many completed. A read into device memory counts as
- * a miss (nowait.misses): a batch of them soon stops paying for the failed calls. Writes no
- * message. */
+/* Make the reads that fit here, holding their files in *h in turn. Returns how many completed. A
+ * read into device memory counts as a miss (nowait.misses): a batch of them soon stops paying for
+ * the failed calls. Writes no message. */
 static unsigned try_reads(kvik_batch *b, const kvik_batch_op *ops, kvik_batch_op *rest,
-                          kvik__batch_route *r, unsigned count) {
+                          kvik__batch_route *r, unsigned count, held_file *h) {
   uint64_t threshold = (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
-  held_file h = {NULL, -1};
   unsigned done = 0;
   for (unsigned i = 0; i < count; i++)
     if (read_now_fits(&ops[i], threshold) && nowait_worth_trying(b))
-      done += (unsigned)read_now(b, &ops[i], &rest[i], &r[i], &h);
-  held_let_go(&h);
+      done += (unsigned)read_now(b, &ops[i], &rest[i], &r[i], h);
   return done;
 }
 
@@ -437,7 +428,11 @@ __attribute__((noinline)) static int submit_rest(kvik_batch *b, const char *fn,
   kvik_batch_op *rest = b->rest;
   kvik__saved_message m;
   kvik__message_save(&m);
-  if (!tried && tries_wanted(b, ops, count)) try_reads(b, ops, rest, routes, count);
+  if (!tried && tries_wanted(b, ops, count)) {
+    held_file h = {NULL, -1, 0};
+    try_reads(b, ops, rest, routes, count, &h);
+    held_let_go(&h);
+  }
   CUcontext ctx = b->cufile.handle ? b->cufile.ctx : NULL;
   unsigned ncufile;
   int rc = route_ops(fn, ops, routes, count, &ctx, &ncufile);
@@ -469,17 +464,19 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
                       "its completion is collected)",
                       fn, batch->nfree, batch->max_ops, batch->max_ops - batch->nfree);
   if (count == 0) return 0;
-  /* A failed check writes the call's own message: nothing to save before the checks. */
-  checked_file last = {NULL, 0};
+  /* A failed check writes the call's own message: nothing to save before the checks. The file
+   * they hold last is the first the tries use, in the common batch of one file. */
+  held_file h = {NULL, -1, 0};
   int rc = 0;
   for (unsigned i = 0; i < count && rc == 0; i++)
-    rc = check_op(fn, i, &ops[i], &last, &batch->routes[i]);
-  if (rc < 0) return rc;
+    rc = check_op(fn, i, &ops[i], &h, &batch->routes[i]);
   /* A submission too small for the ring to take whole is tried first, where the tries write no
    * message: the common small one is then done without a save. */
-  unsigned ndone = batch->ndone;
-  int tried = count < RING_TAKES_ALL && kvik__setting(KVIK_SETTING_IO_URING) != KVIK_ON;
-  if (tried && try_reads(batch, ops, batch->rest, batch->routes, count) == count) return 0;
+  unsigned ndone = batch->ndone, done = 0;
+  int tried = rc == 0 && count < RING_TAKES_ALL && kvik__setting(KVIK_SETTING_IO_URING) != KVIK_ON;
+  if (tried) done = try_reads(batch, ops, batch->rest, batch->routes, count, &h);
+  held_let_go(&h);
+  if (rc < 0 || done == count) return rc;
   return submit_rest(batch, fn, ops, count, ndone, tried);
 }
 
