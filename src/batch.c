@@ -480,6 +480,20 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
   return submit_rest(batch, fn, ops, count, ndone, tried);
 }
 
+/* kvik_batch_wait() where completions are to be collected (`in_flight` operations are in flight),
+ * under a save of the message. Not inlined: the save on its stack would give every wait a frame to
+ * build. */
+__attribute__((noinline)) static int
+collect_and_hand_out(kvik_batch *b, const char *fn, unsigned min_events, kvik_batch_event *events,
+                     unsigned max_events, int64_t timeout_ns, unsigned in_flight) {
+  kvik__saved_message m;
+  kvik__message_save(&m);
+  unsigned outstanding = b->ndone + in_flight;
+  int rc = gather(b, fn, min_events < outstanding ? min_events : outstanding, timeout_ns);
+  if (rc < 0) return kvik__message_restore(&m, rc);
+  return kvik__message_restore(&m, (int)hand_out(b, events, max_events));
+}
+
 int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events,
                     unsigned max_events, int64_t timeout_ns) {
   static const char fn[] = "kvik_batch_wait";
@@ -487,16 +501,13 @@ int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *ev
     return kvik__fail(-EINVAL, "%s: NULL %s", fn, !batch ? "batch" : "events");
   if (min_events > max_events)
     return kvik__fail(-EINVAL, "%s: min_events %u above max_events %u", fn, min_events, max_events);
+  /* More done than fit in `events` (the common wait after reads within submit), or all done:
+   * nothing to wait for or collect now, nor to fail. What is in flight stays there for a later
+   * call. */
+  if (batch->ndone >= max_events) return (int)hand_out(batch, events, max_events);
   unsigned in_flight = batch->pool.n + batch->cufile.n + kvik__batch_uring_in_flight(batch);
-  /* All done (within submit, say), or more done than fit in `events`: nothing to wait for or
-   * collect now, nor to fail. What is in flight stays there for a later call. */
-  if (in_flight == 0 || batch->ndone >= max_events) return (int)hand_out(batch, events, max_events);
-  kvik__saved_message m;
-  kvik__message_save(&m);
-  unsigned outstanding = batch->ndone + in_flight;
-  int rc = gather(batch, fn, min_events < outstanding ? min_events : outstanding, timeout_ns);
-  if (rc < 0) return kvik__message_restore(&m, rc);
-  return kvik__message_restore(&m, (int)hand_out(batch, events, max_events));
+  if (in_flight == 0) return (int)hand_out(batch, events, max_events);
+  return collect_and_hand_out(batch, fn, min_events, events, max_events, timeout_ns, in_flight);
 }
 
 int kvik_batch_cancel(kvik_batch *batch) {
