@@ -494,20 +494,32 @@ collect_and_hand_out(kvik_batch *b, const char *fn, unsigned min_events, kvik_ba
   return kvik__message_restore(&m, (int)hand_out(b, events, max_events));
 }
 
-int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events,
-                    unsigned max_events, int64_t timeout_ns) {
+/* kvik_batch_wait() where its common case (below) does not apply: the checks that fail it, and
+ * completions to collect. */
+__attribute__((noinline)) static int wait_checked(kvik_batch *batch, unsigned min_events,
+                                                  kvik_batch_event *events, unsigned max_events,
+                                                  int64_t timeout_ns) {
   static const char fn[] = "kvik_batch_wait";
   if (!batch || (!events && max_events > 0))
     return kvik__fail(-EINVAL, "%s: NULL %s", fn, !batch ? "batch" : "events");
   if (min_events > max_events)
     return kvik__fail(-EINVAL, "%s: min_events %u above max_events %u", fn, min_events, max_events);
-  /* More done than fit in `events` (the common wait after reads within submit), or all done:
-   * nothing to wait for or collect now, nor to fail. What is in flight stays there for a later
-   * call. */
-  if (batch->ndone >= max_events) return (int)hand_out(batch, events, max_events);
+  /* All done (within submit, say): nothing to wait for or collect now, nor to fail. */
   unsigned in_flight = batch->pool.n + batch->cufile.n + kvik__batch_uring_in_flight(batch);
   if (in_flight == 0) return (int)hand_out(batch, events, max_events);
   return collect_and_hand_out(batch, fn, min_events, events, max_events, timeout_ns, in_flight);
+}
+
+int kvik_batch_wait(kvik_batch *batch, unsigned min_events, kvik_batch_event *events,
+                    unsigned max_events, int64_t timeout_ns) {
+  /* More done than fit in `events`, with valid arguments (the common wait after reads within
+   * kvik_batch_submit()): nothing to wait for or collect now, nor to fail. What is in flight stays
+   * there for a later call. Tested first, apart from the rest, so that this wait saves no
+   * registers. */
+  if (batch && (events || max_events == 0) && min_events <= max_events &&
+      batch->ndone >= max_events)
+    return (int)hand_out(batch, events, max_events);
+  return wait_checked(batch, min_events, events, max_events, timeout_ns);
 }
 
 int kvik_batch_cancel(kvik_batch *batch) {
