@@ -198,49 +198,51 @@ static int nowait_worth_trying(kvik_batch *b) {
   return b->nowait.misses < NOWAIT_STREAK || ++b->nowait.skipped % NOWAIT_PROBE == 0;
 }
 
-/* Read what the page cache holds of `op` on this thread. Returns the bytes read; *end says
- * whether nothing is left to read (all read, or the end of the file). */
-static size_t read_cached(kvik_batch *b, const kvik_batch_op *op, held_file *h, int *end) {
-  *end = 0;
-  int fd = held_fd(h, op->file);
-  if (fd < 0) return 0; /* closed since it was checked: the backend reports it */
-  size_t done = 0;
-  ssize_t n = 0;
-  while (done < op->size) {
-    n = kvik__preadv2(fd, (char *)op->buf + done, op->size - done,
-                      (off_t)(op->file_offset + (int64_t)done), RWF_NOWAIT);
-    if (n <= 0) break;
-    done += (size_t)n;
-  }
-  *end = done == op->size || n == 0;
+/* The rest of read_now() where the page cache held not all of `op`: `done` bytes, the last call
+ * returning `n` (negative: failed, errno set). None read, it is a miss; read in part, it takes its
+ * slot (r->slotted, r->id) and *rest is what is left of it. */
+static void read_now_short(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op *rest,
+                           kvik__batch_route *r, size_t done, ssize_t n) {
   if (n < 0 && (errno == EOPNOTSUPP || errno == EINVAL)) b->nowait.refused = 1;
-  return done;
-}
-
-/* Try operation `op` here. Done, it is finished and r->done set; read in part, it takes its slot
- * (r->slotted, r->id) and *rest is what is left of it. Returns r->done. */
-static int read_now(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op *rest,
-                    kvik__batch_route *r, held_file *h) {
-  int end;
-  size_t done = read_cached(b, op, h, &end);
-  if (done == 0 && !end) {
+  if (done == 0) {
     b->nowait.misses++;
-    return 0;
+    return;
   }
   b->nowait.misses = 0;
   r->id = kvik__batch_take_slot(b, op->cookie);
-  if (end) {
-    kvik__batch_finish(b, r->id, KVIK_BATCH_COMPLETE, (ssize_t)done);
-    r->done = 1;
-    return 1;
-  }
   b->slots[r->id].ahead = done;
   r->slotted = 1;
   *rest = *op;
   rest->buf = (char *)rest->buf + done;
   rest->size -= done;
   rest->file_offset += (int64_t)done;
-  return 0;
+}
+
+/* Try operation `op` here, on its file held in *h: read what the page cache holds of it on this
+ * thread. Returns 1 where it is complete (r->done): all read (the common try, in one call), or
+ * the end of the file. */
+static int read_now(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op *rest,
+                    kvik__batch_route *r, held_file *h) {
+  int fd = held_fd(h, op->file);
+  if (fd < 0) { /* closed since it was checked: the backend reports it */
+    b->nowait.misses++;
+    return 0;
+  }
+  size_t done = 0;
+  ssize_t n;
+  do
+    n = kvik__preadv2(fd, (char *)op->buf + done, op->size - done,
+                      (off_t)(op->file_offset + (int64_t)done), RWF_NOWAIT);
+  while (n > 0 && (done += (size_t)n) < op->size);
+  if (done < op->size && n != 0) {
+    read_now_short(b, op, rest, r, done, n);
+    return 0;
+  }
+  b->nowait.misses = 0;
+  r->id = kvik__batch_take_slot(b, op->cookie);
+  kvik__batch_finish(b, r->id, KVIK_BATCH_COMPLETE, (ssize_t)done);
+  r->done = 1;
+  return 1;
 }
 
 /* Whether to try operation `op` here: a read, of at least a byte, below `threshold`, under which
