@@ -293,6 +293,12 @@ int kvik__file_hold(kvik_file *file) {
 
 void kvik__file_let_go(kvik_file *file) { let_go(file); }
 
+int kvik__file_hold_access(kvik_file *file, int *access) {
+  int fd = kvik__file_hold(file);
+  if (fd >= 0) *access = kvik__file_access(file);
+  return fd;
+}
+
 int kvik__file_ring_fd(kvik_file *file, kvik__op op, int buf_aligned, size_t size, int64_t offset,
                        int *direct) {
   *direct = 0;

@@ -26,6 +26,10 @@ int kvik__file_pread_pooled(kvik_file *file, void *buf, size_t size, int64_t fil
 int kvik__file_hold(kvik_file *file);
 void kvik__file_let_go(kvik_file *file);
 
+/* kvik__file_hold(), with kvik__file_access() in *access when it holds the file: one call for a
+ * batch's check of an operation's file. */
+int kvik__file_hold_access(kvik_file *file, int *access);
+
 /* The descriptor through which io_uring may move the whole of `size` bytes between a buffer and
  * the file at `offset`: the O_DIRECT one where the settings ask for direct IO of this kind, the
  * file system has not refused it, the buffer (`buf_aligned`, kvik__direct_aligned()), offset
