@@ -492,7 +492,7 @@ static int step_copy(call *c, const step *s) {
     rc = cuda(c->cu->cuEventSynchronize(c->decoded[d]), "cuEventSynchronize");
   size_t from = c->a.staged[s->first];
   size_t bytes = c->a.staged[s->last - 1] + c->chunks[s->last - 1].compressed_size - from;
-  if (rc == 0)
+  if (rc == 0 && bytes > 0) /* none where every chunk of the step failed to open */
     rc = cuda(c->cu->cuMemcpyHtoDAsync(c->staging[d] + from, c->host[s->h], bytes, c->stream[d]),
               "cuMemcpyHtoDAsync");
   if (rc == 0) rc = cuda(c->cu->cuEventRecord(c->copied[s->h], c->stream[d]), "cuEventRecord");

@@ -358,6 +358,21 @@ static void test_by_path(kvik_codec codec) {
   ASSERT(strstr(kvik_last_error(), "kvik_file_open") != NULL);
   ASSERT_FAILS(kvik_file_read_decompress(codec, &s.chunks[bad], 1, NULL), -ENOENT,
                "chunk 0 of 1"); /* nothing left to read */
+  s.chunks[bad] = keep;
+  kvik__read_decompress_sizes(0, 4, 0, 0); /* batches of 4: the second one's chunks all fail */
+  kvik_compressed_chunk second[4];
+  memcpy(second, &s.chunks[4], sizeof second);
+  for (size_t i = 4; i < 8; i++) {
+    s.chunks[i].file = NULL;
+    s.chunks[i].path = missing;
+  }
+  ASSERT_EQ(run(&s), -ENOENT);
+  for (size_t i = 0; i < s.n; i++) {
+    ASSERT_EQ(s.statuses[i], i >= 4 && i < 8 ? -ENOENT : 0);
+    if (!s.statuses[i]) check_chunk(&s, i);
+  }
+  kvik__read_decompress_sizes(0, 0, 0, 0);
+  memcpy(&s.chunks[4], second, sizeof second);
   s.chunks[bad].path = s.dir;
   expect_only(&s, run(&s), bad, 0);
   s.chunks[bad] = keep;
