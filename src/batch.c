@@ -217,16 +217,11 @@ static void read_now_short(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op
   rest->file_offset += (int64_t)done;
 }
 
-/* Try operation `op` here, on its file held in *h: read what the page cache holds of it on this
- * thread. Returns 1 where it is complete (r->done): all read (the common try, in one call), or
- * the end of the file. */
+/* Try operation `op` here, on descriptor `fd` of its file (held): read what the page cache holds
+ * of it on this thread. Returns 1 where it is complete (r->done): all read (the common try, in
+ * one call), or the end of the file. */
 static int read_now(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op *rest,
-                    kvik__batch_route *r, held_file *h) {
-  int fd = held_fd(h, op->file);
-  if (fd < 0) { /* closed since it was checked: the backend reports it */
-    b->nowait.misses++;
-    return 0;
-  }
+                    kvik__batch_route *r, int fd) {
   size_t done = 0;
   ssize_t n;
   do
@@ -284,9 +279,15 @@ static unsigned try_reads(kvik_batch *b, const kvik_batch_op *ops, kvik_batch_op
                           kvik__batch_route *r, unsigned count, held_file *h) {
   uint64_t threshold = (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   unsigned done = 0;
-  for (unsigned i = 0; i < count; i++)
-    if (read_now_fits(&ops[i], threshold) && nowait_worth_trying(b))
-      done += (unsigned)read_now(b, &ops[i], &rest[i], &r[i], h);
+  for (unsigned i = 0; i < count; i++) {
+    if (!read_now_fits(&ops[i], threshold) || !nowait_worth_trying(b)) continue;
+    int fd = held_fd(h, ops[i].file);
+    if (fd < 0) { /* closed since it was checked: the backend reports it */
+      b->nowait.misses++;
+      continue;
+    }
+    done += (unsigned)read_now(b, &ops[i], &rest[i], &r[i], fd);
+  }
   return done;
 }
 
@@ -464,17 +465,23 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
                       "operation is until its completion is collected)",
                       fn, room, batch->max_ops, batch->in_flight);
   if (count == 0) return 0;
-  /* A failed check writes the call's own message: nothing to save before the checks. The file
-   * they hold last is the first the tries use, in the common batch of one file. */
+  /* A submission too small for the ring to take whole is tried as it is checked (a threshold of
+   * 0 tries none), where the tries write no message: the common small one is then done without a
+   * save, in one pass, each try on the file its check holds. A failed check writes the call's own
+   * message, and forgets the reads made before it. */
+  int tried = count < RING_TAKES_ALL && kvik__setting(KVIK_SETTING_IO_URING) != KVIK_ON;
+  uint64_t threshold = tried ? (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD) : 0;
+  kvik__batch_route *routes = batch->routes;
   held_file h = {NULL, -1, 0};
+  unsigned ndone = batch->ndone, done = 0, i;
   int rc = 0;
-  for (unsigned i = 0; i < count && rc == 0; i++)
-    rc = check_op(fn, i, &ops[i], &h, &batch->routes[i]);
-  /* A submission too small for the ring to take whole is tried first, where the tries write no
-   * message: the common small one is then done without a save. */
-  unsigned ndone = batch->ndone, done = 0;
-  int tried = rc == 0 && count < RING_TAKES_ALL && kvik__setting(KVIK_SETTING_IO_URING) != KVIK_ON;
-  if (tried) done = try_reads(batch, ops, batch->rest, batch->routes, count, &h);
+  for (i = 0; i < count; i++) {
+    rc = check_op(fn, i, &ops[i], &h, &routes[i]);
+    if (rc < 0) break;
+    if (read_now_fits(&ops[i], threshold) && nowait_worth_trying(batch))
+      done += (unsigned)read_now(batch, &ops[i], &batch->rest[i], &routes[i], h.fd);
+  }
+  if (rc < 0) forget_reads(batch, routes, i, ndone);
   held_let_go(&h);
   if (rc == 0 && done < count) rc = submit_rest(batch, fn, ops, count, ndone, tried);
   if (rc == 0) batch->in_flight += count;
