@@ -38,8 +38,10 @@
 /* Move up to `max` events, oldest first, from the done queue to `events`: their operations are
  * no longer in flight. Returns how many. The queue's counters are kept in locals: `events` may
  * alias nothing of the batch, but the compiler cannot know it and would reload them at every
- * event. */
-static unsigned hand_out(kvik_batch *b, kvik_batch_event *events, unsigned max) {
+ * event. Inlined: the common wait, which only hands out, then makes no call (9 instructions of a
+ * depth-1 read, callgrind). */
+__attribute__((always_inline)) static inline unsigned
+hand_out(kvik_batch *b, kvik_batch_event *events, unsigned max) {
   unsigned n = b->ndone < max ? b->ndone : max, head = b->done_head;
   assert(n <= b->in_flight);
   for (unsigned k = 0; k < n; k++) {
@@ -219,9 +221,11 @@ static void read_now_short(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op
 
 /* Try operation `op` here, on descriptor `fd` of its file (held): read what the page cache holds
  * of it on this thread. Returns 1 where it is complete (r->done): all read (the common try, in
- * one call), or the end of the file. */
-static int read_now(kvik_batch *b, const kvik_batch_op *op, kvik_batch_op *rest,
-                    kvik__batch_route *r, int fd) {
+ * one call), or the end of the file. Inlined in both loops that call it (the preadv2 site stays
+ * one line of sys.h's wrapper): a depth-1 read spends 10 instructions less on the call. */
+__attribute__((always_inline)) static inline int read_now(kvik_batch *b, const kvik_batch_op *op,
+                                                          kvik_batch_op *rest, kvik__batch_route *r,
+                                                          int fd) {
   size_t done = 0;
   ssize_t n;
   do
