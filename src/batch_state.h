@@ -2,11 +2,14 @@
  * with its three backends (batch.h), and the slots and done queue that all of them use. A header
  * of its own, so that the backends use it without depending on batch.c, which calls them.
  *
- * Each operation holds a slot from its submission until its completion is collected: that is
- * what max_ops bounds. A slot in flight is on the pool (its future in pool.futures), in cuFile's
- * batch (its index is cuFile's cookie) or in the ring (its index is the ring's id for it); once
- * done, its event waits in the done queue, in the order of completion, until kvik_batch_wait()
- * hands it out. The batch is used by one thread at a time, so none of this needs a lock. */
+ * An operation is in flight (in_flight, what max_ops bounds) from its submission until its
+ * completion is collected. While a backend has it, it holds a slot: on the pool (its future in
+ * pool.futures), in cuFile's batch (its index is cuFile's cookie) or in the ring (its index is
+ * the ring's id for it). Once done, its event waits in the done queue, in the order of
+ * completion, until kvik_batch_wait() hands it out, and its slot is free again. A read completed
+ * within kvik_batch_submit() goes to the done queue at once and never holds a slot: the common
+ * small read pays for no slot. The batch is used by one thread at a time, so none of this needs
+ * a lock. */
 #ifndef KVIK_SRC_BATCH_STATE_H
 #define KVIK_SRC_BATCH_STATE_H
 
@@ -20,12 +23,12 @@
 #include "staging.h"
 #include "uring.h"
 
-/* What every operation touches comes first, within 40 bytes: a small read's take, finish and
- * hand-out touch one cache line of its slot more often than two. */
+/* What every operation touches comes first: its take and finish touch one cache line of its
+ * slot more often than two. */
 typedef struct kvik__batch_slot {
-  kvik_batch_event event; /* its cookie from the start, the rest once done */
-  size_t ahead;           /* bytes read within kvik_batch_submit() before a backend took the rest */
-  int in_cufile;          /* in flight in cuFile's batch, which may report it */
+  void *cookie;  /* the operation's, for its event */
+  size_t ahead;  /* bytes read within kvik_batch_submit() before a backend took the rest */
+  int in_cufile; /* in flight in cuFile's batch, which may report it */
   int write;
   size_t size;   /* of a cuFile operation (to tell a short write) or a staged one */
   char *dev;     /* a staged operation's device memory ... */
@@ -35,12 +38,14 @@ typedef struct kvik__batch_slot {
 
 struct kvik_batch {
   unsigned max_ops;
+  unsigned in_flight; /* operations submitted and not collected: at most max_ops */
   kvik__batch_slot *slots;
-  unsigned *free_ids, nfree;            /* a stack of free slots */
-  unsigned *done_ids, done_head, ndone; /* a ring of slots done, oldest first */
-  struct {                              /* batch_pool.c's */
-    unsigned *ids, n;                   /* operations in flight ... */
-    kvik_future **futures;              /* ... and their futures, at the same index */
+  unsigned *free_ids, nfree; /* a stack of free slots */
+  kvik_batch_event *done;    /* a ring of the events of operations done, oldest first ... */
+  unsigned done_head, ndone; /* ... from done[done_head], ndone of them */
+  struct {                   /* batch_pool.c's */
+    unsigned *ids, n;        /* operations in flight ... */
+    kvik_future **futures;   /* ... and their futures, at the same index */
   } pool;
   struct {                           /* batch_uring.c's */
     kvik__uring *ring;               /* set up on the first operation that goes there */
@@ -96,9 +101,9 @@ typedef struct kvik__batch_route {
 /* ---- slots and the done queue --------------------------------------------------------------- */
 
 static inline unsigned kvik__batch_take_slot(kvik_batch *b, void *cookie) {
-  assert(b->nfree > 0); /* kvik_batch_submit() checked that there are enough */
+  assert(b->nfree > 0); /* kvik_batch_submit() checked that max_ops allow it */
   unsigned id = b->free_ids[--b->nfree];
-  b->slots[id].event.cookie = cookie;
+  b->slots[id].cookie = cookie;
   b->slots[id].ahead = 0;
   return id;
 }
@@ -108,18 +113,29 @@ static inline void kvik__batch_put_slot(kvik_batch *b, unsigned id) {
   b->free_ids[b->nfree++] = id;
 }
 
-/* The operation in slot `id` is done: its event goes to the done queue. `result` is what its
- * backend did; a completion counts the bytes read before the backend took it too. */
+/* Queue the event of an operation done: the done queue holds at most what is in flight, so it
+ * has room. */
+static inline void kvik__batch_queue(kvik_batch *b, void *cookie, kvik_batch_status status,
+                                     ssize_t result) {
+  assert(b->ndone < b->max_ops);
+  unsigned at = b->done_head + b->ndone++; /* below 2 * max_ops: no division */
+  kvik_batch_event *ev = &b->done[at >= b->max_ops ? at - b->max_ops : at];
+  ev->cookie = cookie;
+  ev->status = status;
+  ev->result = result;
+}
+
+/* The operation in slot `id` is done: its event goes to the done queue, and the slot is free.
+ * `result` is what its backend did; a completion counts the bytes read before the backend took
+ * it too. */
 static inline void kvik__batch_finish(kvik_batch *b, unsigned id, kvik_batch_status status,
                                       ssize_t result) {
-  assert(b->ndone < b->max_ops && id < b->max_ops);
+  assert(id < b->max_ops);
   kvik__batch_slot *s = &b->slots[id];
   s->in_cufile = 0;
   if (status == KVIK_BATCH_COMPLETE) result += (ssize_t)s->ahead;
-  s->event.status = status;
-  s->event.result = result;
-  unsigned at = b->done_head + b->ndone++; /* below 2 * max_ops: no division */
-  b->done_ids[at >= b->max_ops ? at - b->max_ops : at] = id;
+  kvik__batch_queue(b, s->cookie, status, result);
+  kvik__batch_put_slot(b, id);
 }
 
 #endif
