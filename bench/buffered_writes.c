@@ -32,6 +32,8 @@
 #include <unistd.h>
 
 #include "kvik.h"
+#include "clock.h"
+
 
 #define MAX_PAIRS 64
 #define MAX_THREAD_COUNTS 16
@@ -48,19 +50,6 @@ struct options {
 struct run {
   double seconds, cpu, write_seconds, write_cpu; /* the last two: kvik's write, before fsync */
 };
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double cpu_seconds(int who) {
-  struct rusage u;
-  getrusage(who, &u);
-  return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec * 1e-6 + (double)u.ru_stime.tv_sec +
-         (double)u.ru_stime.tv_usec * 1e-6;
-}
 
 static unsigned char byte_at(size_t offset) { return (unsigned char)(offset * 2654435761u >> 13); }
 

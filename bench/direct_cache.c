@@ -38,6 +38,8 @@
 #include <unistd.h>
 
 #include "kvik.h"
+#include "clock.h"
+
 
 enum { WARM_OFF, WARM_ON, HALF_OFF, HALF_ON, COLD_OFF, COLD_ON, COLD_FIO, WAYS };
 static const char *const way_names[WAYS] = {
@@ -50,19 +52,6 @@ typedef struct bench {
   int threads;
   unsigned char *buf, *data;
 } bench;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double cpu_seconds(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  long usec = u.ru_utime.tv_usec + u.ru_stime.tv_usec;
-  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (double)usec * 1e-6;
-}
 
 /* The bytes this process has had read from storage (/proc/self/io), or -1. */
 static long long storage_bytes(void) {
@@ -116,10 +105,10 @@ static int read_kvik(const bench *b, int direct, double *seconds, double *cpu, d
   if (kvik_file_open(b->path, "r", 0, &f) < 0) return fail("kvik_file_open");
   memset(b->buf, 0, b->size);
   long long s0 = storage_bytes();
-  double t0 = now(), c0 = cpu_seconds();
+  double t0 = now(), c0 = cpu_seconds(RUSAGE_SELF);
   ssize_t n = kvik_file_read(f, b->buf, b->size, 0);
   *seconds = now() - t0;
-  *cpu = cpu_seconds() - c0;
+  *cpu = cpu_seconds(RUSAGE_SELF) - c0;
   *storage = (double)(storage_bytes() - s0);
   kvik_file_free(f);
   if (n != (ssize_t)b->size) return fail("kvik_file_read");

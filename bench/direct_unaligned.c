@@ -20,22 +20,11 @@
 #include <unistd.h>
 
 #include "kvik.h"
+#include "clock.h"
+
 
 enum { READ_COLD, READ_CACHED, WRITE, KINDS };
 static const char *const kind_names[KINDS] = {"read, cold", "read, cached", "write"};
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double cpu_seconds(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  long usec = u.ru_utime.tv_usec + u.ru_stime.tv_usec;
-  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (double)usec * 1e-6;
-}
 
 static int fail(const char *what) {
   fprintf(stderr, "%s: %s\n", what, kvik_last_error());
@@ -56,10 +45,10 @@ static int run(kvik_file *f, const char *path, int kind, unsigned char *buf,
                double *cpu) {
   if (prepare(f, path, kind, scratch, size) != 0) return -1;
   if (kind != WRITE) memset(buf, 0, size);
-  double t0 = now(), c0 = cpu_seconds();
+  double t0 = now(), c0 = cpu_seconds(RUSAGE_SELF);
   ssize_t n = kind == WRITE ? kvik_file_write(f, buf, size, 0) : kvik_file_read(f, buf, size, 0);
   *seconds = now() - t0;
-  *cpu = cpu_seconds() - c0;
+  *cpu = cpu_seconds(RUSAGE_SELF) - c0;
   if (n != (ssize_t)size) return fail(kind == WRITE ? "kvik_file_write" : "kvik_file_read");
   if (kind != WRITE && memcmp(buf, data, size) != 0) {
     fprintf(stderr, "read returned wrong bytes\n");

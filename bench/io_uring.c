@@ -55,6 +55,8 @@
 #include <unistd.h>
 
 #include "kvik.h"
+#include "clock.h"
+
 
 extern char **environ;
 
@@ -121,19 +123,6 @@ static char *device_alloc_or_die(size_t size) {
 }
 
 /* ---- measuring ----------------------------------------------------------------------------- */
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* User + system seconds of RUSAGE_SELF (every thread, kvik's pool included) or RUSAGE_CHILDREN. */
-static double cpu_seconds(int who) {
-  struct rusage u;
-  getrusage(who, &u);
-  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
 
 struct cost {
   double seconds, cpu;

@@ -30,6 +30,8 @@
 #include "kvik.h"
 #include "memory.h"
 #include "read_decompress.h"
+#include "clock.h"
+
 
 #define MAX_REPEAT 31
 #define ALIGN 256 /* of each chunk in the pinned and device buffers */
@@ -49,19 +51,6 @@ typedef struct chunks {
   void **dst;       /* in `out` */
   kvik_compressed_chunk *fused, *by_path;
 } chunks;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double cpu_seconds(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec * 1e-6 +
-         (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec * 1e-6;
-}
 
 static void die(const char *what, int rc) {
   fprintf(stderr, "bench_read_decompress: %s: %s\n", what, rc < 0 ? kvik_last_error() : "");
@@ -181,10 +170,10 @@ static void timed(void (*part)(chunks *), chunks *c, int repeat, double *secs, d
   double s[MAX_REPEAT], u[MAX_REPEAT];
   part(c);
   for (int r = 0; r < repeat; r++) {
-    double c0 = cpu_seconds(), t0 = now();
+    double c0 = cpu_seconds(RUSAGE_SELF), t0 = now();
     part(c);
     s[r] = now() - t0;
-    u[r] = cpu_seconds() - c0;
+    u[r] = cpu_seconds(RUSAGE_SELF) - c0;
   }
   qsort(s, (size_t)repeat, sizeof *s, compare_doubles);
   qsort(u, (size_t)repeat, sizeof *u, compare_doubles);

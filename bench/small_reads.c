@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "kvik.h"
+#include "clock.h"
+
 
 #define FILE_BYTES ((size_t)64 << 20)
 
@@ -27,12 +29,6 @@ enum { PREAD, KVIK_READ, KVIK_FUTURE, METHODS };
 /* Issue 29's target for kvik_file_read, in reads per second over pread(2)'s. */
 #define TARGET 0.97
 static const char *const names[METHODS] = {"pread(2)", "kvik_file_read", "kvik_file_pread+wait"};
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static unsigned char byte_at(size_t offset) { return (unsigned char)(offset * 2654435761u >> 13); }
 

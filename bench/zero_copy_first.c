@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "kvik.h"
+#include "clock.h"
+
 
 #define MAX_COUNTS 16
 #define MODES 3
@@ -44,16 +46,10 @@ static cu_dtoh_fn cu_dtoh;
 enum { READ_S, READ_CPU, READ_USER, CLOSE_S, TOTAL_S, TOTAL_CPU, FIELDS };
 typedef double result[FIELDS];
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static double seconds_of(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; }
 
 /* CPU seconds of the whole process so far, user + system; the user part in *user (may be NULL). */
-static double cpu_seconds(double *user) {
+static double process_cpu(double *user) {
   struct rusage u;
   getrusage(RUSAGE_SELF, &u);
   if (user) *user = seconds_of(u.ru_utime);
@@ -91,15 +87,15 @@ static int samples_match(int fd, const void *dev, size_t size) {
 
 static int first_read(const char *path, void *dev, size_t size, result *r) {
   double user0, user2;
-  double cpu0 = cpu_seconds(&user0), t0 = now();
+  double cpu0 = process_cpu(&user0), t0 = now();
   kvik_file *f;
   int rc = kvik_file_open(path, "r", 0, &f);
   if (rc < 0) return rc;
   double t1 = now();
   ssize_t got = kvik_file_read(f, dev, size, 0);
-  double t2 = now(), cpu2 = cpu_seconds(&user2);
+  double t2 = now(), cpu2 = process_cpu(&user2);
   kvik_file_free(f);
-  double t3 = now(), cpu3 = cpu_seconds(NULL);
+  double t3 = now(), cpu3 = process_cpu(NULL);
   if (got < 0) return (int)got;
   if ((size_t)got != size) return -EIO;
   (*r)[READ_S] = t2 - t1;

@@ -50,6 +50,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "clock.h"
+
 
 typedef int CUresult;
 typedef void *CUcontext;
@@ -87,12 +89,6 @@ static CUcontext ctx;
       exit(1);                                                                                 \
     }                                                                                          \
   } while (0)
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void load_driver(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW);
@@ -296,12 +292,6 @@ static void *populate_ahead(void *arg) {
   return NULL;
 }
 
-static double cpu_seconds(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
-
 /* 4d: can "populate ahead on 4 threads, register on one" reach the copy rate on a first read? The
  * CPU time is the whole process's (the driver's threads too) from the populate threads' start to the
  * last copy done. */
@@ -311,7 +301,7 @@ static void pipeline(int fd, size_t bytes, CUdeviceptr dev, CUstream s) {
   if (!a.ready) perror("malloc"), exit(1);
   for (size_t k = 0; k < a.granules; k++) atomic_init(&a.ready[k], 0);
   pthread_t threads[POPULATORS];
-  double cpu = cpu_seconds(), start = now(), first = 0, reg = 0, waited = 0;
+  double cpu = cpu_seconds(RUSAGE_SELF), start = now(), first = 0, reg = 0, waited = 0;
   for (int i = 0; i < POPULATORS; i++) pthread_create(&threads[i], NULL, populate_ahead, &a);
   for (size_t k = 0; k < a.granules; k++) {
     char *p = a.map + k * GRANULE;
@@ -328,7 +318,7 @@ static void pipeline(int fd, size_t bytes, CUdeviceptr dev, CUstream s) {
   CHECK(cu.stream_sync(s));
   double end = now();
   for (int i = 0; i < POPULATORS; i++) pthread_join(threads[i], NULL);
-  cpu = cpu_seconds() - cpu;
+  cpu = cpu_seconds(RUSAGE_SELF) - cpu;
   double unreg = unregister_granules(a.map, bytes);
   munmap(a.map, bytes);
   free(a.ready);
