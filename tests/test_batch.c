@@ -1073,6 +1073,88 @@ static void test_small_host_depths(void) {
          asked < 0 ? "" : ", asking the driver nothing about their memory");
 }
 
+/* Random submissions and waits against a model of the batch: reads of 0 bytes to 2 MiB (the
+ * small ones done within kvik_batch_submit, the large ones on the pool), some past the end of the
+ * file, up to 10 at a time into a batch of 8. A submission fails with -EAGAIN exactly where it
+ * would put more than 8 operations in flight (done but not collected counts), and nothing of it
+ * starts; a wait returns no more than its maximum and than are in flight, at least its minimum
+ * unless it may not wait, each operation's event once, with its bytes. */
+static void test_random_against_model(void) {
+  enum { MAX_OPS = 8, SLOT = 2 * MiB + GUARD, STEPS = 3000 };
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20)); /* the small ones tried */
+  set_io_uring(KVIK_AUTO);
+  free(test_read_file(ref_path, &(size_t){0})); /* in the page cache: the tries find it there */
+  kvik_file *f = open_file(ref_path, "r");
+  unsigned char *buf = malloc((size_t)MAX_OPS * SLOT);
+  kvik_batch *b = batch_new(MAX_OPS);
+  /* Every operation submitted, by cookie - 1; its cookie NULL once its event came. */
+  kvik_batch_op *sent = calloc((size_t)STEPS * 10, sizeof *sent);
+  unsigned *slot_of = calloc((size_t)STEPS * 10, sizeof *slot_of);
+  unsigned free_slots[MAX_OPS], nfree = MAX_OPS, in_flight = 0, next_cookie = 0;
+  ASSERT(sent && slot_of);
+  for (unsigned i = 0; i < MAX_OPS; i++) free_slots[i] = i;
+  for (int step = 0; step < STEPS; step++) {
+    if (test_below(&rng, 2) == 0) { /* a submission */
+      unsigned n = 1 + (unsigned)test_below(&rng, 10);
+      kvik_batch_op ops[10];
+      for (unsigned i = 0; i < n; i++) {
+        size_t size = test_below(&rng, 4) ? test_below(&rng, 64 * KiB) : test_below(&rng, 2 * MiB);
+        int64_t at = (int64_t)test_below(&rng, FILE_BYTES + 100);
+        unsigned slot = i < nfree ? free_slots[nfree - 1 - i] : 0;
+        ops[i] = (kvik_batch_op){f,  KVIK_BATCH_READ, buf + (size_t)slot * SLOT, size,
+                                 at, (void *)(uintptr_t)(next_cookie + i + 1)};
+      }
+      int rc = kvik_batch_submit(b, ops, n);
+      if (in_flight + n > MAX_OPS) {
+        ASSERT_EQ(rc, -EAGAIN);
+        continue;
+      }
+      ASSERT_OK(rc);
+      for (unsigned i = 0; i < n; i++) {
+        unsigned cookie = next_cookie + i, slot = free_slots[--nfree];
+        sent[cookie] = ops[i];
+        slot_of[cookie] = slot;
+        ASSERT(ops[i].buf == buf + (size_t)slot * SLOT);
+      }
+      next_cookie += n;
+      in_flight += n;
+    } else { /* a wait */
+      unsigned most = 1 + (unsigned)test_below(&rng, MAX_OPS);
+      unsigned least = (unsigned)test_below(&rng, (in_flight < most ? in_flight : most) + 1);
+      kvik_batch_event ev[MAX_OPS];
+      int64_t timeout = test_below(&rng, 4) ? FOREVER : 0; /* 0: fewer than `least` may come */
+      int got = kvik_batch_wait(b, least, ev, most, timeout);
+      ASSERT(got >= (timeout ? (int)least : 0) && got <= (int)most && got <= (int)in_flight);
+      for (int k = 0; k < got; k++) {
+        uintptr_t cookie = (uintptr_t)ev[k].cookie - 1;
+        ASSERT(cookie < next_cookie);
+        kvik_batch_op *op = &sent[cookie];
+        ASSERT(op->cookie == ev[k].cookie); /* in flight: not reported before */
+        size_t want = expected_read(op->file_offset, op->size);
+        expect_complete(&ev[k], (unsigned)cookie, want);
+        ASSERT_SAME_BYTES(op->buf, ref + op->file_offset, want);
+        op->cookie = NULL;
+        free_slots[nfree++] = slot_of[cookie];
+      }
+      in_flight -= (unsigned)got;
+    }
+  }
+  kvik_batch_event ev[MAX_OPS];
+  while (in_flight) {
+    int got = kvik_batch_wait(b, 1, ev, MAX_OPS, FOREVER);
+    ASSERT(got >= 1 && got <= (int)in_flight);
+    in_flight -= (unsigned)got;
+  }
+  ASSERT_EQ(kvik_batch_wait(b, 0, ev, MAX_OPS, 0), 0);
+  kvik_batch_free(b);
+  free(buf);
+  free(sent);
+  free(slot_of);
+  kvik_file_free(f);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 0));
+  printf("ok: %u reads in random submissions and waits, as the model says\n", next_cookie);
+}
+
 /* Small reads into device memory, tried first, fail with EFAULT and are classified then: they
  * reach the route device memory takes (with the fake cuFile, its batch), beside host reads in the
  * same submission, with the right bytes; small writes from both kinds of memory too. */
@@ -1421,6 +1503,7 @@ int main(void) {
   printf("%s\n", why);
   test_host();
   test_small_host_depths();
+  test_random_against_model();
   if (!device_run) test_ring(); /* the plain run: io_uring serves host memory alone */
   if (!have_cuda) {
     printf("skip: device memory (no CUDA driver)\n");
