@@ -222,7 +222,7 @@ def _decode_group(fmt: Tuple[str, int], group: List[_Chunk], array: Any, drop_ax
             staged.append((i, offset))
             offset += chunk.nbytes
         requests.append((chunk.path, header, None, at, chunk.nbytes))
-    missing = _read_decompress_at(name, requests)
+    missing = _read_missing(name, requests)
     for i in missing:
         array[group[i].out_selection] = fill_value_or_default(group[i].spec)
     for i, offset in staged:
@@ -237,7 +237,7 @@ def _decode_group(fmt: Tuple[str, int], group: List[_Chunk], array: Any, drop_ax
         array[chunk.out_selection] = part
 
 
-def _read_decompress_at(name: str, requests: List[Tuple[Any, ...]]) -> Set[int]:
+def _read_missing(name: str, requests: List[Tuple[Any, ...]]) -> Set[int]:
     """The fused read of `requests`; the chunks whose file does not exist (never written: their
     fill value), where every other chunk decoded."""
     try:
