@@ -9,10 +9,12 @@
  * The chunks go in batches of at most `budget` compressed bytes and `batch_chunks` chunks, each
  * one nvCOMP call on a stream of its own with its own staging device memory (SLOTS of them,
  * taken in turn: a slot is filled again once the decoding of the batch that used it is done). A
- * batch is read in steps of at most `step` bytes, into `hosts` pinned host buffers taken in turn:
- * a step's chunks are read by kvik__file_pread_pooled() (the pool's threads, whatever a chunk's
- * size), checked, and copied to the device on the batch's stream, while the next steps are read
- * into the other buffers. The batch's decoding is enqueued after its last copy. nvCOMP's
+ * batch is read in steps of at most `step` bytes, into pinned host buffers taken in turn: a
+ * step's chunks are read by kvik__file_pread_pooled() (the pool's threads, whatever a chunk's
+ * size), checked, and copied to the device on the batch's stream, while the `ahead` steps after
+ * it are read into other buffers. There are twice as many buffers as steps read ahead, so that a
+ * step is read into a buffer whose copy was enqueued `ahead` steps before, long done, not into
+ * the one just enqueued. The batch's decoding is enqueued after its last copy. nvCOMP's
  * results land by the streams' host functions (codec.c) and are judged after every stream was
  * waited for. docs/design.md ("The fused read") says why the sizes are what they are. */
 #define _GNU_SOURCE
@@ -38,27 +40,29 @@
 
 #define DEFAULT_BUDGET ((size_t)2 << 30) /* compressed bytes of a batch */
 #define DEFAULT_BATCH_CHUNKS 1024        /* chunks of a batch */
-#define DEFAULT_STEP ((size_t)16 << 20)  /* compressed bytes read into pinned memory at once */
+#define DEFAULT_STEP ((size_t)8 << 20)   /* compressed bytes read into pinned memory at once */
+#define DEFAULT_AHEAD 4                  /* steps read ahead */
 /* Where the checks walk every byte (LZ4), on the pool: steps of enough chunks to keep its threads
- * busy, and smaller batches, whose fast decoding overlaps the checks of the next. */
+ * busy, fewer of them ahead (the pinned buffers stay within kvik's pinned cache), and smaller
+ * batches, whose fast decoding overlaps the checks of the next. */
 #define DEFAULT_WALKED_BUDGET ((size_t)512 << 20)
 #define DEFAULT_WALKED_STEP ((size_t)64 << 20)
-#define SLOTS 4         /* batches in flight */
-#define DEFAULT_HOSTS 4 /* steps in flight */
-#define MAX_HOSTS 16
+#define DEFAULT_WALKED_AHEAD 2
+#define MAX_AHEAD 8
+#define SLOTS 4           /* batches in flight */
 #define STAGING_ALIGN 256 /* a CUDA allocation's; above every nvCOMP 6 input alignment */
 #define OPEN_GROUP 32     /* chunks a task of the pool opens, one after the other */
 #define PAGE ((size_t)4096)
 
 static const char fn[] = "kvik_file_read_decompress";
 
-static _Atomic size_t budget_for_tests, chunks_for_tests, step_for_tests, hosts_for_tests;
+static _Atomic size_t budget_for_tests, chunks_for_tests, step_for_tests, ahead_for_tests;
 
-void kvik__read_decompress_sizes(size_t budget, size_t chunks, size_t step, size_t hosts) {
+void kvik__read_decompress_sizes(size_t budget, size_t chunks, size_t step, size_t ahead) {
   budget_for_tests = budget;
   chunks_for_tests = chunks;
   step_for_tests = step;
-  hosts_for_tests = hosts < MAX_HOSTS ? hosts : MAX_HOSTS;
+  ahead_for_tests = ahead < MAX_AHEAD ? ahead : MAX_AHEAD;
 }
 
 /* The per-call arrays, one block: nvCOMP's arguments of each batch at the batch's place (its
@@ -106,13 +110,13 @@ typedef struct call {
   void *block;
   size_t align; /* of chunks in a staging buffer */
   size_t budget, batch_chunks, step, staging_bytes, host_bytes, batches;
-  int hosts; /* pinned buffers, steps in flight */
+  int ahead, hosts; /* steps read ahead; pinned buffers, twice as many */
   const kvik__cuda_api *cu;
   CUstream stream[SLOTS];
   CUdeviceptr staging[SLOTS];
   CUevent decoded[SLOTS];
-  void *host[MAX_HOSTS];
-  CUevent copied[MAX_HOSTS];
+  void *host[2 * MAX_AHEAD];
+  CUevent copied[2 * MAX_AHEAD];
   check_task *checks; /* one a chunk */
   pthread_mutex_t lock;
   pthread_cond_t done;
@@ -170,12 +174,14 @@ static size_t padded(const call *c, size_t bytes) {
  * the budget or the count, but takes one chunk at least. The staging buffers hold the largest
  * batch; the pinned ones a step, or the largest chunk. */
 static void plan(call *c) {
-  size_t budget = budget_for_tests, chunks = chunks_for_tests, step = step_for_tests;
+  size_t budget = budget_for_tests, chunks = chunks_for_tests, step = step_for_tests,
+         ahead = ahead_for_tests;
   int walked = kvik__frame_check_walks_bytes(c->codec);
   c->budget = budget ? budget : walked ? DEFAULT_WALKED_BUDGET : DEFAULT_BUDGET;
   c->batch_chunks = chunks ? chunks : DEFAULT_BATCH_CHUNKS;
   c->step = step ? step : walked ? DEFAULT_WALKED_STEP : DEFAULT_STEP;
-  c->hosts = hosts_for_tests ? (int)hosts_for_tests : DEFAULT_HOSTS;
+  c->ahead = ahead ? (int)ahead : walked ? DEFAULT_WALKED_AHEAD : DEFAULT_AHEAD;
+  c->hosts = 2 * c->ahead;
   size_t fill = 0, count = 0, total = 0;
   for (size_t i = 0; i < c->n; i++) {
     size_t bytes = padded(c, c->chunks[i].compressed_size); /* 0 for a chunk whose open failed */
@@ -244,7 +250,7 @@ static int arrays_alloc(call *c) {
 static int cuda(CUresult result, const char *what) { return kvik__cuda_check(result, fn, what); }
 
 /* A stream, staging device memory (from kvik's pool, which keeps it for the next call) and an
- * event for each slot the batches use; the pinned buffers and their events. */
+ * event for each slot the batches use. */
 static int staging_alloc(call *c) {
   const kvik__cuda_api *cu = c->cu;
   int rc = 0;
@@ -255,10 +261,14 @@ static int staging_alloc(call *c) {
       rc = kvik__device_pool_alloc(fn, cu, c->staging_bytes, c->stream[d], &c->staging[d]);
     if (rc == 0) rc = cuda(cu->cuEventCreate(&c->decoded[d], KVIK__EVENT_FLAGS), "cuEventCreate");
   }
-  for (int h = 0; rc == 0 && h < c->hosts; h++) {
-    rc = kvik__pinned_get(fn, c->host_bytes, &c->host[h]);
-    if (rc == 0) rc = cuda(cu->cuEventCreate(&c->copied[h], KVIK__EVENT_FLAGS), "cuEventCreate");
-  }
+  return rc;
+}
+
+/* Pinned buffer h and its event, taken on its first use: a call of a few steps takes a few. */
+static int host_alloc(call *c, int h) {
+  if (c->host[h]) return 0;
+  int rc = kvik__pinned_get(fn, c->host_bytes, &c->host[h]);
+  if (rc == 0) rc = cuda(c->cu->cuEventCreate(&c->copied[h], KVIK__EVENT_FLAGS), "cuEventCreate");
   return rc;
 }
 
@@ -529,40 +539,39 @@ static void fail_rest(call *c, size_t first, int code) {
   for (size_t e = first; e < c->n; e++) c->a.chunk_of[e] = SIZE_MAX; /* nothing to judge */
 }
 
-/* The steps read ahead: a ring of at most `hosts`, step i in pinned buffer i % hosts. */
+/* The steps read ahead: a ring of at most `ahead`; step i in pinned buffer i % hosts. */
 typedef struct ahead {
-  step steps[MAX_HOSTS];
+  step steps[MAX_AHEAD];
   size_t first, count, issued; /* the oldest's place in `steps`, how many, how many ever */
 } ahead;
 
-/* Start reading the step after the newest one, into the buffer of the oldest step, which was
- * copied from (its copy was enqueued) or not used yet. 0 when all steps were issued, 1 when one
- * was, or a failed wait's code. */
+/* Start reading the step after the newest one, into the next pinned buffer, once the copy from
+ * it that was enqueued `ahead` steps before is done. 0 when all steps were issued, 1 when one
+ * was, or the code of a failure to allocate or wait. */
 static int read_ahead(call *c, ahead *q) {
   step next;
   if (q->issued == 0) step_at(c, 0, 0, 0, 0, &next);
-  else if (!step_next(c, &q->steps[(q->first + q->count - 1) % c->hosts], &next)) return 0;
-  if (q->issued >= (size_t)c->hosts) {
-    int rc = cuda(c->cu->cuEventSynchronize(c->copied[next.h]), "cuEventSynchronize");
-    if (rc < 0) return rc;
-  }
+  else if (!step_next(c, &q->steps[(q->first + q->count - 1) % c->ahead], &next)) return 0;
+  int rc = q->issued < (size_t)c->hosts
+               ? host_alloc(c, next.h)
+               : cuda(c->cu->cuEventSynchronize(c->copied[next.h]), "cuEventSynchronize");
+  if (rc < 0) return rc;
   step_read(c, &next);
-  q->steps[(q->first + q->count++) % c->hosts] = next;
+  q->steps[(q->first + q->count++) % c->ahead] = next;
   q->issued++;
   return 1;
 }
 
-/* The pipeline of the file comment: `hosts` steps are read ahead while the oldest one is checked
- * and copied. An error of its own stops it: the chunks of batches it had not enqueued fail with
- * it. */
+/* The pipeline of the file comment: `ahead` steps are read while the oldest one is checked and
+ * copied. An error of its own stops it: the chunks of batches it had not enqueued fail with it. */
 static void pipeline(call *c) {
   ahead q = {0};
   size_t enqueued = 0; /* the chunks before it are in batches enqueued */
   int rc = 0;
-  while (q.count < (size_t)c->hosts && (rc = read_ahead(c, &q)) > 0) continue;
+  while (q.count < (size_t)c->ahead && (rc = read_ahead(c, &q)) > 0) continue;
   while (rc >= 0 && q.count > 0) {
     step s = q.steps[q.first];
-    q.first = (q.first + 1) % c->hosts;
+    q.first = (q.first + 1) % c->ahead;
     q.count--;
     step_check(c, &s);
     rc = step_copy(c, &s);
@@ -570,11 +579,11 @@ static void pipeline(call *c) {
         (rc = decode_batch(c, s.batch_first, s.batch_end, (int)(s.k % SLOTS))) == 0)
       enqueued = s.batch_end;
     if (rc == 0) rc = read_ahead(c, &q);
-    if (rc < 0) {
-      for (; q.count > 0; q.count--, q.first = (q.first + 1) % c->hosts)
-        step_wait(c, &q.steps[q.first]); /* their reads are done with the buffers */
-      fail_rest(c, enqueued, rc);
-    }
+  }
+  if (rc < 0) {
+    for (; q.count > 0; q.count--, q.first = (q.first + 1) % c->ahead)
+      step_wait(c, &q.steps[q.first]); /* their reads are done with the buffers */
+    fail_rest(c, enqueued, rc);
   }
 }
 

@@ -203,20 +203,21 @@ static void test_round_trip(kvik_codec codec) {
   set_make(&s, codec, 40, 11 + (uint64_t)codec, SHIM_NONE);
   static const char zeros[48 << 10] = {0};
   fake_nvcomp_calls_fn calls = (fake_nvcomp_calls_fn)fake_symbol("fake_nvcomp_calls");
-  /* Batch budgets in bytes and in chunks, read steps and pinned buffers: several steps a batch,
-   * a step a chunk, more steps than pinned buffers, one buffer, the most there may be. */
+  /* Batch budgets in bytes and in chunks, read steps and steps read ahead: several steps a batch,
+   * a step a chunk, more steps than pinned buffers, one step ahead (two buffers), the most there
+   * may be. */
   size_t budgets[] = {0, 1, 64 << 10, 16 << 10, 64 << 10, 0, 0, 16 << 10, 0};
   size_t counts[] = {0, 0, 0, 0, 0, 0, 7, 0, 0};
   size_t steps[] = {0, 0, 0, 0, 8 << 10, 1, 4 << 10, 1, 2 << 10};
-  size_t hosts[] = {0, 0, 0, 0, 0, 0, 0, 1, 99};
+  size_t ahead[] = {0, 0, 0, 0, 0, 0, 0, 1, 99};
   for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
-    kvik__read_decompress_sizes(budgets[b], counts[b], steps[b], hosts[b]);
+    kvik__read_decompress_sizes(budgets[b], counts[b], steps[b], ahead[b]);
     for (size_t i = 0; i < s.n; i++) to_device(s.dst[i], zeros, s.chunks[i].uncompressed_size);
     long before = calls ? calls(DECOMPRESS[codec]) : 0;
     ASSERT_OK(run(&s));
     long batches = calls ? calls(DECOMPRESS[codec]) - before : -1;
-    printf("%s: budget %zu, %zu chunks, step %zu, %zu buffers: %ld batches\n",
-           kvik_codec_name(codec), budgets[b], counts[b], steps[b], hosts[b], batches);
+    printf("%s: budget %zu, %zu chunks, step %zu, %zu ahead: %ld batches\n",
+           kvik_codec_name(codec), budgets[b], counts[b], steps[b], ahead[b], batches);
     if (calls && budgets[b] == 0) ASSERT_EQ(batches, counts[b] ? 6 : 1); /* 40 chunks by 7 */
     if (calls && budgets[b] == 1) ASSERT_EQ(batches, (long)s.n); /* a chunk each */
     if (calls && budgets[b] == 64 << 10) ASSERT(batches > 3 && batches < (long)s.n);
