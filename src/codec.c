@@ -8,7 +8,8 @@
  * stream order, and a host function of
  * the stream turns the statuses into kvik codes in the caller's arrays. A host function may make
  * no CUDA call, so it cannot free the pinned block: it puts it on a list that later calls take
- * their blocks from. */
+ * their blocks from. The fused read lends its decodings a device block it zeroed earlier
+ * (codec.h). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "codec.h"
 #include "cuda.h"
 #include "device_pool.h"
 #include "error.h"
@@ -219,6 +221,9 @@ typedef struct batch {
   int *statuses;
   /* found by check_batch(): */
   size_t max_in, total_in; /* for nvCOMP's temporary size: uncompressed bytes */
+  /* device memory lent by the caller, zeroed (kvik__decompress_async_in), or 0 */
+  CUdeviceptr space;
+  size_t space_bytes;
 } batch;
 
 static int chunk_fail(const batch *b, size_t i, const char *what) {
@@ -362,8 +367,9 @@ static int run_in_context(const batch *b, const kvik__nvcomp_format_api *f,
   block *blk = NULL;
   if ((rc = block_take(b->fn, cu, l.in_bytes + l.out_bytes, &blk)) < 0) return rc;
   fill_inputs(b, blk, &l);
-  CUdeviceptr d = 0;
-  if ((rc = kvik__device_pool_alloc(b->fn, cu, l.total, stream, &d)) < 0) {
+  int lent = b->space && l.total <= b->space_bytes;
+  CUdeviceptr d = b->space;
+  if (!lent && (rc = kvik__device_pool_alloc(b->fn, cu, l.total, stream, &d)) < 0) {
     block_give_back(blk);
     return rc;
   }
@@ -371,8 +377,9 @@ static int run_in_context(const batch *b, const kvik__nvcomp_format_api *f,
                         "cuMemcpyHtoDAsync");
   /* nvCOMP gets its results' place and temporary space zeroed, as newly mapped memory is: on an
    * H100 its zstd decoder, given a corrupt chunk and temporary space that an earlier call had
-   * used (kept by kvik's pool), never finished; given zeroed space, it failed the chunk. */
-  if (rc == 0)
+   * used (kept by kvik's pool), never finished; given zeroed space, it failed the chunk. Lent
+   * space was zeroed by its lender. */
+  if (rc == 0 && !lent)
     rc = kvik__cuda_check(cu->cuMemsetD8Async(d + l.out_offset, 0, l.total - l.out_offset, stream),
                           b->fn, "cuMemsetD8Async");
   if (rc == 0) rc = enqueue_codec(b, f, d, &l, temp, stream);
@@ -381,7 +388,7 @@ static int run_in_context(const batch *b, const kvik__nvcomp_format_api *f,
                                                 d + l.out_offset, l.out_bytes, stream),
                           b->fn, "cuMemcpyDtoHAsync");
   rc = finish(b, cu, stream, blk, rc);
-  int freed = kvik__device_pool_free(b->fn, cu, d, stream);
+  int freed = lent ? 0 : kvik__device_pool_free(b->fn, cu, d, stream);
   return rc < 0 ? rc : freed;
 }
 
@@ -446,34 +453,71 @@ out:
   return rc;
 }
 
+static batch make_batch(const char *fn, kvik_codec codec, int compress, size_t n,
+                        const void *const *src, const size_t *src_sizes, void *const *dst,
+                        const size_t *dst_capacities, size_t *sizes, int *statuses) {
+  return (batch){.fn = fn,
+                 .codec = codec,
+                 .compress = compress,
+                 .n = n,
+                 .src = src,
+                 .src_sizes = src_sizes,
+                 .dst = dst,
+                 .dst_capacities = dst_capacities,
+                 .sizes = sizes,
+                 .statuses = statuses};
+}
+
 int kvik_decompress_async(kvik_codec codec, size_t num_chunks, const void *const *src,
                           const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
                           size_t *sizes, int *statuses, void *stream) {
-  batch b = {"kvik_decompress_async", codec, 0,        num_chunks, src, src_sizes, dst,
-             dst_capacities,          sizes, statuses, 0,          0};
+  batch b = make_batch("kvik_decompress_async", codec, 0, num_chunks, src, src_sizes, dst,
+                       dst_capacities, sizes, statuses);
   return run_async(&b, stream);
 }
 
 int kvik_compress_async(kvik_codec codec, size_t num_chunks, const void *const *src,
                         const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
                         size_t *sizes, int *statuses, void *stream) {
-  batch b = {"kvik_compress_async", codec, 1,        num_chunks, src, src_sizes, dst,
-             dst_capacities,        sizes, statuses, 0,          0};
+  batch b = make_batch("kvik_compress_async", codec, 1, num_chunks, src, src_sizes, dst,
+                       dst_capacities, sizes, statuses);
   return run_async(&b, stream);
 }
 
 int kvik_decompress(kvik_codec codec, size_t num_chunks, const void *const *src,
                     const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
                     size_t *sizes, int *statuses) {
-  batch b = {"kvik_decompress", codec, 0,        num_chunks, src, src_sizes, dst,
-             dst_capacities,    sizes, statuses, 0,          0};
+  batch b = make_batch("kvik_decompress", codec, 0, num_chunks, src, src_sizes, dst, dst_capacities,
+                       sizes, statuses);
   return run_blocking(&b);
 }
 
 int kvik_compress(kvik_codec codec, size_t num_chunks, const void *const *src,
                   const size_t *src_sizes, void *const *dst, const size_t *dst_capacities,
                   size_t *sizes, int *statuses) {
-  batch b = {"kvik_compress", codec, 1,        num_chunks, src, src_sizes, dst,
-             dst_capacities,  sizes, statuses, 0,          0};
+  batch b = make_batch("kvik_compress", codec, 1, num_chunks, src, src_sizes, dst, dst_capacities,
+                       sizes, statuses);
   return run_blocking(&b);
+}
+
+int kvik__decompress_space(const char *fn, kvik_codec codec, size_t n, size_t max_out,
+                           size_t total_out, CUstream stream, size_t *bytes) {
+  const kvik__nvcomp_format_api *f;
+  int rc = format_api(fn, codec, &f);
+  batch b = {.fn = fn, .codec = codec, .n = n, .max_in = max_out, .total_in = total_out};
+  size_t temp = 0;
+  if (rc == 0) rc = temp_size(&b, f, stream, &temp);
+  if (rc == 0) *bytes = plan(n, temp).total;
+  return rc;
+}
+
+int kvik__decompress_async_in(kvik_codec codec, size_t num_chunks, const void *const *src,
+                              const size_t *src_sizes, void *const *dst,
+                              const size_t *dst_capacities, size_t *sizes, int *statuses,
+                              CUstream stream, CUdeviceptr space, size_t space_bytes) {
+  batch b = make_batch("kvik_decompress_async", codec, 0, num_chunks, src, src_sizes, dst,
+                       dst_capacities, sizes, statuses);
+  b.space = space;
+  b.space_bytes = space_bytes;
+  return run_async(&b, stream);
 }

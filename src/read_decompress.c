@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "bounce.h"
+#include "codec.h"
 #include "cuda.h"
 #include "device_pool.h"
 #include "error.h"
@@ -110,6 +111,9 @@ typedef struct call {
   void *block;
   size_t align; /* of chunks in a staging buffer */
   size_t budget, batch_chunks, step, staging_bytes, host_bytes, batches;
+  /* the most chunks, decoded bytes of a chunk and of a batch, for nvCOMP's space; that space's
+   * place in each slot's staging memory, after the compressed chunks, and its size */
+  size_t batch_n_max, out_max, batch_out_max, space_offset, space_bytes;
   int ahead, hosts; /* steps read ahead; pinned buffers, twice as many */
   const kvik__cuda_api *cu;
   CUstream stream[SLOTS];
@@ -182,21 +186,25 @@ static void plan(call *c) {
   c->step = step ? step : walked ? DEFAULT_WALKED_STEP : DEFAULT_STEP;
   c->ahead = ahead ? (int)ahead : walked ? DEFAULT_WALKED_AHEAD : DEFAULT_AHEAD;
   c->hosts = 2 * c->ahead;
-  size_t fill = 0, count = 0, total = 0;
+  size_t fill = 0, count = 0, total = 0, out = 0;
   for (size_t i = 0; i < c->n; i++) {
     size_t bytes = padded(c, c->chunks[i].compressed_size); /* 0 for a chunk whose open failed */
     if (i == 0 || (fill > 0 && (bytes > c->budget || fill > c->budget - bytes)) ||
         count == c->batch_chunks) {
       c->batches++;
-      fill = count = 0;
+      fill = count = out = 0;
     }
     count++;
     c->a.batch[i] = c->batches - 1;
     c->a.staged[i] = fill;
     fill += bytes;
     total += bytes;
+    out += c->chunks[i].uncompressed_size;
     if (fill > c->staging_bytes) c->staging_bytes = fill;
     if (bytes > c->host_bytes) c->host_bytes = bytes;
+    if (count > c->batch_n_max) c->batch_n_max = count;
+    if (c->chunks[i].uncompressed_size > c->out_max) c->out_max = c->chunks[i].uncompressed_size;
+    if (out > c->batch_out_max) c->batch_out_max = out;
   }
   /* A step, or all there is; the largest chunk at least. */
   if (c->host_bytes < c->step) c->host_bytes = total < c->step ? total : c->step;
@@ -250,15 +258,25 @@ static int arrays_alloc(call *c) {
 static int cuda(CUresult result, const char *what) { return kvik__cuda_check(result, fn, what); }
 
 /* A stream, staging device memory (from kvik's pool, which keeps it for the next call) and an
- * event for each slot the batches use. */
+ * event for each slot the batches use. A slot's staging holds a batch's compressed chunks, then
+ * nvCOMP's space for decoding the largest batch (kvik__decompress_space: the most chunks, the
+ * largest chunk and the most decoded bytes of any batch bound every batch's need). Where nvCOMP
+ * cannot say (a chunk too large for it), there is none: each decoding takes its own and fails
+ * its own batch. */
 static int staging_alloc(call *c) {
   const kvik__cuda_api *cu = c->cu;
   int rc = 0;
   size_t slots = c->batches < SLOTS ? c->batches : SLOTS;
+  c->space_offset = (c->staging_bytes + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
   for (size_t d = 0; rc == 0 && d < slots; d++) {
     rc = cuda(cu->cuStreamCreate(&c->stream[d], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    if (rc == 0 && d == 0 &&
+        kvik__decompress_space(fn, c->codec, c->batch_n_max, c->out_max, c->batch_out_max,
+                               c->stream[0], &c->space_bytes) < 0)
+      c->space_bytes = 0;
     if (rc == 0)
-      rc = kvik__device_pool_alloc(fn, cu, c->staging_bytes, c->stream[d], &c->staging[d]);
+      rc = kvik__device_pool_alloc(fn, cu, c->space_offset + c->space_bytes, c->stream[d],
+                                   &c->staging[d]);
     if (rc == 0) rc = cuda(cu->cuEventCreate(&c->decoded[d], KVIK__EVENT_FLAGS), "cuEventCreate");
   }
   return rc;
@@ -494,12 +512,17 @@ static void step_check(call *c, const step *s) {
   if (kvik__frame_checked(c->codec)) step_frames(c, s);
 }
 
-/* Copy the step to its batch's staging memory, on the batch's stream; the batch's first step
- * waits for the slot to be free (its last batch decoded). */
+/* Copy the step to its batch's staging memory, on the batch's stream. The batch's first step
+ * waits for the slot to be free (its last batch decoded), and zeroes nvCOMP's space first: the
+ * GPU does that while the batch is read, not after its last copy. */
 static int step_copy(call *c, const step *s) {
   int d = (int)(s->k % SLOTS), rc = 0;
   if (s->first == s->batch_first && s->k >= SLOTS)
     rc = cuda(c->cu->cuEventSynchronize(c->decoded[d]), "cuEventSynchronize");
+  if (rc == 0 && s->first == s->batch_first && c->space_bytes)
+    rc = cuda(
+        c->cu->cuMemsetD8Async(c->staging[d] + c->space_offset, 0, c->space_bytes, c->stream[d]),
+        "cuMemsetD8Async");
   size_t from = c->a.staged[s->first];
   size_t bytes = c->a.staged[s->last - 1] + c->chunks[s->last - 1].compressed_size - from;
   if (rc == 0 && bytes > 0) /* none where every chunk of the step failed to open */
@@ -524,9 +547,10 @@ static int decode_batch(call *c, size_t first, size_t end, int d) {
     a->chunk_of[e] = i;
   }
   for (size_t e = first + m; e < end; e++) a->chunk_of[e] = SIZE_MAX; /* no entry */
-  int rc = kvik_decompress_async(c->codec, m, a->src + first, a->src_sizes + first, a->dst + first,
-                                 a->capacities + first, a->sizes + first, a->nv_statuses + first,
-                                 c->stream[d]);
+  int rc =
+      kvik__decompress_async_in(c->codec, m, a->src + first, a->src_sizes + first, a->dst + first,
+                                a->capacities + first, a->sizes + first, a->nv_statuses + first,
+                                c->stream[d], c->staging[d] + c->space_offset, c->space_bytes);
   if (rc == 0) rc = cuda(c->cu->cuEventRecord(c->decoded[d], c->stream[d]), "cuEventRecord");
   return rc;
 }

@@ -532,7 +532,13 @@ static void job_run(void *arg) {
   if (j->capacities)
     mem_read(j, "the output buffer sizes", j->capacities, capacities, n * sizeof *capacities);
   if (j->out_ptrs) mem_read(j, "the output pointers", j->out_ptrs, out, n * sizeof *out);
-  if (j->temp_bytes) mem_view(j, "device_temp_ptr", j->temp, j->temp_bytes);
+  /* Decoding needs its temporary space zeroed, as kvik gives it: the real nvCOMP 6's zstd decoder
+   * never finished a corrupt chunk in space an earlier call had used. Every call leaves its space
+   * used, so that space given again without zeroing shows. */
+  unsigned char *temp = j->temp_bytes ? mem_view(j, "device_temp_ptr", j->temp, j->temp_bytes) : 0;
+  for (size_t i = 0; temp && j->kind == K_decompress_async && i < j->temp_bytes; i++)
+    if (temp[i]) fake_die("%s: temporary space not zeroed (byte %zu)", g_names[j->fn], i);
+  if (temp) memset(temp, 0xa5, j->temp_bytes);
   for (size_t i = 0; i < n; i++) {
     int failure = chunk_failure(j, i);
     sizes[i] = failure == FAKE_NVCOMP_OVERSIZE ? capacities[i] + 1 : 0;

@@ -191,8 +191,13 @@ static void arrays_make(dev_arrays *a, const batch *b, const size_t *out_sizes) 
   a->sizes = dev_copy(sizes_sentinel, n * sizeof(size_t));
 }
 
+/* Temporary space, zeroed: the fake's decoders, as kvik's calls of the real nvCOMP, want it so. */
 static size_t temp_alloc(dev_arrays *a, size_t temp_bytes) {
   a->temp = temp_bytes ? dev_alloc(temp_bytes) : 0;
+  if (a->temp) {
+    CU_OK(cu.cuMemsetD8Async(a->temp, 0, temp_bytes, NULL));
+    CU_OK(cu.cuStreamSynchronize(NULL));
+  }
   return temp_bytes;
 }
 
@@ -602,6 +607,7 @@ static void test_pinned(int f, CUstream s) {
   CU_OK(cu.cuMemHostAlloc((void **)&in_sizes, 3 * sizeof(size_t), 0));
   CU_OK(cu.cuMemHostAlloc((void **)&statuses, sizeof(status_t), 0));
   CU_OK(cu.cuMemHostAlloc(&temp, temp_bytes + 1, 0));
+  memset(temp, 0, temp_bytes + 1);
   capacities = in_sizes + 1;
   sizes = in_sizes + 2;
   memcpy(in, comp, csize);
@@ -649,6 +655,7 @@ static void test_freed_after_call(int f, CUstream s) {
   } host = {p_(block + arrays + temp), p_(out), csize, n, 0, (status_t)-1}, result;
   CU_OK(cu.cuMemcpyHtoDAsync(block, &host, sizeof host, s));
   CU_OK(cu.cuMemcpyHtoDAsync(block + arrays + temp, comp, csize, s));
+  if (temp) CU_OK(cu.cuMemsetD8Async(block + arrays, 0, temp, s));
   CU_OK(cu.cuStreamSynchronize(s));
   setenv("FAKE_NVCOMP_DELAY_US", "50000", 1);
   unsigned char *base = p_(block);
@@ -691,9 +698,11 @@ static void test_injection(CUstream s) {
   arrays_make(&a, &b, b.capacity);
   size_t temp = temp_alloc(&a, 1 << 16);
   opts_t d = default_opts(f, 0);
+  /* Each call gets its temporary space zeroed, in stream order. */
 #define CALL()                                                                                   \
-  nv[f].decompress_async(p_(a.in_ptrs), p_(a.in_sizes), p_(a.capacities), p_(a.sizes), 3,       \
-                         p_(a.temp), temp, p_(a.out_ptrs), d, p_(a.statuses), s)
+  (cu.cuMemsetD8Async(a.temp, 0, temp, s),                                                       \
+   nv[f].decompress_async(p_(a.in_ptrs), p_(a.in_sizes), p_(a.capacities), p_(a.sizes), 3,      \
+                          p_(a.temp), temp, p_(a.out_ptrs), d, p_(a.statuses), s))
   NV_OK(CALL());
   ASSERT_EQ(CALL(), S(nvcompErrorCudaError));
   ASSERT_EQ(fake_calls(sym), 2);

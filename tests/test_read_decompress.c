@@ -492,8 +492,22 @@ static void test_memory_pool(kvik_codec codec) {
   ASSERT_OK(run(&s));
   ASSERT_EQ(live("pools"), 1);
   ASSERT_EQ(calls("cuMemPoolCreate"), made); /* made by the first call of the process */
-  ASSERT(calls("cuMemAllocFromPoolAsync") >= taken + 2); /* staging, nvCOMP's block */
+  ASSERT_EQ(calls("cuMemAllocFromPoolAsync"), taken + 1); /* staging, with nvCOMP's space */
   ASSERT_EQ(threshold(), 16ull << 30);
+
+  /* Where nvCOMP cannot size the space ahead, the decoding takes and zeroes its own. */
+  fake_nvcomp_fail_fn nv_fail = (fake_nvcomp_fail_fn)fake_symbol("fake_nvcomp_fail");
+  fake_nvcomp_reset_fn nv_reset = (fake_nvcomp_reset_fn)fake_symbol("fake_nvcomp_reset");
+  ASSERT(nv_fail && nv_reset);
+  char temp_size[96];
+  snprintf(temp_size, sizeof temp_size, "%.*sGetTempSize",
+           (int)(strlen(DECOMPRESS[codec]) - strlen("Async")), DECOMPRESS[codec]);
+  taken = calls("cuMemAllocFromPoolAsync");
+  nv_fail(temp_size, 1, INTERNAL);
+  ASSERT_OK(run(&s));
+  nv_reset();
+  ASSERT_EQ(calls("cuMemAllocFromPoolAsync"), taken + 2); /* staging, then nvCOMP's block */
+  for (size_t i = 0; i < s.n; i++) check_chunk(&s, i);
 
   int64_t keep;
   ASSERT_OK(kvik_setting_get(KVIK_SETTING_NVCOMP_MEMORY, &keep));
