@@ -128,10 +128,12 @@ typedef struct config {
   size_t chunks, step, ahead; /* 0: the default */
 } config;
 
-static void read_all(chunks *c) {
+/* Every chunk read into its place from `base`, all at once on kvik's pool: host or device memory,
+ * which kvik reads through its bounce lanes. */
+static void read_chunks(chunks *c, char *base) {
   kvik_future **futures = must_calloc(c->n, sizeof *futures);
   for (size_t i = 0; i < c->n; i++) {
-    int rc = kvik__file_pread_pooled(c->files[i], (char *)c->pinned + c->offsets[i], c->sizes[i],
+    int rc = kvik__file_pread_pooled(c->files[i], base + c->offsets[i], c->sizes[i],
                                      (int64_t)c->header, &futures[i]);
     if (rc < 0) die("kvik__file_pread_pooled", rc);
   }
@@ -143,26 +145,15 @@ static void read_all(chunks *c) {
   free(futures);
 }
 
+static void read_all(chunks *c) { read_chunks(c, c->pinned); }
+
 static void decode_all(chunks *c) {
   int rc = kvik_decompress(c->codec, c->n, c->src, c->sizes, c->dst, c->capacities, NULL, NULL);
   if (rc < 0) die("kvik_decompress", rc);
 }
 
 /* Every chunk read straight into its place in device memory by kvik's bounce lanes. */
-static void lanes_all(chunks *c) {
-  kvik_future **futures = must_calloc(c->n, sizeof *futures);
-  for (size_t i = 0; i < c->n; i++) {
-    int rc = kvik__file_pread_pooled(c->files[i], (void *)(uintptr_t)(c->staged + c->offsets[i]),
-                                     c->sizes[i], (int64_t)c->header, &futures[i]);
-    if (rc < 0) die("kvik__file_pread_pooled", rc);
-  }
-  for (size_t i = 0; i < c->n; i++) {
-    ssize_t got = kvik_future_wait(futures[i]);
-    if (got != (ssize_t)c->sizes[i]) die("a chunk's read", got < 0 ? (int)got : 0);
-    kvik_future_free(futures[i]);
-  }
-  free(futures);
-}
+static void lanes_all(chunks *c) { read_chunks(c, (char *)(uintptr_t)c->staged); }
 
 static void lanes_then_decode(chunks *c) {
   lanes_all(c);
