@@ -10,6 +10,7 @@ out=${1:?usage: bench/fio_static.sh OUT_DIR}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/lists/partial" "$out"
+out=$(cd "$out" && pwd) # the build runs in the source tree
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 echo "deb-src [signed-by=$keyring] http://deb.debian.org/debian bookworm main" >"$work/src.list"
 apt_opts="-oDir::Etc::SourceList=$work/src.list -oDir::Etc::SourceParts=/dev/null"
