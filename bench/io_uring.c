@@ -675,10 +675,11 @@ static void table_targets(const char *path, uint64_t size, uint64_t reads, int r
            batch[d].cpu / (double)reads * 1e6, p, plain[d].cpu / (double)reads * 1e6, b / p,
            plain[d].cpu / batch[d].cpu, verdict(b / p, TARGET_VS_PREAD));
   }
-  /* Below 16 reads a submission, kvik tries each read with preadv2(RWF_NOWAIT) (src/batch.c). */
+  /* Below 16 reads a submission, kvik tries each read with preadv2(RWF_NOWAIT) until the page
+   * cache served 64 in a row, then with pread and one in 16 with RWF_NOWAIT (src/batch.c). */
   double v = (double)reads / nowait.seconds, p1 = (double)reads / plain[0].seconds;
-  printf("  the tries' system call alone, a preadv2(RWF_NOWAIT) loop at depth 1: %.0f r/s, %.2fx "
-         "pread (the best a batch of tries can do here)\n",
+  printf("  the tries' asking call alone, a preadv2(RWF_NOWAIT) loop at depth 1: %.0f r/s, %.2fx "
+         "pread (the tries once the batch trusts the page cache: pread, and 1 in 16 of these)\n",
          v, v / p1);
   if (fio.na[0]) {
     printf("  depth %d against fio --ioengine=io_uring --iodepth=%d: %s\n", FIO_DEPTH, FIO_DEPTH,

@@ -66,6 +66,8 @@ struct kvik_batch {
   struct {                    /* batch.c's reads within kvik_batch_submit() */
     int refused;              /* the kernel or a file refused RWF_NOWAIT: not tried again */
     unsigned misses, skipped; /* tries in a row the page cache did not serve; tries left out */
+    unsigned served;          /* tries in a row it served whole, up to TRUST_STREAK */
+    unsigned trusted;         /* tries made while it was trusted, to pick the probes */
   } nowait;
   struct kvik__batch_route *routes; /* kvik_batch_submit()'s, for up to max_ops operations */
   kvik_batch_op *rest;              /* ... and what is left of each operation for a backend */

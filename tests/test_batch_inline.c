@@ -12,6 +12,8 @@
  *  - a failed try leaves the read to the backend, whose result counts: a buffer that cannot be
  *    written fails its operation alone with -EFAULT; a file that refuses RWF_NOWAIT is not asked
  *    again;
+ *  - after 64 reads in a row that the page cache served, the tries read with pread(2) and one in
+ *    16 asks with RWF_NOWAIT, until one of those misses;
  *  - submissions the page cache serves whole, not at all and in part, in turn on one batch, each
  *    land as the first three cases say;
  *  - a submission of 16 small reads or more goes to the ring whole, untried, under AUTO (where the
@@ -316,6 +318,64 @@ static void test_failures(kvik_file *f) {
   printf("ok: failed tries leave reads to the backend; -EFAULT fails its operation alone\n");
 }
 
+/* Submissions of NOPS cached reads, `rounds` of them, on batch b: the tries asked with RWF_NOWAIT
+ * among them. */
+static long asked_in(kvik_batch *b, kvik_file *f, int rounds) {
+  long asked = 0;
+  for (int round = 0; round < rounds; round++) {
+    reads r;
+    reads_make(&r, f, NOPS, 16 * KiB);
+    unsigned at_once;
+    asked += submit_and_check(b, &r, &at_once);
+    reads_free(&r);
+  }
+  return asked;
+}
+
+/* After 64 reads in a row that the page cache served whole (src/batch.c's TRUST_STREAK), a batch
+ * trusts it: its tries read with pread(2), and one in 16 still asks with RWF_NOWAIT. When such a
+ * probe misses, the trust ends, and every try asks again. A try of a buffer that cannot be
+ * written, made while trusted, fails its operation alone and leaves RWF_NOWAIT in use. */
+static void test_trust(kvik_file *f) {
+  const int64_t modes[] = {KVIK_AUTO, KVIK_OFF};
+  long page = sysconf(_SC_PAGESIZE);
+  unsigned char *ro = mmap(NULL, (size_t)page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT(ro != MAP_FAILED);
+  for (size_t m = 0; m < 2; m++) {
+    set(KVIK_SETTING_IO_URING, modes[m]);
+    kvik_batch *b;
+    ASSERT_OK(kvik_batch_create(NOPS, &b));
+    /* 96 reads: the first 64 ask, then one in 16 of the other 32. Without the trust, all 96,
+     * and a read across the end of the file asks twice (its bytes, then the end). */
+    long asked = asked_in(b, f, 8);
+    if (asked < 64 || asked > 80)
+      FAIL_AT("%s: %ld of 96 cached reads asked with RWF_NOWAIT", mode_name(modes[m]), asked);
+    /* The pages lost: within 16 reads a probe misses; from then on each read asks (and misses)
+     * until 16 did in a row, then one in 16 of the rest. Trusted still, 3 of the 48 would ask. */
+    hook.not_cached = 1;
+    asked = asked_in(b, f, 4);
+    if (asked < 16 || asked > 16 + 48 / 16 + 1)
+      FAIL_AT("%s: %ld of 48 reads asked after the page cache lost them", mode_name(modes[m]),
+              asked);
+    hook.not_cached = 0;
+    kvik_batch_free(b);
+
+    ASSERT_OK(kvik_batch_create(NOPS, &b));
+    asked_in(b, f, 6); /* 72 reads: trusted */
+    kvik_batch_op op = {f, KVIK_BATCH_READ, ro, 100, 0, NULL};
+    ASSERT_OK(kvik_batch_submit(b, &op, 1));
+    kvik_batch_event ev;
+    ASSERT_EQ(kvik_batch_wait(b, 1, &ev, 1, -1), 1);
+    if (ev.status != KVIK_BATCH_FAILED || ev.result != -EFAULT)
+      FAIL_AT("%s: trusted read into read-only memory: status %d, result %zd", mode_name(modes[m]),
+              ev.status, ev.result);
+    ASSERT(asked_in(b, f, 1) >= NOPS); /* asked again, each */
+    kvik_batch_free(b);
+  }
+  munmap(ro, (size_t)page);
+  printf("ok: a batch trusts the page cache after 64 cached reads, and stops when a probe misses\n");
+}
+
 /* One batch, submissions in turn that the page cache serves whole, not at all, in part, and
  * whole again: what routed an operation of one submission (done within submit, in a slot
  * already, on the ring) says nothing of the operation at that index in the next. */
@@ -443,6 +503,7 @@ int main(void) {
   test_partly_cached(f);
   test_not_cached(f);
   test_failures(f);
+  test_trust(f);
   test_turns(f);
   test_ring_takes_all(f);
   test_cancel(f);
