@@ -1826,6 +1826,63 @@ static void test_large(void) {
          now_s() - start);
 }
 
+/* A read of 256 MiB or more into device memory runs in tasks of at least 8 MiB (src/request.c,
+ * DEVICE_TASK), so in chunks of 4 MiB, where a smaller one keeps the setting's 4 MiB tasks and
+ * 2 MiB chunks: counted by the fake driver's copies (a chunk is one copy). */
+static void test_large_read_chunks(void) {
+  g_case = "large read chunks";
+  if (!fake.calls) {
+    printf("skipped: chunk sizes (counted by the fake driver only)\n");
+    return;
+  }
+  const size_t size = 256 * MiB, piece = 16 * MiB;
+  char *path = test_path(g_dir, "chunks");
+  unsigned char *part = malloc(piece), *got = malloc(piece);
+  FILE *out = fopen(path, "wb");
+  ASSERT(out);
+  for (size_t at = 0; at < size; at += piece) {
+    test_fill(part, piece, at + 1);
+    ASSERT_EQ(fwrite(part, 1, piece, out), piece);
+  }
+  ASSERT_OK(fclose(out));
+  int64_t task_size, zero_copy;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_TASK_SIZE, &task_size));
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &zero_copy));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, 4 * (int64_t)MiB));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF)); /* the bounce buffers */
+  kvik_file *f = open_file(path, "r");
+  unsigned char *dev = dev_alloc(size);
+  const size_t sizes[] = {size, size - piece};
+  const long copies[] = {64, 120}; /* 4 MiB chunks; 2 MiB ones */
+  for (int i = 0; i < 2; i++) {
+    size_t resident, total;
+    ASSERT_OK(kvik_page_cache_info(path, &resident, &total));
+    long before = h2d_copies();
+    ASSERT_EQ(kvik_file_read(f, dev, sizes[i], 0), (ssize_t)sizes[i]);
+    long made = h2d_copies() - before;
+    /* A file the page cache lacks is read in larger tasks still (cold_task_size): judged only
+     * where it was all cached, as it is after being written unless reclaim took pages. */
+    if (resident < total) printf("note: %zu of %zu pages cached: copies not counted\n", resident, total);
+    else if (made != copies[i])
+      FAIL_AT("a read of %zu MiB into device memory made %ld copies, not %ld", sizes[i] / MiB,
+              made, copies[i]);
+    for (size_t at = 0; at < sizes[i]; at += piece) {
+      test_fill(part, piece, at + 1);
+      CU_OK(cu.cuMemcpyDtoH_v2(got, dptr(dev + at), piece));
+      ASSERT_SAME_BYTES(got, part, piece);
+    }
+  }
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, task_size));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, zero_copy));
+  dev_free(dev);
+  kvik_file_free(f);
+  unlink(path);
+  free(path);
+  free(part);
+  free(got);
+  printf("ok: a read of 256 MiB into device memory copies 4 MiB chunks, a smaller one 2 MiB\n");
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
 
 static void setup_cuda(void) {
@@ -1865,6 +1922,7 @@ static void run_suite(void) {
   test_mmap();
   test_zero_copy();
   test_faults();
+  test_large_read_chunks();
   test_large();
   g_case = "teardown";
   CU_OK(cu.cuStreamDestroy_v2(g_alloc_stream));

@@ -309,14 +309,21 @@ class _Allocation:
         """(shard, file begin, file end, offset, allocation) of each non-empty span."""
         return [span + (self,) for span in self.spans if span[2] > span[1]]
 
-    def tensors(self, out):
+    def tensors(self, out, later):
+        """Put into `out` a view of buf for each tensor, by name; one whose offset its item size
+        does not divide (safetensors does not promise aligned offsets) needs a copy of its bytes
+        once they are read: (allocation, offset, _Tensor) goes to `later` instead."""
         i, spans = 0, self.spans
         for shard, tensors in self.by_shard.items():
             for t in tensors:
                 while not (spans[i][0] is shard and spans[i][1] <= t.begin and
                            t.end <= spans[i][2]):
                     i += 1
-                out[t.name] = _make(self.fw, self.buf, spans[i][3] + t.begin - spans[i][1], t)
+                at = spans[i][3] + t.begin - spans[i][1]
+                if at % _item_size(t) == 0 or t.end == t.begin:
+                    out[t.name] = _view(self.fw, self.buf, at, t)
+                else:
+                    later.append((self, at, t))
 
 
 def _load_groups(groups, files=None, direct_io=None):
@@ -329,17 +336,22 @@ def _load_groups(groups, files=None, direct_io=None):
     allocations = [_Allocation(fw, entries) for fw, entries in groups]
     for a in allocations:
         a.buf = a.fw.empty(a.total)
-    _read_all([read for a in allocations for read in a.reads()], files, direct_io)
-    made = {}
-    for a in allocations:
-        a.tensors(made)
+    made, later = {}, []
+
+    def views():  # while the reads run: they need no bytes
+        for a in allocations:
+            a.tensors(made, later)
+
+    _read_all([read for a in allocations for read in a.reads()], files, direct_io, views)
+    for a, at, t in later:
+        made[t.name] = _view(a.fw, a.fw.copy(a.buf, at, at + t.end - t.begin), 0, t)
     return {t.name: made[t.name] for _, entries in groups for _, t in entries}
 
 
-def _read_all(reads, files, direct_io=None):
-    """Start every read (of every shard, into every allocation) before waiting for any; check each
-    read all it asked. `files` ({shard: CuFile}) keeps the files it opens, open; with None they
-    close after."""
+def _read_all(reads, files, direct_io, meanwhile):
+    """Start every read (of every shard, into every allocation), call meanwhile(), then wait for
+    each and check it read all it asked. `files` ({shard: CuFile}) keeps the files it opens, open;
+    with None they close after."""
     opened, started = {}, []
     files = opened if files is None else files
     try:
@@ -351,6 +363,7 @@ def _read_all(reads, files, direct_io=None):
             future = files[shard].pread(a.fw.region(a.buf, at, at + end - begin), end - begin,
                                         shard.data_start + begin)
             started.append((future, shard, begin, end))
+        meanwhile()
         for future, shard, begin, end in started:
             got = future.get()
             if got != end - begin:
@@ -364,18 +377,16 @@ def _read_all(reads, files, direct_io=None):
             f.close()
 
 
-def _make(fw, buf, at, t):
-    """Tensor `t` as a view of buf[at:], or as a copy where its offset is not a multiple of its
-    item size (safetensors does not promise aligned offsets)."""
-    dtype = fw.dtype(t.dtype)
+def _item_size(t):
+    return max(1, _DTYPES[t.dtype][0] // 8)
+
+
+def _view(fw, buf, at, t):
+    """Tensor `t` as a view of buf[at:], whose offset its item size divides."""
     shape = list(t.shape)
     if t.dtype in _PACKED and shape:
         shape[-1] //= _PACKED[t.dtype]
-    item = max(1, _DTYPES[t.dtype][0] // 8)
-    nbytes = t.end - t.begin
-    if at % item == 0 or nbytes == 0:
-        return fw.view(buf, at, at + nbytes, dtype, shape)
-    return fw.view(fw.copy(buf, at, at + nbytes), 0, nbytes, dtype, shape)
+    return fw.view(buf, at, at + t.end - t.begin, fw.dtype(t.dtype), shape)
 
 
 def load_file(path, device=None, framework="pt", *, names=None, device_map=None, direct_io=None):
