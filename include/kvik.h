@@ -1068,10 +1068,10 @@ KVIK_API int kvik_remote_set_retry_hook(kvik_retry_hook *hook, void *arg);
  * kvik_batch_submit() as far as the page cache holds its bytes (preadv2(2) with RWF_NOWAIT),
  * before its memory is classified: such a read may be complete when kvik_batch_submit() returns,
  * and the rest of one read in part goes where it would have gone. After 64 such reads in a row
- * that the page cache held whole, a batch reads them with pread(2) instead, asking with
- * RWF_NOWAIT one in 16, until one of those is refused: so once the page cache has lost a file's
- * pages, up to 15 reads may wait for storage within kvik_batch_submit(), as every read below
- * the threshold does where the pool is the backend. Device memory fails that try
+ * that the page cache held whole, a batch trusts it: it reads them with pread(2) instead, asking
+ * with RWF_NOWAIT one in 16, until one of those is refused. While it trusts the page cache, a
+ * read of pages it does not hold waits for storage within kvik_batch_submit(), as every read
+ * below the threshold does where the pool is the backend. Device memory fails that try
  * before a byte moves and then goes where device memory goes; managed memory is read by the CPU
  * there. Completions of every kind come back through kvik_batch_wait(), with the results
  * kvik_file_pread()/pwrite() would give. Device memory that io_uring serves is staged through
