@@ -254,14 +254,19 @@ static void test_not_cached(kvik_file *f) {
   printf("ok: reads the page cache does not serve go to the ring and the pool, tried rarely\n");
 }
 
+/* A page of memory that a read cannot write. */
+static unsigned char *read_only_page(void) {
+  void *ro = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT(ro != MAP_FAILED);
+  return ro;
+}
+
 /* A failed try is no result: the backend reads. A buffer that cannot be written fails its own
  * operation with -EFAULT, through either backend, and the others complete; a refusal of
  * RWF_NOWAIT stops the tries of the batch. */
 static void test_failures(kvik_file *f) {
   const int64_t modes[] = {KVIK_AUTO, KVIK_OFF};
-  long page = sysconf(_SC_PAGESIZE);
-  unsigned char *ro = mmap(NULL, (size_t)page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT(ro != MAP_FAILED);
+  unsigned char *ro = read_only_page();
   for (size_t m = 0; m < 2; m++) {
     set(KVIK_SETTING_IO_URING, modes[m]);
     kvik_batch *b;
@@ -299,7 +304,7 @@ static void test_failures(kvik_file *f) {
     reads_free(&r);
     kvik_batch_free(b);
   }
-  munmap(ro, (size_t)page);
+  munmap(ro, (size_t)sysconf(_SC_PAGESIZE));
 
   set(KVIK_SETTING_IO_URING, KVIK_AUTO);
   kvik_batch *b;
@@ -338,9 +343,7 @@ static long asked_in(kvik_batch *b, kvik_file *f, int rounds) {
  * written, made while trusted, fails its operation alone and leaves RWF_NOWAIT in use. */
 static void test_trust(kvik_file *f) {
   const int64_t modes[] = {KVIK_AUTO, KVIK_OFF};
-  long page = sysconf(_SC_PAGESIZE);
-  unsigned char *ro = mmap(NULL, (size_t)page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT(ro != MAP_FAILED);
+  unsigned char *ro = read_only_page();
   for (size_t m = 0; m < 2; m++) {
     set(KVIK_SETTING_IO_URING, modes[m]);
     kvik_batch *b;
@@ -372,7 +375,7 @@ static void test_trust(kvik_file *f) {
     ASSERT(asked_in(b, f, 1) >= NOPS); /* asked again, each */
     kvik_batch_free(b);
   }
-  munmap(ro, (size_t)page);
+  munmap(ro, (size_t)sysconf(_SC_PAGESIZE));
   printf("ok: a batch trusts the page cache after 64 cached reads, and stops when a probe misses\n");
 }
 
