@@ -204,7 +204,8 @@ static int route_ops(const char *fn, const kvik_batch_op *ops, kvik__batch_route
  * reads, a stray miss among cached reads perhaps never. */
 #define TRUST_STREAK 64U
 
-/* Whether the next try reads with pread(2) rather than asking with RWF_NOWAIT. */
+/* Whether the next try reads with pread(2) rather than asking with RWF_NOWAIT; a trusted try is
+ * counted, so that every NOWAIT_PROBE-th asks. */
 static int page_cache_trusted(kvik_batch *b) {
   return b->nowait.served >= TRUST_STREAK && ++b->nowait.trusted % NOWAIT_PROBE != 0;
 }
