@@ -89,6 +89,7 @@ int kvik_nvcomp_path(char *buf, size_t len) {
 
 /* The codec's functions, nvCOMP loaded. Returns 0 or a negative code naming `fn`. */
 static int format_api(const char *fn, kvik_codec codec, const kvik__nvcomp_format_api **f) {
+  *f = NULL;
   if (!valid_codec(codec)) return unknown_codec(fn, codec);
   const kvik__nvcomp_api *nv;
   int rc = kvik__nvcomp(fn, &nv);
