@@ -34,7 +34,10 @@ typedef struct slot {
 
 /* A thread's stream in one context, with two bounce buffers and an event each that marks the
  * buffer's last copy. Each thread has its own, so threads never wait on each other's copies; and
- * one per context, so that a thread's copies to one device never wait for another's. */
+ * one per context, so that a thread's copies to one device never wait for another's. The two
+ * buffers are one pinned allocation, registered once: a new process's first read registers for
+ * every thread, and each more buffer per thread made that read 6-8 ms slower on an H200
+ * (docs/benchmarks.md). */
 typedef struct kvik__lane {
   CUcontext ctx;
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
@@ -43,6 +46,7 @@ typedef struct kvik__lane {
   CUevent copied[2];
   CUevent direct_copied; /* after the direct copies */
   slot slot[2];          /* reads only; writes take buffers of their own */
+  char *buffers;         /* the slots' buffers, 2 x chunk bytes; NULL until a read needs them */
   size_t chunk;          /* the size of the slots' buffers */
   unsigned next;         /* the slot reads fill next: the one whose copy was queued first */
   int deferred;          /* its slots may hold copies of reads not yet finished */
@@ -85,16 +89,21 @@ static CUresult wait_handed(slot *sl) {
   return sl->copy.result;
 }
 
+/* Give the slots' buffers back to the device's cache. Their copies must be done. */
+static void give_back_buffers(lane *l) {
+  kvik__device_pinned_put(l->device, l->buffers, 2 * l->chunk);
+  l->buffers = l->slot[0].buf = l->slot[1].buf = NULL;
+}
+
 /* Destroy the lane's stream and events, unless its context is gone: then they went with it, and
  * its handle may now name another context. */
 static void destroy_lane(const kvik__cuda_api *cu, lane *l) {
   for (int i = 0; i < 2; i++) wait_handed(&l->slot[i]);
   if (kvik__context_id(l->ctx) != l->ctx_id || cu->cuCtxPushCurrent(l->ctx) != CUDA_SUCCESS) return;
   if (l->stream) cu->cuStreamSynchronize(l->stream);
-  for (int i = 0; i < 2; i++) {
-    kvik__device_pinned_put(l->device, l->slot[i].buf, l->chunk);
+  give_back_buffers(l);
+  for (int i = 0; i < 2; i++)
     if (l->copied[i]) cu->cuEventDestroy(l->copied[i]);
-  }
   if (l->direct_copied) cu->cuEventDestroy(l->direct_copied);
   if (l->stream) cu->cuStreamDestroy(l->stream);
   CUcontext popped;
@@ -284,10 +293,18 @@ static void settle_lane(const kvik__cuda_api *cu, lane *l, int release) {
   reap(cu, l, l->next ^ 1);
   if (!release) return;
   cu->cuStreamSynchronize(l->stream);
-  for (int i = 0; i < 2; i++) {
-    kvik__device_pinned_put(l->device, l->slot[i].buf, l->chunk);
-    l->slot[i].buf = NULL;
-  }
+  give_back_buffers(l);
+}
+
+/* Take the slots' buffers on the lane's first read. Returns 0 or the allocation's code. */
+static int take_buffers(const char *fn, lane *l) {
+  if (l->buffers) return 0;
+  void *buf;
+  int rc = kvik__device_pinned_get(fn, l->device, 2 * l->chunk, &buf);
+  if (rc < 0) return rc;
+  l->buffers = l->slot[0].buf = buf;
+  l->slot[1].buf = l->buffers + l->chunk;
+  return 0;
 }
 
 /* Settle a lane whose reads were deferred, in its context. */
@@ -381,12 +398,8 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     reap(cu, l, s);
     assert(!sl->owner);
     if (r->rc < 0) return r->rc; /* a copy that another thread queued for it failed */
-    if (!sl->buf) {
-      void *buf;
-      int get_rc = kvik__device_pinned_get(r->fn, l->device, l->chunk, &buf);
-      if (get_rc < 0) return get_rc;
-      sl->buf = buf;
-    }
+    int take_rc = take_buffers(r->fn, l);
+    if (take_rc < 0) return take_rc;
     l->next ^= 1;
     size_t n = size - pos < l->chunk ? size - pos : l->chunk, got = 0;
     uint64_t start_ns = kvik__now_ns();
