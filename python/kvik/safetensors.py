@@ -204,7 +204,6 @@ class _Shard:
                 self._parse()
             except ValueError as e:
                 raise ValueError(f"{self.path}: {e}") from None
-        return self
 
     def _parse(self):
         try:
@@ -417,7 +416,11 @@ def _load_whole(checkpoint, fw, direct_io):
     header fails once the reads are done, with the same error, never with tensors. Tensors of a
     shard that its index does not name are read too, and not returned."""
     a = _Allocation(fw, [(shard, 0, shard.data_size) for shard in checkpoint.shards])
-    a.buf = fw.empty(a.total)
+    try:
+        a.buf = fw.empty(a.total)
+    except Exception:
+        checkpoint.parse()  # a bad header explains more than the allocation's failure
+        raise
     made, later, names = {}, [], []
 
     def parse_and_view():

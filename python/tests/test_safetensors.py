@@ -550,6 +550,43 @@ def test_bad_shard(tmp_path, rng):
         kst.load_file(tmp_path, framework="numpy")
 
 
+def refuse_memory(monkeypatch):
+    """Make NumPy's allocations for the loader fail, as an allocation larger than the memory
+    would; returns the list of sizes asked for."""
+    asked = []
+
+    def empty(self, nbytes):
+        asked.append(nbytes)
+        raise MemoryError(f"no {nbytes} bytes")
+
+    monkeypatch.setattr(kvik._frameworks.NumPy, "empty", empty)
+    return asked
+
+
+def test_whole_load_allocation_fails_on_bad_header(tmp_path, monkeypatch):
+    """A whole load allocates before it parses the header; when the allocation fails, a bad
+    header is the error, as it is where the allocation succeeds."""
+    path = hand_made(tmp_path / "gap.safetensors", BAD_HEADERS["gap"][0], bytes(12))
+    asked = refuse_memory(monkeypatch)
+    with pytest.raises(ValueError, match="a gap in the data: bytes \\[8, 10\\)"):
+        kst.load_file(path, framework="numpy")
+    assert asked == [12]  # the whole data section, before parsing
+    good = hand_made(tmp_path / "good.safetensors", GOOD, bytes(12))
+    with pytest.raises(MemoryError):
+        kst.load_file(good, framework="numpy")
+
+
+def test_not_an_object_is_parsed_first(tmp_path, monkeypatch):
+    """A header that is not braces around something (a file that is not safetensors) is parsed
+    before any memory is taken for its data."""
+    asked = refuse_memory(monkeypatch)
+    for header in (b"[1, 2]", b"  {\"a\": 1", b"\x00\x01garbage"):
+        path = hand_made(tmp_path / "x.safetensors", header, bytes(1 << 20))
+        with pytest.raises(ValueError, match="^" + str(path)):
+            kst.load_file(path, framework="numpy")
+    assert asked == []
+
+
 # ---- save_file ---------------------------------------------------------------------------------
 
 
