@@ -238,7 +238,9 @@ def _read_index(path):
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise ValueError(f"{path}: the index has no weight_map of tensor names to shard files")
     base = os.path.dirname(path)
-    return index.get("metadata"), {name: os.path.join(base, f) for name, f in weight_map.items()}
+    # Normalised, so that "./shard" and "shard" are one shard, read once.
+    return index.get("metadata"), {name: os.path.normpath(os.path.join(base, f))
+                                   for name, f in weight_map.items()}
 
 
 class _Checkpoint:

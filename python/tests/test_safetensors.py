@@ -248,6 +248,20 @@ def test_sharded_index_names_part_of_a_shard(tmp_path, rng):
     same_dicts(got, {"a": shards[0]["a"], "c": shards[1]["c"]})
 
 
+def test_sharded_index_names_a_shard_two_ways(tmp_path, rng):
+    """"./shard" and "shard" in the index are one shard: read once, into one allocation."""
+    shards = [{"a": random_array(rng, NUMPY_DTYPES["F32"], (64, 4)),
+               "b": random_array(rng, NUMPY_DTYPES["F32"], (64, 4))},
+              {"c": random_array(rng, NUMPY_DTYPES["U16"], (5,))}]
+    index = write_sharded(tmp_path, shards)
+    body = json.loads(index.read_text())
+    body["weight_map"]["b"] = "./" + body["weight_map"]["b"]
+    index.write_text(json.dumps(body))
+    got = kst.load_file(tmp_path, framework="numpy")
+    same_dicts(got, {**shards[0], **shards[1]})
+    assert root(got["a"]).nbytes <= 2 * (64 * 4 * 4) + 256 + 10  # shard 1, its alignment, shard 2
+
+
 def test_subset(tmp_path, rng):
     tensors = {f"t{i:02d}": random_array(rng, NUMPY_DTYPES["F32"], (64, 16)) for i in range(20)}
     tensors["odd"] = random_array(rng, NUMPY_DTYPES["U8"], (3,))
