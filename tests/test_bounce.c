@@ -76,6 +76,8 @@ static void test_setting_change_frees_old_size(void) {
  * process's first read registers once per thread, not twice. */
 static void test_read_registers_once(void) {
   kvik_bounce_buffer_free();
+  int64_t task_size;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_TASK_SIZE, &task_size));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 8192));
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, 1 << 20)); /* one task of many chunks */
   size_t n = 100000;
@@ -97,7 +99,7 @@ static void test_read_registers_once(void) {
   free(want);
   device_free(dev);
   free(path);
-  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, 4 << 20));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, task_size));
 }
 
 static atomic_int writers_done;
