@@ -34,10 +34,11 @@ typedef struct slot {
 
 /* A thread's stream in one context, with two bounce buffers and an event each that marks the
  * buffer's last copy. Each thread has its own, so threads never wait on each other's copies; and
- * one per context, so that a thread's copies to one device never wait for another's. The two
- * buffers are one pinned allocation, registered once: a new process's first read registers for
- * every thread, and each more buffer per thread made that read 6-8 ms slower on an H200
- * (docs/benchmarks.md). */
+ * one per context, so that a thread's copies to one device never wait for another's. A read of
+ * more than one chunk takes both buffers as one pinned allocation, registered once: a new
+ * process's first read registers for every thread, and each more buffer per thread made that
+ * read 6-8 ms slower on an H200 (docs/benchmarks.md). A read of one chunk takes one buffer, as
+ * kvikio does (kvik_bounce_buffer_free then counts its size). */
 typedef struct kvik__lane {
   CUcontext ctx;
   unsigned long long ctx_id; /* tells a context from a later one with the same handle */
@@ -46,7 +47,7 @@ typedef struct kvik__lane {
   CUevent copied[2];
   CUevent direct_copied; /* after the direct copies */
   slot slot[2];          /* reads only; writes take buffers of their own */
-  char *buffers;         /* the slots' buffers, 2 x chunk bytes; NULL until a read needs them */
+  char *pair;            /* both slots' buffers, 2 x chunk bytes, where one allocation holds them */
   size_t chunk;          /* the size of the slots' buffers */
   unsigned next;         /* the slot reads fill next: the one whose copy was queued first */
   int deferred;          /* its slots may hold copies of reads not yet finished */
@@ -91,8 +92,12 @@ static CUresult wait_handed(slot *sl) {
 
 /* Give the slots' buffers back to the device's cache. Their copies must be done. */
 static void give_back_buffers(lane *l) {
-  kvik__device_pinned_put(l->device, l->buffers, 2 * l->chunk);
-  l->buffers = l->slot[0].buf = l->slot[1].buf = NULL;
+  if (l->pair) {
+    kvik__device_pinned_put(l->device, l->pair, 2 * l->chunk);
+  } else {
+    for (int i = 0; i < 2; i++) kvik__device_pinned_put(l->device, l->slot[i].buf, l->chunk);
+  }
+  l->pair = l->slot[0].buf = l->slot[1].buf = NULL;
 }
 
 /* Destroy the lane's stream and events, unless its context is gone: then they went with it, and
@@ -296,14 +301,19 @@ static void settle_lane(const kvik__cuda_api *cu, lane *l, int release) {
   give_back_buffers(l);
 }
 
-/* Take the slots' buffers on the lane's first read. Returns 0 or the allocation's code. */
-static int take_buffers(const char *fn, lane *l) {
-  if (l->buffers) return 0;
+/* Take slot s's buffer on its first use, with the other slot's where that has none and `left`
+ * bytes need both. Returns 0 or the allocation's code. */
+static int take_slot_buffer(const char *fn, lane *l, unsigned s, size_t left) {
+  if (l->slot[s].buf) return 0;
+  int pair = !l->slot[s ^ 1].buf && left > l->chunk;
   void *buf;
-  int rc = kvik__device_pinned_get(fn, l->device, 2 * l->chunk, &buf);
+  int rc = kvik__device_pinned_get(fn, l->device, pair ? 2 * l->chunk : l->chunk, &buf);
   if (rc < 0) return rc;
-  l->buffers = l->slot[0].buf = buf;
-  l->slot[1].buf = l->buffers + l->chunk;
+  l->slot[s].buf = buf;
+  if (pair) {
+    l->pair = buf;
+    l->slot[s ^ 1].buf = l->pair + l->chunk;
+  }
   return 0;
 }
 
@@ -398,7 +408,7 @@ static int queue_chunks(const kvik__cuda_api *cu, lane *l, kvik__device_read *r,
     reap(cu, l, s);
     assert(!sl->owner);
     if (r->rc < 0) return r->rc; /* a copy that another thread queued for it failed */
-    int take_rc = take_buffers(r->fn, l);
+    int take_rc = take_slot_buffer(r->fn, l, s, size - pos);
     if (take_rc < 0) return take_rc;
     l->next ^= 1;
     size_t n = size - pos < l->chunk ? size - pos : l->chunk, got = 0;

@@ -3,8 +3,8 @@
  * buffer size setting (below a page too), and a change of the setting frees the idle ones of the
  * old size; IO in other threads while the cache is emptied still moves the right bytes. The fake's
  * live count of registrations (kvik's pinned buffers are registered pages) proves that the memory
- * is freed, not only forgotten, and that a read registers its two buffers once. Skips (77) where
- * no libcuda.so.1 loads. */
+ * is freed, not only forgotten, and that a read of many chunks registers its two buffers once,
+ * while a read of one takes one buffer. Skips (77) where no libcuda.so.1 loads. */
 #include "test_cuda.h"
 
 #define THREADS 4
@@ -72,8 +72,37 @@ static void test_setting_change_frees_old_size(void) {
   ASSERT_EQ(live("registered"), before);
 }
 
-/* A read's two bounce buffers per thread are one pinned allocation, so one registration: a new
- * process's first read registers once per thread, not twice. */
+/* Read `n` bytes of the file `name` into device memory, and check them against test_fill's. */
+static void device_read(const char *name, size_t n) {
+  char *path = test_path(dir, name);
+  char *dev = device_alloc(n);
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path, "r", 0, &f));
+  ASSERT_EQ(kvik_file_read(f, dev, n, 0), (ssize_t)n);
+  kvik_file_free(f);
+  unsigned char *got = malloc(n), *want = malloc(n);
+  from_device(got, dev, n);
+  test_fill(want, n, n);
+  ASSERT_SAME_BYTES(got, want, n);
+  free(got);
+  free(want);
+  device_free(dev);
+  free(path);
+}
+
+/* A read of one chunk takes one bounce buffer, as kvikio's does: kvik_bounce_buffer_free counts
+ * the size set. (The read runs on the calling thread, which gives its buffers back at its end.) */
+static void test_small_read_takes_one_buffer(void) {
+  kvik_bounce_buffer_free();
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 8192));
+  device_write("s", 80);
+  kvik_bounce_buffer_free();
+  device_read("s", 80);
+  ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)8192);
+}
+
+/* A read of more chunks takes its two bounce buffers as one pinned allocation, so one
+ * registration: a new process's first read registers once per thread, not twice. */
 static void test_read_registers_once(void) {
   kvik_bounce_buffer_free();
   int64_t task_size;
@@ -84,21 +113,8 @@ static void test_read_registers_once(void) {
   device_write("r", n); /* through buffers of its own, freed here */
   kvik_bounce_buffer_free();
   long before = live("registered");
-  char *path = test_path(dir, "r");
-  char *dev = device_alloc(n);
-  kvik_file *f;
-  ASSERT_OK(kvik_file_open(path, "r", 0, &f));
-  ASSERT_EQ(kvik_file_read(f, dev, n, 0), (ssize_t)n);
-  kvik_file_free(f);
+  device_read("r", n);
   ASSERT_EQ(live("registered"), before + 1);
-  unsigned char *got = malloc(n), *want = malloc(n);
-  from_device(got, dev, n);
-  test_fill(want, n, n);
-  ASSERT_SAME_BYTES(got, want, n);
-  free(got);
-  free(want);
-  device_free(dev);
-  free(path);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, task_size));
 }
 
@@ -146,6 +162,7 @@ int main(void) {
   test_frees_idle_buffers();
   test_sizes_below_a_page();
   test_setting_change_frees_old_size();
+  test_small_read_takes_one_buffer();
   test_free_beside_io();
   test_read_registers_once(); /* last: the pool thread gives its buffers back when idle */
   test_rmdir(dir);
