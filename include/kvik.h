@@ -602,11 +602,13 @@ KVIK_API void kvik_future_free(kvik_future *future);
  * Memory bound: a thread with device work holds two pinned buffers of
  * min(KVIK_SETTING_BOUNCE_BUFFER_SIZE, max(task size / 2, 256 KiB)) bytes (2 MiB at the
  * defaults; 4 MiB for reads of 256 MiB or more into device memory, which run in tasks of at
- * least 8 MiB; a read of more than one chunk takes them as one allocation), per device it works
- * for, and gives them back when it runs out of work; at most KVIK_PINNED_CACHE_BYTES of idle
- * pinned buffers per device (and as much again of those that stream-ordered requests and fused
- * reads take for any device) are kept for reuse and the rest are freed. Keep 2 x buffer size x
- * KVIK_SETTING_NUM_THREADS under that bound, or buffers are freed and allocated again (slow).
+ * least 8 MiB; a read of more than one chunk takes them as one allocation; one of 2 MiB or more
+ * is whole huge pages, a piece of one mapping made for all the pool's threads, of which only the
+ * pieces taken hold memory), per device it works for, and gives them back when it runs out of
+ * work; at most KVIK_PINNED_CACHE_BYTES of idle pinned buffers per device (and as much again of
+ * those that stream-ordered requests and fused reads take for any device) are kept for reuse and
+ * the rest are freed. Keep 2 x buffer size x KVIK_SETTING_NUM_THREADS under that bound, or
+ * buffers are freed and allocated again (slow).
  *
  * Several devices: requests into memory of different devices, from one thread or many, run side
  * by side. Each thread copies on a stream of its own per context, and each device has its own

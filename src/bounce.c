@@ -33,8 +33,11 @@ typedef struct buffer_cache {
   int64_t made_for;  /* guarded by lock: the bounce buffer size setting that the idle ones had */
   size_t max_idle_bytes;
   int device; /* pinned memory: the CUDA device it is for; -1 for any (and aligned memory) */
+  /* pinned memory: what no buffer took yet of the last reserve (carve()); guarded by lock */
+  char *reserve;
+  size_t reserve_left;
   /* 0, or a code with a message */
-  int (*allocate)(const struct buffer_cache *cache, const char *fn, size_t size, void **buf);
+  int (*allocate)(struct buffer_cache *cache, const char *fn, size_t size, void **buf);
   void (*release)(void *buf, size_t size);
 } buffer_cache;
 
@@ -81,9 +84,19 @@ static void *take_idle(buffer_cache *cache, size_t size) {
   return found;
 }
 
+/* Unmap what no buffer took of the cache's reserve. Called with the lock held. */
+static void drop_reserve(buffer_cache *cache) {
+  if (cache->reserve_left) munmap(cache->reserve, cache->reserve_left);
+  cache->reserve = NULL;
+  cache->reserve_left = 0;
+}
+
+/* Free the cache's idle buffers, and unmap what no buffer took of its reserve (which held no
+ * memory, so counts no bytes). */
 static size_t cache_free_idle(buffer_cache *cache) {
   pthread_mutex_lock(&cache->lock);
   idle_buffer *list = detach_idle(cache);
+  drop_reserve(cache);
   pthread_mutex_unlock(&cache->lock);
   return release_all(cache, list);
 }
@@ -115,7 +128,7 @@ static void cache_put(buffer_cache *cache, void *buf, size_t size) {
  * a copy of them, one huge page almost nothing, whether the kernel pins them for a copy between a
  * bounce buffer and the caller's buffer (kvik__copy_user) or CUDA for a registration. Without huge
  * pages the buffer works all the same. */
-static int allocate_aligned(const buffer_cache *cache, const char *fn, size_t size, void **buf) {
+static int allocate_aligned(buffer_cache *cache, const char *fn, size_t size, void **buf) {
   (void)cache;
   int huge = size >= HUGE_PAGE;
   int err = kvik__posix_memalign(buf, huge ? HUGE_PAGE : BOUNCE_ALIGNMENT, size);
@@ -154,15 +167,16 @@ void kvik__bounce_put(void *buf, size_t size) { cache_put(&aligned, buf, size); 
  * huge pages touched by those threads at once and then registered took 8-9 ms; a new process's
  * first 8 GiB read went from 219-431 ms to 197-199 (bench/first_read.py, docs/benchmarks.md).
  *
- * Each buffer is a mapping of its own, in whole pages: the driver pins whole pages, so a page
- * shared with other memory would make the caller's own registration of that memory fail, and it
- * may mark what it pins not to be inherited by a child process (MADV_DONTFORK), which must not
- * take heap pages from under the child's malloc. */
-static size_t whole_pages(size_t size) {
-  return (size + BOUNCE_ALIGNMENT - 1) & ~(size_t)(BOUNCE_ALIGNMENT - 1);
+ * Each buffer is whole pages of its own: the driver pins whole pages, so a page shared with other
+ * memory would make the caller's own registration of that memory fail, and it may mark what it
+ * pins not to be inherited by a child process (MADV_DONTFORK), which must not take heap pages
+ * from under the child's malloc. A buffer of a huge page or more is whole huge pages. */
+static size_t piece_bytes(size_t size) {
+  size_t unit = size >= HUGE_PAGE ? HUGE_PAGE : BOUNCE_ALIGNMENT;
+  return (size + unit - 1) & ~(unit - 1);
 }
 
-/* A mapping of `bytes` (whole pages), starting on a huge page where it holds one or more. */
+/* A mapping of `bytes` (piece_bytes()), starting on a huge page where it holds one or more. */
 static int map_pages(const char *fn, size_t bytes, char **buf) {
   size_t slack = bytes >= HUGE_PAGE ? HUGE_PAGE : 0;
   char *raw = kvik__mmap(bytes + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -181,6 +195,36 @@ static int map_pages(const char *fn, size_t bytes, char **buf) {
   return 0;
 }
 
+/* The pages of a new buffer of `bytes` (piece_bytes()). One of huge pages is the next piece of
+ * the cache's reserve: a mapping made for as many such buffers as the pool has threads (at most
+ * the cache's bound on idle bytes), each of whose takers faults in and registers its own piece.
+ * A first read on 16 threads then maps memory once, where a mapping for each buffer cost 16
+ * mappings, 32 trims and 16 advices, each waiting for the process's address-space lock behind the
+ * other threads' registrations, which pin pages under it. A piece is unmapped alone when its
+ * buffer is freed; what no buffer took holds no memory, and is unmapped when the next reserve
+ * replaces it or by kvik_bounce_buffer_free(). Pieces are whole huge pages, so that each starts
+ * on one. A smaller buffer, or one whose reserve cannot be mapped, is mapped alone. */
+static int carve(buffer_cache *cache, const char *fn, size_t bytes, char **pages) {
+  size_t threads = (size_t)kvik__setting(KVIK_SETTING_NUM_THREADS);
+  size_t fit = cache->max_idle_bytes / bytes;
+  size_t pieces = bytes < HUGE_PAGE ? 1 : fit < threads ? fit : threads;
+  *pages = NULL;
+  if (pieces > 1) {
+    pthread_mutex_lock(&cache->lock);
+    if (cache->reserve_left < bytes) {
+      drop_reserve(cache);
+      if (map_pages(fn, pieces * bytes, &cache->reserve) == 0) cache->reserve_left = pieces * bytes;
+    }
+    if (cache->reserve_left >= bytes) {
+      *pages = cache->reserve;
+      cache->reserve += bytes;
+      cache->reserve_left -= bytes;
+    }
+    pthread_mutex_unlock(&cache->lock);
+  }
+  return *pages ? 0 : map_pages(fn, bytes, pages);
+}
+
 /* Write a byte of each page of `buf`, so that the kernel gives it its pages now, on this thread,
  * while the thread prefers NUMA node `node` (-1: no preference): they land on that node without
  * a thread of kvik's own running there. The thread's own policy is put back after. Where the
@@ -196,13 +240,13 @@ static void fault_in_on(int node, char *buf, size_t size) {
 
 /* Portable: the buffer serves copies in every context of its device (and of every other device,
  * for the cache of no device), whichever was current here. */
-static int allocate_pinned(const buffer_cache *cache, const char *fn, size_t size, void **buf) {
+static int allocate_pinned(buffer_cache *cache, const char *fn, size_t size, void **buf) {
   *buf = NULL;
   const kvik__cuda_api *cu = kvik__cuda(fn);
   if (!cu) return KVIK_ECUDA_UNAVAILABLE;
-  size_t bytes = whole_pages(size);
+  size_t bytes = piece_bytes(size);
   char *pages;
-  int rc = map_pages(fn, bytes, &pages);
+  int rc = carve(cache, fn, bytes, &pages);
   if (rc < 0) return rc;
   fault_in_on(cache->device < 0 ? -1 : kvik__device_numa_node(cu, cache->device), pages, bytes);
   rc = kvik__cuda_check(cu->cuMemHostRegister(pages, bytes, CU_MEMHOSTREGISTER_PORTABLE), fn,
@@ -218,7 +262,7 @@ static int allocate_pinned(const buffer_cache *cache, const char *fn, size_t siz
 static void release_pinned(void *buf, size_t size) {
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   if (cu) cu->cuMemHostUnregister(buf);
-  munmap(buf, whole_pages(size));
+  munmap(buf, piece_bytes(size));
 }
 
 /* Of no device in particular: stream-ordered IO's and fused reads' buffers. */
@@ -301,11 +345,14 @@ static void fork_parent(void) {
   pthread_mutex_unlock(&aligned.lock);
 }
 
-/* Pinned memory belongs to the parent's CUDA state, which the child cannot use: forget it. */
+/* Pinned memory belongs to the parent's CUDA state, which the child cannot use: forget it. The
+ * reserve is forgotten, not unmapped: a parent's thread may have been carving it. */
 static void forget(buffer_cache *cache) {
   pthread_mutex_init(&cache->lock, NULL);
   cache->idle = NULL;
   cache->idle_bytes = 0;
+  cache->reserve = NULL;
+  cache->reserve_left = 0;
 }
 
 static void fork_child(void) {

@@ -4,7 +4,9 @@
  * old size; IO in other threads while the cache is emptied still moves the right bytes. The fake's
  * live count of registrations (kvik's pinned buffers are registered pages) proves that the memory
  * is freed, not only forgotten, and that a read of many chunks registers its two buffers once,
- * while a read of one takes one buffer. Skips (77) where no libcuda.so.1 loads. */
+ * while a read of one takes one buffer. Buffers of huge pages come from a reserve mapped for all
+ * the pool's threads, which counts only what buffers took and goes with the idle buffers. Skips
+ * (77) where no libcuda.so.1 loads. */
 #include "test_cuda.h"
 
 #define THREADS 4
@@ -101,6 +103,35 @@ static void test_small_read_takes_one_buffer(void) {
   ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)8192);
 }
 
+/* The process's virtual memory, in bytes (VmSize). */
+static size_t virtual_bytes(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  ASSERT(f != NULL);
+  char line[256];
+  size_t kib = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmSize: %zu kB", &kib) == 1) break;
+  fclose(f);
+  ASSERT(kib > 0);
+  return kib << 10;
+}
+
+/* A buffer of huge pages is a piece of a reserve mapped for as many as the pool has threads: the
+ * reserve's untaken pieces are not counted as buffers, and kvik_bounce_buffer_free unmaps them. */
+static void test_reserve(void) {
+  const size_t huge = (size_t)2 << 20;
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, (int64_t)huge));
+  device_write("v", 80);
+  kvik_bounce_buffer_free();
+  size_t before = virtual_bytes();
+  device_read("v", 80);
+  ASSERT(virtual_bytes() >= before + 3 * huge); /* the reserve is mapped, 4 pieces */
+  ASSERT_EQ(kvik_bounce_buffer_free(), huge);   /* one taken */
+  ASSERT(virtual_bytes() < before + huge);      /* and the rest unmapped */
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
+}
+
 /* A read of more chunks takes its two bounce buffers as one pinned allocation, so one
  * registration: a new process's first read registers once per thread, not twice. */
 static void test_read_registers_once(void) {
@@ -133,8 +164,9 @@ static void *writer(void *arg) {
   return NULL;
 }
 
-static void test_free_beside_io(void) {
-  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 16384));
+static void free_beside_io(int64_t buffer_size) {
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, buffer_size));
+  atomic_store(&writers_done, 0);
   long before = live("registered");
   pthread_t t[THREADS];
   for (int i = 0; i < THREADS; i++)
@@ -143,6 +175,13 @@ static void test_free_beside_io(void) {
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
   kvik_bounce_buffer_free();
   ASSERT_EQ(live("registered"), before);
+}
+
+static void test_free_beside_io(void) {
+  free_beside_io(16384);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, THREADS));
+  free_beside_io((int64_t)2 << 20); /* buffers from reserves */
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
 }
 
 int main(void) {
@@ -163,6 +202,7 @@ int main(void) {
   test_sizes_below_a_page();
   test_setting_change_frees_old_size();
   test_small_read_takes_one_buffer();
+  test_reserve();
   test_free_beside_io();
   test_read_registers_once(); /* last: the pool thread gives its buffers back when idle */
   test_rmdir(dir);
