@@ -18,8 +18,9 @@ imports and CUDA's start. Warm: the files' pages cached (an untimed pass first),
 posix_fadvise(DONTNEED); the pages still resident after are printed), the median of --cold-repeat
 passes, with `dd iflag=direct` and buffered `dd` of the one file as baselines, and where fio is
 on PATH, fio's sequential read of it with O_DIRECT (io_uring, 16 reads of 4 MiB in flight) and
-buffered (psync, 16 MiB calls). CPU s/GB: the child's user+system time over the load, per GB of
-tensor data.
+buffered (psync, 16 MiB calls). The cold passes of all of them take turns, round after round, in
+an order that moves each round, so that a disk whose rate drifts during the run favours none.
+CPU s/GB: the child's user+system time over the load, per GB of tensor data.
 
 Last, issue 28's two targets for kvik at its defaults, each "met" or "missed": warm, at least
 50 GB/s; cold, at least the fastest of the other contenders, dd and fio.
@@ -258,9 +259,8 @@ def fio(path, direct):
     return json.loads(done.stdout)["jobs"][0]["read"]["bw_bytes"] / GB
 
 
-def baselines(one, args):
-    """{label: cold GB/s} of dd and fio reading the one file, each the median of --cold-repeat
-    reads after its pages were dropped; also printed."""
+def baselines(one):
+    """[(label, read)] of dd and fio reading the one file: read() gives its GB/s."""
     readers = [("dd iflag=direct", lambda: dd(one, True)),
                ("dd (buffered)", lambda: dd(one, False))]
     if shutil.which("fio"):
@@ -268,14 +268,20 @@ def baselines(one, args):
                     ("fio buffered", lambda: fio(one, False))]
     else:
         print("# fio skipped: not on PATH (bench/fio_static.sh builds one)")
-    out = {}
-    for label, read in readers:
-        rates = []
-        for _ in range(args.cold_repeat):
-            resident = drop_pages([one])
-            rates.append(read())
-        out[label] = statistics.median(rates)
-        print(f"{label:24s} {'':9s} {out[label]:9.2f} {'':8s} {'':8s} {'':8s} {resident:7.1%}")
+    return readers
+
+
+def cold_passes(readers, rounds):
+    """{label: ([GB/s], [fraction still resident])} of `readers`, [(label, files, read)] whose
+    read() reads the files once and gives its GB/s, each read after the files' pages were dropped.
+    They take turns for `rounds` rounds, each round starting one later and every other one
+    reversed."""
+    out = {label: ([], []) for label, _, _ in readers}
+    for r in range(rounds):
+        order = readers[r % len(readers):] + readers[:r % len(readers)]
+        for label, files, read in order if r % 2 == 0 else reversed(order):
+            out[label][1].append(drop_pages(files))
+            out[label][0].append(read())
     return out
 
 
@@ -316,20 +322,20 @@ def contenders(framework):
     return out
 
 
-def measure(name, env, path, args):
-    files = files_of(path)
+def measure_warm(name, env, path, args):
+    """The warm passes of `name` on `path`, after an untimed one."""
     run_child(name, path, args, env)  # untimed: the pages cached, the code warm
-    warm = [run_child(name, path, args, env) for _ in range(args.repeat)]
-    cold, resident = [], []
-    for _ in range(0 if args.no_cold else args.cold_repeat):
-        resident.append(drop_pages(files))
-        cold.append(run_child(name, path, args, env))
+    return [run_child(name, path, args, env) for _ in range(args.repeat)]
+
+
+def summary(warm, cold, rates, resident):
+    """A contender's row: `warm` and `cold` its passes, `rates` the cold passes' GB/s."""
     nbytes = warm[0]["bytes"]
-    rate = (lambda runs: nbytes / statistics.median(r["seconds"] for r in runs) / GB
-            if runs else float("nan"))
-    cpu = statistics.median(r["cpu"] for r in warm + cold) / (nbytes / GB)
-    return {"warm": rate(warm), "cold": rate(cold), "cpu": cpu,
-            "peak": max(r["peak_mib"] for r in warm + cold),
+    runs = warm + cold
+    return {"warm": nbytes / statistics.median(r["seconds"] for r in warm) / GB,
+            "cold": statistics.median(rates) if rates else float("nan"),
+            "cpu": statistics.median(r["cpu"] for r in runs) / (nbytes / GB),
+            "peak": max(r["peak_mib"] for r in runs),
             "base": statistics.median(r["base_mib"] for r in warm),
             "resident": max(resident, default=0.0), "tensors": warm[0]["tensors"]}
 
@@ -407,14 +413,31 @@ def main():
           f"{'peak MiB':>8s} {'base MiB':>8s} {'resident':>8s}")
     if args.only:
         chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
-    results = {}
+    warm, cold, readers = {}, {}, []
     for name, env in chosen.items():
         for label, path in ((name, one), (name + " (4 shards)", sharded)):
-            r = results[label] = measure(name, env, path, args)
-            assert r["tensors"] == len(tensors), (label, r["tensors"])
-            print(f"{label:24s} {r['warm']:9.2f} {r['cold']:9.2f} {r['cpu']:8.3f} "
-                  f"{r['peak']:8.0f} {r['base']:8.0f} {r['resident']:7.1%}", flush=True)
-    cold_baselines = {} if args.no_cold else baselines(one, args)
+            warm[label] = measure_warm(name, env, path, args)
+            assert warm[label][0]["tensors"] == len(tensors), (label, warm[label][0]["tensors"])
+            cold[label] = []
+
+            def read(label=label, name=name, path=path, env=env):
+                cold[label].append(run_child(name, path, args, env))
+                return cold[label][-1]["bytes"] / cold[label][-1]["seconds"] / GB
+
+            readers.append((label, files_of(path), read))
+    baseline_readers = [] if args.no_cold else baselines(one)
+    readers += [(label, [one], read) for label, read in baseline_readers]
+    passes = cold_passes(readers, 0 if args.no_cold else args.cold_repeat)
+    results = {label: summary(warm[label], cold[label], *passes[label]) for label in warm}
+    for label, r in results.items():
+        print(f"{label:24s} {r['warm']:9.2f} {r['cold']:9.2f} {r['cpu']:8.3f} "
+              f"{r['peak']:8.0f} {r['base']:8.0f} {r['resident']:7.1%}")
+    cold_baselines = {}
+    for label, _ in baseline_readers:
+        rates, resident = passes[label]
+        cold_baselines[label] = statistics.median(rates)
+        print(f"{label:24s} {'':9s} {cold_baselines[label]:9.2f} {'':8s} {'':8s} {'':8s} "
+              f"{max(resident):7.1%}")
     print("# base MiB: the child's peak before loading (imports, CUDA); resident: the largest "
           "fraction of pages\n# still cached after dropping them, before a cold pass")
     if args.framework == "torch" and args.device != "cpu":
