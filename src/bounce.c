@@ -305,22 +305,24 @@ void kvik__device_pinned_put(int device, void *buf, size_t size) {
 
 /* ---- freeing the idle buffers ----------------------------------------------------------- */
 
-static int has_idle(buffer_cache *cache) {
+/* Whether the cache has idle buffers, or a reserve to unmap. */
+static int holds_any(buffer_cache *cache) {
   pthread_mutex_lock(&cache->lock);
-  int any = cache->idle != NULL;
+  int any = cache->idle != NULL || cache->reserve_left > 0;
   pthread_mutex_unlock(&cache->lock);
   return any;
 }
 
-/* cuMemFreeHost needs a current context: the caller's, else device 0's primary one, which is
- * active already where pinned buffers were made in it (the buffers are portable: any context
- * frees them). Without one the buffers are still freed as far as the driver lets them. */
+/* Unregistering pinned buffers needs a current context: the caller's, else device 0's primary
+ * one, which is active already where pinned buffers were made in it (the buffers are portable:
+ * any context frees them). Without one the buffers are still freed as far as the driver lets
+ * them. The reserves go too. */
 size_t kvik_bounce_buffer_free(void) {
   static const char fn[] = "kvik_bounce_buffer_free";
   size_t bytes = cache_free_idle(&aligned);
-  int any_pinned = has_idle(&pinned);
+  int any_pinned = holds_any(&pinned);
   for (int d = 0; d < KVIK__PINNED_DEVICES && !any_pinned; d++)
-    any_pinned = has_idle(&per_device[d]);
+    any_pinned = holds_any(&per_device[d]);
   if (!any_pinned) return bytes;
   const kvik__cuda_api *cu = kvik__cuda_if_present();
   int pushed = cu && kvik__context_push_any(fn, cu) == 0;

@@ -13,6 +13,7 @@
 #define ROUNDS 50
 
 static long (*live)(const char *what);
+static void (*fail)(const char *symbol, int nth, int error);
 
 static char *dir;
 
@@ -132,6 +133,30 @@ static void test_reserve(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
 }
 
+/* A reserve is unmapped also when no buffer is idle: here the one taken from it went with the
+ * size it was made for, and the next IO's buffer with its failed registration. */
+static void test_reserve_without_idle_buffers(void) {
+  const size_t huge = (size_t)2 << 20;
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 4));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, (int64_t)huge));
+  kvik_bounce_buffer_free();
+  size_t before = virtual_bytes();
+  device_read("v", 80); /* a reserve of 4 pieces, one taken, then idle */
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_BOUNCE_BUFFER_SIZE, 8192));
+  fail("cuMemHostRegister_v2", 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+  char *path = test_path(dir, "v");
+  char *dev = device_alloc(80);
+  kvik_file *f;
+  ASSERT_OK(kvik_file_open(path, "r", 0, &f));
+  ASSERT(kvik_file_read(f, dev, 80, 0) < 0); /* the idle piece freed, the new buffer refused */
+  kvik_file_free(f);
+  device_free(dev);
+  free(path);
+  ASSERT_EQ(kvik_bounce_buffer_free(), (size_t)0);
+  ASSERT(virtual_bytes() < before + huge);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
+}
+
 /* A read of more chunks takes its two bounce buffers as one pinned allocation, so one
  * registration: a new process's first read registers once per thread, not twice. */
 static void test_read_registers_once(void) {
@@ -191,7 +216,8 @@ int main(void) {
   }
   void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (driver) *(void **)&live = dlsym(driver, "fake_cuda_live");
-  if (!live) {
+  if (driver) *(void **)&fail = dlsym(driver, "fake_cuda_fail");
+  if (!live || !fail) {
     fprintf(stderr, "skip: not the fake driver (its live counts prove the frees)\n");
     return TEST_SKIP;
   }
@@ -203,6 +229,7 @@ int main(void) {
   test_setting_change_frees_old_size();
   test_small_read_takes_one_buffer();
   test_reserve();
+  test_reserve_without_idle_buffers();
   test_free_beside_io();
   test_read_registers_once(); /* last: the pool thread gives its buffers back when idle */
   test_rmdir(dir);
