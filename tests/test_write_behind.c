@@ -111,12 +111,19 @@ static void test_default_is_on(void) {
   ASSERT_EQ(value, 1);
 }
 
-/* Large writes leave few dirty pages: each piece started its writeback after it was written. A
- * start that happens to take long pauses the handle (on the H200 machine, after 17 of 32 writes
- * of 1 MiB once), so half the pages may stay dirty. */
+/* Fewer dirty pages than a handle paused at its first start leaves (test_slow_start_pauses):
+ * pieces after the first started their writeback. */
+#define STARTED_BEYOND_FIRST (PAGES - 2 * PIECE_PAGES)
+
+/* Large writes start the writeback of what they wrote. Where the starts cost more than a quarter
+ * of the writes' time the handle pauses, as designed, and the rest stays dirty: on the 2-core VM
+ * after about half of the pieces (4096 of 8192 pages dirty), on the H200 machine once after 17 of
+ * 32 writes of 1 MiB, and on the H100 under ctest -j12 past half in three tries once. So the test
+ * asks that write-behind started beyond the first pieces, not how far it went. */
 static void test_large_writes_start_writeback(const char *path) {
-  ASSERT(dirty_after(path, SIZE, 1, "one write of 32 MiB (pieces of 4 MiB)") <= PAGES / 2);
-  ASSERT(dirty_after(path, (size_t)1 << 20, 1, "32 writes of 1 MiB") <= PAGES / 2);
+  ASSERT(dirty_after(path, SIZE, 1, "one write of 32 MiB (pieces of 4 MiB)") <
+         STARTED_BEYOND_FIRST);
+  ASSERT(dirty_after(path, (size_t)1 << 20, 1, "32 writes of 1 MiB") < STARTED_BEYOND_FIRST);
 }
 
 /* Writes below 1 MiB are left to the kernel. */
@@ -131,8 +138,8 @@ static void test_slow_start_pauses(const char *path) {
   kvik__fault_delay(KVIK__FAULT_SYNC, NULL, 1, 300 * 1000);
   uint64_t dirty = write_file(path, SIZE);
   printf("first start slow: %llu pages dirty\n", (unsigned long long)dirty);
-  ASSERT(dirty >= PAGES - 2 * PIECE_PAGES);
-  ASSERT(write_file(path, SIZE) <= PAGES / 2);
+  ASSERT(dirty >= STARTED_BEYOND_FIRST);
+  ASSERT(write_file(path, SIZE) < STARTED_BEYOND_FIRST);
 }
 
 /* A file that refuses sync_file_range(2) (EINVAL) is not asked again; a failed writeback (EIO)
@@ -142,12 +149,12 @@ static void test_refusal_and_failure(const char *path) {
   uint64_t dirty = write_file(path, SIZE);
   ASSERT_EQ(kvik__fault_injected(), 1);
   printf("refused: %llu pages dirty\n", (unsigned long long)dirty);
-  ASSERT(dirty >= PAGES - 2 * PIECE_PAGES);
+  ASSERT(dirty >= STARTED_BEYOND_FIRST);
   kvik__fault_arm(KVIK__FAULT_SYNC, NULL, 1, EIO);
   dirty = write_file(path, SIZE);
   ASSERT_EQ(kvik__fault_injected(), 1);
   printf("first start failed with EIO: %llu pages dirty\n", (unsigned long long)dirty);
-  ASSERT(dirty <= PAGES / 2);
+  ASSERT(dirty < STARTED_BEYOND_FIRST);
   kvik__fault_disarm();
 }
 #endif
