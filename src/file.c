@@ -47,6 +47,7 @@ struct kvik_file {
 static int file_transfer(void *self, kvik__op op, char *buf, size_t size, int64_t offset,
                          size_t *done);
 static int file_cold(void *self, int64_t offset, size_t size);
+static void file_announce(void *self, int64_t offset, size_t size);
 
 /* ---- open and close ------------------------------------------------------------------- */
 
@@ -122,8 +123,15 @@ int kvik_file_open(const char *path, const char *flags, unsigned mode, kvik_file
   kvik__zc_init(&f->zc, f->fd);
   kvik__zc_file *zc = f->access == O_WRONLY ? NULL : &f->zc; /* a mapping needs read access */
   const kvik__append_file *append_to = f->append ? &f->append_to : NULL;
-  f->source = (kvik__source){{0, 0},  file_transfer, f,        append_to, zc, &f->gds,
-                             f->path, KVIK_IO_POSIX, file_cold};
+  f->source = (kvik__source){.transfer = file_transfer,
+                             .self = f,
+                             .append = append_to,
+                             .zc = zc,
+                             .gds = &f->gds,
+                             .name = f->path,
+                             .backend = KVIK_IO_POSIX,
+                             .cold = file_cold,
+                             .announce = file_announce};
   *file = f;
   return 0;
 }
@@ -259,6 +267,16 @@ static int file_cold(void *self, int64_t offset, size_t size) {
     if (!kvik__page_cache_mostly(fd, at, COLD_SAMPLE, 1)) return 1;
   }
   return 0;
+}
+
+/* The source's hook (kvik__source.announce): the range's missing pages asked of the kernel,
+ * unless the handle reads with O_DIRECT, which would then find them cached and read them through
+ * the page cache. */
+static void file_announce(void *self, int64_t offset, size_t size) {
+  kvik_file *file = self;
+  if (direct_for(file, KVIK__READ) >= 0) return;
+  kvik__posix_target target = {file->fd, -1, file->path, cached_middle, NULL};
+  kvik__posix_announce(&target, offset, size);
 }
 
 /* An append handle's writes go through its O_APPEND descriptor, in the page cache, where the

@@ -101,7 +101,7 @@ int kvik_mmap_open(const char *path, const char *flags, size_t map_size, int64_t
     return rc;
   }
   map->source =
-      (kvik__source){{0, 0}, copy_out, map, NULL, NULL, NULL, map->path, KVIK_IO_MMAP, NULL};
+      (kvik__source){.transfer = copy_out, .self = map, .name = map->path, .backend = KVIK_IO_MMAP};
   *out = map;
   return 0;
 }

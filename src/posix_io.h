@@ -55,6 +55,11 @@ typedef struct kvik__posix_range {
 int kvik__posix_io(const kvik__posix_target *target, const kvik__posix_range *range, size_t *done,
                    int *direct_refused);
 
+/* Ask the kernel to read `size` bytes at `offset` of target->fd into the page cache now, where
+ * they are 1 MiB or more and target->cached finds them missing (posix_io.c says why); as
+ * kvik__posix_io() does before a buffered read. Advice only: returns nothing. Thread-safe. */
+void kvik__posix_announce(const kvik__posix_target *target, int64_t offset, size_t size);
+
 /* The range through the descriptor `fd` alone, in system calls retried while interrupted or
  * short, until it is done, or (reads) the file ends, or a call fails or (writes) writes nothing.
  * Returns 0, or the failed call's -errno with no message set; *done is the number of bytes

@@ -457,7 +457,7 @@ static int open_remote(const char *url, const char *shown, const kvik_remote_opt
   }
   kvik_io_backend backend =
       r->kind == KVIK_REMOTE_WEBHDFS ? KVIK_IO_REMOTE_HDFS : KVIK_IO_REMOTE_HTTP;
-  r->source = (kvik__source){{0, 0}, fetch, r, NULL, NULL, NULL, r->display, backend, NULL};
+  r->source = (kvik__source){.transfer = fetch, .self = r, .name = r->display, .backend = backend};
   *out = r;
   return 0;
 }

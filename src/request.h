@@ -31,6 +31,10 @@ typedef struct kvik__source {
   /* NULL, or whether the page cache lacks much of `size` bytes at `offset` of the source: a large
    * read of such a range runs in larger tasks (request.c, COLD_TASK). */
   int (*cold)(void *self, int64_t offset, size_t size);
+  /* NULL, or have the source start reading `size` bytes at `offset` into its cache, as advice:
+   * a task of a cold read into device memory announces its range before it reads it chunk by
+   * chunk (request.c, run_task()). */
+  void (*announce)(void *self, int64_t offset, size_t size);
 } kvik__source;
 
 typedef struct kvik__request {

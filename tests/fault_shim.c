@@ -17,6 +17,7 @@ shim_config shim;
 _Atomic long shim_direct_io_calls;
 _Atomic long shim_io_calls;
 _Atomic long shim_willneed_calls, shim_willneed_bytes;
+_Atomic long shim_willneed_bytes_at_first_read = -1;
 _Atomic long shim_writer_tid;
 _Atomic int shim_many_writers;
 _Atomic int shim_writes_out_of_order;
@@ -53,6 +54,7 @@ void shim_reset(void) {
   atomic_store(&shim_io_calls, 0);
   atomic_store(&shim_willneed_calls, 0);
   atomic_store(&shim_willneed_bytes, 0);
+  atomic_store(&shim_willneed_bytes_at_first_read, -1);
   atomic_store(&shim_writer_tid, 0);
   atomic_store(&shim_many_writers, 0);
   atomic_store(&shim_writes_out_of_order, 0);
@@ -127,6 +129,9 @@ ssize_t pread(int fd, void *buf, size_t count, off_t offset) {
   ssize_t target = before_io(fd, &count);
   if (target < 0) return -1;
   if (target) {
+    long unset = -1;
+    atomic_compare_exchange_strong(&shim_willneed_bytes_at_first_read, &unset,
+                                   atomic_load(&shim_willneed_bytes));
     pthread_mutex_lock(&gate_lock);
     while (atomic_load(&shim.gate_closed)) pthread_cond_wait(&gate_cond, &gate_lock);
     pthread_mutex_unlock(&gate_lock);

@@ -28,6 +28,9 @@ extern _Atomic long shim_direct_io_calls;
 extern _Atomic long shim_io_calls;
 /* The posix_fadvise(POSIX_FADV_WILLNEED) calls on target files, and the bytes they named. */
 extern _Atomic long shim_willneed_calls, shim_willneed_bytes;
+/* shim_willneed_bytes when the first pread of a target file since the last reset began; -1
+ * before one. */
+extern _Atomic long shim_willneed_bytes_at_first_read;
 /* The target pwrites since the last reset: the thread (gettid) that made the first, whether
  * another thread made one too, and whether one began elsewhere than where the one before ended. */
 extern _Atomic long shim_writer_tid;

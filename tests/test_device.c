@@ -28,6 +28,7 @@
 #include "test.h"
 #include "../src/cuda.h"
 #include "fake_cuda.h"
+#include "fault_shim.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -1860,7 +1861,7 @@ static void test_large_read_chunks(void) {
     long before = h2d_copies();
     ASSERT_EQ(kvik_file_read(f, dev, sizes[i], 0), (ssize_t)sizes[i]);
     long made = h2d_copies() - before;
-    /* A file the page cache lacks is read in larger tasks still (cold_task_size): judged only
+    /* A file the page cache lacks is read in larger tasks still (cold_read): judged only
      * where it was all cached, as it is after being written unless reclaim took pages. */
     if (resident < total) printf("note: %zu of %zu pages cached: copies not counted\n", resident, total);
     else if (made != copies[i])
@@ -1881,6 +1882,54 @@ static void test_large_read_chunks(void) {
   free(part);
   free(got);
   printf("ok: a read of 256 MiB into device memory copies 4 MiB chunks, a smaller one 2 MiB\n");
+}
+
+/* A read into device memory of a file the page cache lacks announces each task's whole range to
+ * the kernel (POSIX_FADV_WILLNEED, counted by fault_shim.c) before its first chunk, so that the
+ * disk reads a task's second chunk while its first is copied: 64 MiB on one thread runs in 4
+ * tasks of 16 MiB (cold_read), each of two chunks of 8 MiB; the first task's 16 MiB are announced
+ * before the first pread, not 8. Pages announced but not yet read count as cached for
+ * cachestat(2), not for mincore(2): with the latter, chunks are announced again (no IO: the pages
+ * are on their way). Judged only where the drop left (nearly) nothing cached. */
+static void test_cold_read_announced(void) {
+  g_case = "cold read announced";
+  const size_t size = 64 * MiB;
+  char *path = test_path(g_dir, SHIM_TARGET_MARK "-cold");
+  unsigned char *data = malloc(size), *got = malloc(size);
+  test_fill(data, size, 17);
+  test_write_file(path, data, size);
+  int64_t threads, zero_copy;
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_NUM_THREADS, &threads));
+  ASSERT_OK(kvik_setting_get(KVIK_SETTING_ZERO_COPY_READ, &zero_copy));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, 1));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF)); /* the bounce buffers */
+  kvik_file *f = open_file(path, "r");
+  unsigned char *dev = dev_alloc(size);
+  ASSERT_OK(kvik_page_cache_drop(path));
+  size_t resident, total;
+  ASSERT_OK(kvik_page_cache_info(path, &resident, &total));
+  shim_reset();
+  ASSERT_EQ(kvik_file_read(f, dev, size, 0), (ssize_t)size);
+  long calls = atomic_load(&shim_willneed_calls), bytes = atomic_load(&shim_willneed_bytes);
+  long first = atomic_load(&shim_willneed_bytes_at_first_read);
+  CU_OK(cu.cuMemcpyDtoH_v2(got, dptr(dev), size));
+  ASSERT_SAME_BYTES(got, data, size);
+  if (resident > total / 16)
+    printf("note: the drop left %zu of %zu pages: announcements not counted\n", resident, total);
+  else if (first < 16 * (long)MiB || bytes < (long)size)
+    FAIL_AT("a cold read of 64 MiB into device memory announced %ld bytes before its first pread "
+            "(not 16 MiB), and %ld in %ld WILLNEED calls in all (not 64 MiB)",
+            first, bytes, calls);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_NUM_THREADS, threads));
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, zero_copy));
+  shim_reset();
+  dev_free(dev);
+  kvik_file_free(f);
+  unlink(path);
+  free(path);
+  free(data);
+  free(got);
+  printf("ok: a cold read into device memory announces each task whole\n");
 }
 
 /* ---- main ---------------------------------------------------------------------------------- */
@@ -1923,6 +1972,7 @@ static void run_suite(void) {
   test_zero_copy();
   test_faults();
   test_large_read_chunks();
+  test_cold_read_announced();
   test_large();
   g_case = "teardown";
   CU_OK(cu.cuStreamDestroy_v2(g_alloc_stream));

@@ -332,7 +332,7 @@ static int step_direct(void) {
 }
 
 /* A buffered read of a file out of the page cache, in one task of more than a MiB: announced to
- * the kernel first (posix_io.c's announce_cold). */
+ * the kernel first (kvik__posix_announce in posix_io.c). */
 static int step_cold_buffered(void) {
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_TASK_SIZE, (int64_t)FILE_BYTES));
   reset_file(env.old_bytes);
