@@ -62,21 +62,38 @@ static int copy_context(const char *fn, CUcontext own, int ordinal, CUcontext *c
   return kvik__primary_context(fn, ordinal, ctx);
 }
 
+/* What the driver says of ptr: its memory type alone (count 1), or that and, in `more`, its
+ * context, whether it is managed and its device (count 4); type 0 for a pointer it does not know.
+ * 0 or a negative code. The type comes first and alone: a host read checks its buffer on every
+ * call, and pageable memory, type 0, needs no more (managed memory has type host or device, never
+ * 0). */
+static int pointer_attributes(const char *fn, const kvik__cuda_api *cu, const void *ptr,
+                              unsigned count, unsigned *type, void **more) {
+  int attributes[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT,
+                      CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void *values[] = {type, more ? more[0] : NULL, more ? more[1] : NULL, more ? more[2] : NULL};
+  CUresult result =
+      cu->cuPointerGetAttributes(count, attributes, values, (CUdeviceptr)(uintptr_t)ptr);
+  if (result != CUDA_ERROR_INVALID_VALUE)
+    return kvik__cuda_check(result, fn, "cuPointerGetAttributes");
+  *type = 0; /* not a pointer CUDA knows */
+  return 0;
+}
+
 int kvik__memory_classify(const char *fn, const void *ptr, kvik__memory *mem) {
   mem->kind = KVIK_MEMORY_HOST;
   mem->ctx = NULL;
   const kvik__cuda_api *cu;
   int rc = kvik__cuda_for_pointers(fn, &cu);
   if (rc < 0 || !cu || !ptr) return rc;
+  unsigned type = 0;
+  rc = pointer_attributes(fn, cu, ptr, 1, &type, NULL);
+  if (rc < 0 || type == 0) return rc;
   CUcontext own = NULL;
-  unsigned type = 0, managed = 0;
+  unsigned managed = 0;
   int ordinal = 0;
-  int attributes[] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                      CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-  void *values[] = {&own, &type, &managed, &ordinal};
-  CUresult result = cu->cuPointerGetAttributes(4, attributes, values, (CUdeviceptr)(uintptr_t)ptr);
-  if (result == CUDA_ERROR_INVALID_VALUE) return 0; /* not a pointer CUDA knows */
-  rc = kvik__cuda_check(result, fn, "cuPointerGetAttributes");
+  void *more[] = {&own, &managed, &ordinal};
+  rc = pointer_attributes(fn, cu, ptr, 4, &type, more);
   if (rc < 0) return rc;
   if (managed) mem->kind = KVIK_MEMORY_MANAGED;
   else if (type == CU_MEMORYTYPE_DEVICE) mem->kind = KVIK_MEMORY_DEVICE;
