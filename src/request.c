@@ -302,10 +302,10 @@ static io_task request_task(const kvik__request *req, const kvik__memory *mem, k
 }
 
 /* A cold task into device memory also announces the range of the task `threads` places after it:
- * the one its thread takes when it finishes, as the pool's threads take tasks in order. So a
- * thread's next range is on its way from the disk while it copies this one to the GPU, and the
- * disk has two tasks a thread to read, where one had left it idle between them: on an H100
- * machine a cold checkpoint loaded 15% faster on 32 threads than on 16 (docs/benchmarks.md). */
+ * the one its thread takes when it finishes, as the pool's threads take tasks in order. So each
+ * thread keeps two tasks' ranges in flight at the disk, its present one and its next, where it
+ * kept one: on an H100 machine a cold checkpoint loaded 15% faster on 32 threads than on 16
+ * (docs/benchmarks.md), and this gives the disk 32 threads' depth without their threads. */
 static void announce_ahead(io_task *tasks, size_t ntasks) {
   size_t threads = (size_t)kvik__setting(KVIK_SETTING_NUM_THREADS);
   for (size_t i = 0; i + threads < ntasks; i++) {
