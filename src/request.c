@@ -31,8 +31,9 @@ typedef struct io_task {
   int via_cufile; /* cuFile moves this task's bytes (see plan()) */
   int in_pieces;  /* a serial write (kvik__request.serial_writes): calls of task_size */
   int announce;   /* a cold read into device memory: announce the range (run_task()) */
-  /* With announce, then [ahead, ahead + ahead_size) of the request's (announce_ahead()) */
-  size_t ahead, ahead_size;
+  /* With announce, the range announced after the task's own (announce_ahead()) */
+  int64_t ahead_offset;
+  size_t ahead_size;
   kvik__device_read read; /* the state of a read into device memory */
   /* With zc.split set, a task of a zero-copy read (zero_copy_read.h), whose range is the
    * request's: it takes its pieces of it, and says where the file ended. */
@@ -103,8 +104,7 @@ static int host_transfer(io_task *t, size_t *done) {
 static void announce_task(const io_task *t) {
   kvik__source *src = t->source;
   src->announce(src->self, t->offset, t->size);
-  if (t->ahead_size)
-    src->announce(src->self, t->offset - (int64_t)t->start + (int64_t)t->ahead, t->ahead_size);
+  if (t->ahead_size) src->announce(src->self, t->ahead_offset, t->ahead_size);
 }
 
 /* Reads into device memory on pool threads may complete after the task returns (see
@@ -309,7 +309,7 @@ static io_task request_task(const kvik__request *req, const kvik__memory *mem, k
 static void announce_ahead(io_task *tasks, size_t ntasks) {
   size_t threads = (size_t)kvik__setting(KVIK_SETTING_NUM_THREADS);
   for (size_t i = 0; i + threads < ntasks; i++) {
-    tasks[i].ahead = tasks[i + threads].start;
+    tasks[i].ahead_offset = tasks[i + threads].offset;
     tasks[i].ahead_size = tasks[i + threads].size;
   }
 }
