@@ -33,7 +33,7 @@ typedef struct kvik__source {
   int (*cold)(void *self, int64_t offset, size_t size);
   /* NULL, or have the source start reading `size` bytes at `offset` into its cache, as advice:
    * a task of a cold read into device memory announces its range before it reads it chunk by
-   * chunk (request.c, run_task()). */
+   * chunk, and then its thread's next task's (request.c, announce_task()). */
   void (*announce)(void *self, int64_t offset, size_t size);
 } kvik__source;
 
