@@ -282,7 +282,7 @@ static size_t plan_tasks(const plan *p) {
 static size_t zero_copy_tasks(const kvik__request *req, const kvik__memory *mem, const plan *p,
                               int single) {
   if (req->op != KVIK__READ || !kvik__memory_on_device(mem) || p->via_cufile) return 0;
-  return kvik__zc_read_tasks(req->source->zc, req->size, req->task_size, single);
+  return kvik__zc_read_tasks(req->source->zc, req->offset, req->size, req->task_size, single);
 }
 
 /* Task i of `ntasks`, with what every task of the request shares; the range is the request's. */

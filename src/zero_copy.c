@@ -49,6 +49,10 @@ static uint64_t rate_or(_Atomic uint64_t *best, uint64_t prior) {
 
 void kvik__zc_note_pread(size_t bytes, uint64_t ns) { raise_rate(&pread_mbps, bytes, ns); }
 
+void kvik__zc_note_registration(size_t bytes, uint64_t ns) {
+  raise_rate(&register_mbps, bytes, ns);
+}
+
 /* On T threads the bounce buffers move about T preads' worth, T * p. A first zero-copy read moves
  * what its first thread registers, R (it queues a granule's copy, then registers the next while
  * that copy runs), and what its other threads add through the bounce buffers from the far end.
@@ -62,6 +66,50 @@ int kvik__zc_pays(size_t tasks) {
   uint64_t p = rate_or(&pread_mbps, PRIOR_PREAD_MBPS);
   uint64_t r = rate_or(&register_mbps, PRIOR_REGISTER_MBPS);
   return (uint64_t)tasks * p < r;
+}
+
+/* A granule that a handle reads again is taken to be read more: a loop over a dataset, a
+ * benchmark, weights loaded again. Registering it costs the one thread that registers no more
+ * than reading it through the bounce buffers would where registering pays on one thread, and makes
+ * every later read of it a DMA copy at next to no CPU, against 0.15-0.2 CPU s/GB and the host's
+ * memory bandwidth for each read through the bounce buffers. The read that registers pays for it:
+ * its other threads take the far end through the bounce buffers meanwhile. */
+static int register_again(const kvik__zc_file *zc, size_t g) {
+  return g < zc->counted && zc->reads[g] >= 2 && kvik__zc_pays(1);
+}
+
+/* Make `reads` cover the first `granules` granules; 0 where memory ran out. */
+static int cover(kvik__zc_file *zc, size_t granules) {
+  if (granules <= zc->counted) return 1;
+  unsigned char *reads = kvik__realloc(zc->reads, granules);
+  if (!reads) return 0;
+  memset(reads + zc->counted, 0, granules - zc->counted);
+  zc->reads = reads;
+  zc->counted = granules;
+  return 1;
+}
+
+/* Whether any granule of the mapping is registered. Called with the lock held. */
+static int any_registered(const kvik__zc_file *zc) {
+  return zc->map && zc->pid == getpid() &&
+         memchr(zc->state, KVIK__ZC_REGISTERED, zc->granules) != NULL;
+}
+
+int kvik__zc_count_read(kvik__zc_file *zc, int64_t offset, size_t size) {
+  if (!zc) return 0;
+  size_t first = (size_t)offset / KVIK__ZC_GRANULE;
+  size_t end = ((size_t)offset + size - 1) / KVIK__ZC_GRANULE + 1;
+  pthread_mutex_lock(&zc->lock);
+  int again = 0;
+  if (size >= KVIK__ZC_GRANULE / 2 && cover(zc, end)) {
+    for (size_t g = first; g < end; g++) {
+      if (zc->reads[g] < 2) zc->reads[g]++;
+      again |= zc->reads[g] >= 2;
+    }
+  }
+  int worth = any_registered(zc) || (again && kvik__zc_pays(1));
+  pthread_mutex_unlock(&zc->lock);
+  return worth;
 }
 
 /* The setting was set again: try the driver once more even if it refused read-only
@@ -135,6 +183,7 @@ static void drop(kvik__zc_file *zc) {
 
 void kvik__zc_close(kvik__zc_file *zc) {
   drop(zc);
+  free(zc->reads);
   pthread_cond_destroy(&zc->settled);
   pthread_mutex_destroy(&zc->lock);
 }
@@ -191,16 +240,17 @@ static int register_read_only(char *start, size_t len) {
   CUresult result = kvik__cuda_if_present()->cuMemHostRegister(
       start, len, CU_MEMHOSTREGISTER_READ_ONLY | CU_MEMHOSTREGISTER_PORTABLE);
   if (result == CUDA_ERROR_NOT_SUPPORTED) atomic_store(&unsupported, 1);
-  if (result == CUDA_SUCCESS) raise_rate(&register_mbps, len, kvik__now_ns() - start_ns);
+  if (result == CUDA_SUCCESS) kvik__zc_note_registration(len, kvik__now_ns() - start_ns);
   return result == CUDA_SUCCESS;
 }
 
-/* Whether the read may register a granule of `len` bytes: KVIK_AUTO registers only for requests
- * that read at least half of what they register, where the cost model says it pays. */
-static int may_register(const kvik__zc_read *zc, int64_t mode, size_t len) {
+/* Whether the read may register granule g: KVIK_AUTO registers only for requests that read at
+ * least half of what they register, where the cost model says it pays. Called with the lock held. */
+static int may_register(const kvik__zc_read *zc, int64_t mode, size_t g) {
+  const kvik__zc_file *f = zc->file;
   return !atomic_load(&unsupported) &&
-         (mode == KVIK_ON ||
-          (mode == KVIK_AUTO && zc->request_size >= len / 2 && kvik__zc_pays(zc->tasks)));
+         (mode == KVIK_ON || (mode == KVIK_AUTO && zc->request_size >= granule_len(f, g) / 2 &&
+                              (kvik__zc_pays(zc->tasks) || register_again(f, g))));
 }
 
 /* Register granule g, outside the lock so that copies from registered granules go on meanwhile;
@@ -253,7 +303,7 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
   size_t piece = size < to_boundary ? size : to_boundary;
   if (piece < KVIK__ZC_MIN_COPY) return 0;
   pthread_mutex_lock(&f->lock);
-  int may = may_register(zc, mode, granule_len(f, g));
+  int may = may_register(zc, mode, g);
   /* Another granule of this file registering will be done soon, and then this one can be:
    * waiting costs no CPU, where the bounce buffers would cost a core per few GB/s and slow the
    * registration down. */
@@ -268,15 +318,6 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
            (!saw_pending && may && register_granule(f, ctx, mode, g));
   pthread_mutex_unlock(&f->lock);
   return ok ? piece : 0;
-}
-
-int kvik__zc_any_registered(kvik__zc_file *zc) {
-  if (!zc) return 0;
-  pthread_mutex_lock(&zc->lock);
-  int any = zc->map && zc->pid == getpid() &&
-            memchr(zc->state, KVIK__ZC_REGISTERED, zc->granules) != NULL;
-  pthread_mutex_unlock(&zc->lock);
-  return any;
 }
 
 int kvik__zc_registered(kvik__zc_file *zc, int64_t offset) {

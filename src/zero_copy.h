@@ -73,6 +73,9 @@ typedef struct kvik__zc_file {
   size_t granules;
   kvik__zc_owner *owner; /* per granule: the context it was registered in, to undo it there */
   unsigned readers;      /* reads between kvik__zc_begin() and kvik__zc_done(): copies may run */
+  unsigned char *reads;  /* per granule: requests of the handle that read it, counted up to 2; kept
+                          * when the mapping is dropped */
+  size_t counted;        /* granules `reads` covers */
 } kvik__zc_file;
 
 /* What a read into device memory passes down for the zero-copy path. */
@@ -103,8 +106,9 @@ int kvik__zc_begin(const kvik__zc_read *zc, int64_t offset, size_t size, const c
  * may copy from the mapping: those up to the end of offset's granule, if they are at least
  * KVIK__ZC_MIN_COPY, once that granule is registered. Registers it if it is not and the setting
  * and the request allow (KVIK_AUTO: only pages in the page cache, only for a request of at least
- * half a granule, and only where kvik__zc_pays(zc->tasks)), after waiting for a thread that
- * registers a granule of the file. 0 if it cannot: the rest of the read takes the bounce buffers.
+ * half a granule, and only where kvik__zc_pays(zc->tasks), or, for a granule an earlier request
+ * read (kvik__zc_count_read), kvik__zc_pays(1)), after waiting for a thread that registers a
+ * granule of the file. 0 if it cannot: the rest of the read takes the bounce buffers.
  * Each granule is a registration of its own, and the driver refuses a copy that runs out of the
  * registration it starts in. `ctx` is current; the granule is registered in it, and serves every
  * context (several devices reading one file register its granules between them). */
@@ -115,12 +119,19 @@ size_t kvik__zc_ready(const kvik__zc_read *zc, CUcontext ctx, int64_t offset, si
  * process (kvik__zc_note_pread(), and each registration's own), or priors where none was. */
 int kvik__zc_pays(size_t tasks);
 
+/* Count a read of [offset, offset + size) through the handle whose state is `zc` (NULL: none), for
+ * KVIK_AUTO, which registers a granule that a request reads again (see kvik__zc_ready), and
+ * return whether the zero-copy path has something for the read under KVIK_AUTO on threads where
+ * a first read does not pay: a granule of the file registered, or one of the range read before
+ * where registering pays on one thread. A request smaller than half a granule is not counted. */
+int kvik__zc_count_read(kvik__zc_file *zc, int64_t offset, size_t size);
+
 /* A pread(2) of `bytes` into pinned memory for a copy to the device took `ns` nanoseconds: an
  * input of the cost model. */
 void kvik__zc_note_pread(size_t bytes, uint64_t ns);
 
-/* Whether any granule of the file is registered (NULL: no state, no). A hint, as below. */
-int kvik__zc_any_registered(kvik__zc_file *zc);
+/* A registration of `bytes` took `ns` nanoseconds: the model's other input. */
+void kvik__zc_note_registration(size_t bytes, uint64_t ns);
 
 /* Whether the granule of `offset` is registered (NULL: no state, no). A hint: it may be dropped
  * right after, if the file changes. */

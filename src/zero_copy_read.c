@@ -271,7 +271,8 @@ static void run_back(run *r) {
     read_piece(r, at, n);
 }
 
-size_t kvik__zc_read_tasks(kvik__zc_file *zc, size_t size, size_t task_size, int single) {
+size_t kvik__zc_read_tasks(kvik__zc_file *zc, int64_t offset, size_t size, size_t task_size,
+                           int single) {
   if (!kvik__zc_wanted(zc, size)) return 0;
   size_t tasks = 1;
   if (!single) {
@@ -281,8 +282,8 @@ size_t kvik__zc_read_tasks(kvik__zc_file *zc, size_t size, size_t task_size, int
   }
   /* Nothing to copy from the mapping yet, and registering would not pay: plain bounce buffers,
    * which have no relay to go through. */
-  if (kvik__setting(KVIK_SETTING_ZERO_COPY_READ) == KVIK_AUTO && !kvik__zc_pays(tasks) &&
-      !kvik__zc_any_registered(zc))
+  int worth = kvik__zc_count_read(zc, offset, size);
+  if (kvik__setting(KVIK_SETTING_ZERO_COPY_READ) == KVIK_AUTO && !kvik__zc_pays(tasks) && !worth)
     return 0;
   return tasks;
 }

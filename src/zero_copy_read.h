@@ -40,13 +40,15 @@ typedef struct kvik__zc_task {
                    * end of the file; SIZE_MAX if none did */
 } kvik__zc_task;
 
-/* How many tasks a read of `size` bytes into device memory, asked with tasks of `task_size`, from
- * the file whose zero-copy state is `zc` (NULL: none) runs as on the zero-copy path: a first task
- * and up to one per other pool thread (the threads set how much CPU the read may take); one with
- * `single`. 0: the path declines the read, which takes the bounce buffers as usual; under
- * KVIK_AUTO also where no granule of the file is registered and registering would not pay on
- * that many threads (kvik__zc_pays). */
-size_t kvik__zc_read_tasks(kvik__zc_file *zc, size_t size, size_t task_size, int single);
+/* How many tasks a read of `size` bytes at `offset` into device memory, asked with tasks of
+ * `task_size`, from the file whose zero-copy state is `zc` (NULL: none) runs as on the zero-copy
+ * path: a first task and up to one per other pool thread (the threads set how much CPU the read
+ * may take); one with `single`. 0: the path declines the read, which takes the bounce buffers as
+ * usual; under KVIK_AUTO also where registering would not pay on that many threads
+ * (kvik__zc_pays) and the mapping has nothing for the read (kvik__zc_count_read, which counts the
+ * read). */
+size_t kvik__zc_read_tasks(kvik__zc_file *zc, int64_t offset, size_t size, size_t task_size,
+                           int single);
 
 /* Set up the split of a read of [offset, offset + size) of the file whose zero-copy state is `zc`,
  * which kvik__zc_read_tasks() took with `tasks`, before any of its tasks runs. */
