@@ -245,7 +245,8 @@ static int register_read_only(char *start, size_t len) {
 }
 
 /* Whether the read may register granule g: KVIK_AUTO registers only for requests that read at
- * least half of what they register, where the cost model says it pays. Called with the lock held. */
+ * least half of what they register, where the cost model says it pays. Called with the lock
+ * held. */
 static int may_register(const kvik__zc_read *zc, int64_t mode, size_t g) {
   const kvik__zc_file *f = zc->file;
   return !atomic_load(&unsupported) &&
