@@ -221,7 +221,10 @@ KVIK_API const char *kvik_last_error(void);
  *    best rates measured so far in the process (one thread's pread into pinned memory; the
  *    registration), with priors from an H100 host (6 and 22 GB/s) before the first measurement,
  *    and registers while threads * pread rate < registration rate (up to 3 threads on the
- *    priors). Granules registered before serve every read. ON: always (the registration
+ *    priors). A granule that an earlier request of the handle read (requests of at least half a
+ *    granule count) is registered where that holds on one thread, whatever the read's threads:
+ *    a range read again is taken to be read more, and each read of a registered granule costs
+ *    next to no CPU. Granules registered before serve every read. ON: always (the registration
  *    then reads pages not in memory from storage). Where the path cannot be taken, the read goes
  *    through the bounce buffers, with the same result. A handle keeps its registrations, and
  *    their pages pinned in memory, until kvik_file_close(). Writes to the file, by any path,
