@@ -78,40 +78,6 @@ static int register_again(const kvik__zc_file *zc, size_t g) {
   return g < zc->counted && zc->reads[g] >= 2 && kvik__zc_pays(1);
 }
 
-/* Make `reads` cover the first `granules` granules; 0 where memory ran out. */
-static int cover(kvik__zc_file *zc, size_t granules) {
-  if (granules <= zc->counted) return 1;
-  unsigned char *reads = kvik__realloc(zc->reads, granules);
-  if (!reads) return 0;
-  memset(reads + zc->counted, 0, granules - zc->counted);
-  zc->reads = reads;
-  zc->counted = granules;
-  return 1;
-}
-
-/* Whether any granule of the mapping is registered. Called with the lock held. */
-static int any_registered(const kvik__zc_file *zc) {
-  return zc->map && zc->pid == getpid() &&
-         memchr(zc->state, KVIK__ZC_REGISTERED, zc->granules) != NULL;
-}
-
-int kvik__zc_count_read(kvik__zc_file *zc, int64_t offset, size_t size) {
-  if (!zc) return 0;
-  size_t first = (size_t)offset / KVIK__ZC_GRANULE;
-  size_t end = ((size_t)offset + size - 1) / KVIK__ZC_GRANULE + 1;
-  pthread_mutex_lock(&zc->lock);
-  int again = 0;
-  if (size >= KVIK__ZC_GRANULE / 2 && cover(zc, end)) {
-    for (size_t g = first; g < end; g++) {
-      if (zc->reads[g] < 2) zc->reads[g]++;
-      again |= zc->reads[g] >= 2;
-    }
-  }
-  int worth = any_registered(zc) || (again && kvik__zc_pays(1));
-  pthread_mutex_unlock(&zc->lock);
-  return worth;
-}
-
 /* The setting was set again: try the driver once more even if it refused read-only
  * registration before. */
 static int retry(int64_t mode) {
@@ -272,6 +238,45 @@ static int register_granule(kvik__zc_file *zc, CUcontext ctx, int64_t mode, size
   atomic_flag_clear(&registering);
   pthread_cond_broadcast(&zc->settled);
   return ok;
+}
+
+/* Make `reads` cover the first `granules` granules; 0 where memory ran out. */
+static int cover(kvik__zc_file *zc, size_t granules) {
+  if (granules <= zc->counted) return 1;
+  unsigned char *reads = kvik__realloc(zc->reads, granules);
+  if (!reads) return 0;
+  memset(reads + zc->counted, 0, granules - zc->counted);
+  zc->reads = reads;
+  zc->counted = granules;
+  return 1;
+}
+
+/* Whether any granule of the mapping is registered. Called with the lock held. */
+static int any_registered(const kvik__zc_file *zc) {
+  return zc->map && zc->pid == getpid() &&
+         memchr(zc->state, KVIK__ZC_REGISTERED, zc->granules) != NULL;
+}
+
+int kvik__zc_count_read(kvik__zc_file *zc, int64_t offset, size_t size) {
+  if (!zc) return 0;
+  /* Only a range inside the file, as kvik__zc_begin() maps: the counts then take a byte per
+   * granule of the file, whatever offset a read asks for. */
+  kvik__zc_identity now;
+  int inside = size >= KVIK__ZC_GRANULE / 2 && identity_of(zc->fd, &now) &&
+               (uint64_t)offset + size <= (uint64_t)now.size;
+  size_t first = (size_t)offset / KVIK__ZC_GRANULE;
+  size_t end = ((size_t)offset + size - 1) / KVIK__ZC_GRANULE + 1;
+  pthread_mutex_lock(&zc->lock);
+  int again = 0;
+  if (inside && cover(zc, end)) {
+    for (size_t g = first; g < end; g++) {
+      if (zc->reads[g] < 2) zc->reads[g]++;
+      again |= zc->reads[g] >= 2;
+    }
+  }
+  int worth = any_registered(zc) || (again && kvik__zc_pays(1));
+  pthread_mutex_unlock(&zc->lock);
+  return worth;
 }
 
 int kvik__zc_wanted(const kvik__zc_file *zc, size_t size) {

@@ -11,7 +11,7 @@
  * With `again`: rates set where registering pays on one thread but not on two (above anything
  * measured here, which only raises them), and reads on two threads: a handle's first read of a
  * range registers nothing, a read of it again registers, until every granule is; reads smaller
- * than half a granule are not counted.
+ * than half a granule, and reads past the end of the file, are not counted.
  *
  * Every read's bytes are compared with the file's. The test links the static library. */
 #include "../src/zero_copy.h"
@@ -21,6 +21,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define MiB ((size_t)1 << 20)
 #define FILE_BYTES (3 * KVIK__ZC_GRANULE - 5 * MiB - 123)
@@ -113,6 +114,21 @@ static void small_reads_not_counted(const char *path, const unsigned char *conte
   free(back);
 }
 
+static long max_rss_kib(void) {
+  struct rusage usage;
+  ASSERT_OK(getrusage(RUSAGE_SELF, &usage));
+  return usage.ru_maxrss;
+}
+
+/* Reads far past the end of the file, twice: nothing to read, and nothing counted (a count per
+ * granule up to such an offset would take 2 GiB). */
+static void past_the_end_not_counted(kvik_file *f, char *dev) {
+  long before = max_rss_kib();
+  for (int i = 0; i < 2; i++)
+    ASSERT_EQ(kvik_file_read(f, dev, KVIK__ZC_GRANULE / 2, (int64_t)1 << 57), 0);
+  ASSERT(max_rss_kib() - before < 256 * 1024);
+}
+
 static void registered_when_read_again(const char *path, const unsigned char *content) {
   /* One thread's pread at 100 GB/s, registration at 150: pays on one thread, not on two. The
    * fake's registrations, 2 ms per granule (34 GB/s), leave the rate as set. */
@@ -138,6 +154,7 @@ static void registered_when_read_again(const char *path, const unsigned char *co
   ASSERT_EQ(registrations() - before, 3);
   read_all(f, dev, content, back); /* all from the mapping */
   ASSERT_EQ(registrations() - before, 3);
+  past_the_end_not_counted(f, dev);
   kvik_file *g = open_read(path); /* counts are the handle's */
   read_all(g, dev, content, back);
   ASSERT_EQ(registrations() - before, 3);
