@@ -64,11 +64,13 @@ static atomic_int g_initialized;
  *
  * A host function (cuLaunchHostFunc) may make no driver call: each one fails with
  * CUDA_ERROR_NOT_PERMITTED. A call that waits for the device (cuMemFree, cuCtxSynchronize, module
- * loads and unloads) waits until every stream has run all the work queued on it, host functions
- * included, and every other driver call waits while one of them does. That is how the real driver
- * hangs a process whose stream waits for a thread that makes driver calls (issue 24), so here it
- * hangs the same way (the tests' watchdogs turn that into a failure). Work the driver queues for
- * itself (fake cuFile's transfers, fake_cuda_launch_driver_work) is exempt from both. */
+ * loads and unloads, and the zero-copy path's read-only cuMemHostRegister, which the real driver
+ * was seen to hold behind a stream) waits until every stream has run all the work queued on it,
+ * host functions included, and every other driver call waits while one of them does. That is how
+ * the real driver hangs a process whose stream waits for a thread that makes driver calls (issue
+ * 24), so here it hangs the same way (the tests' watchdogs turn that into a failure). Work the
+ * driver queues for itself (fake cuFile's transfers, fake_cuda_launch_driver_work) is exempt from
+ * both. */
 static _Thread_local int t_in_host_fn, t_in_driver_work;
 static pthread_mutex_t g_gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_gate_cond = PTHREAD_COND_INITIALIZER;
@@ -1395,9 +1397,10 @@ CUresult cuMemHostRegister(void *ptr, size_t size, unsigned flags) {
   ENTER(cuMemHostRegister);
   if (!read_only) return register_range(ptr, size, flags);
   atomic_fetch_add(&g_registering, 1);
+  CUresult result = wait_for_device(); /* see "calls that wait for the device" above */
   long delay_us = atomic_load(&g_register_delay_us);
-  if (delay_us > 0) usleep((useconds_t)delay_us);
-  CUresult result = register_range(ptr, size, flags);
+  if (result == CUDA_SUCCESS && delay_us > 0) usleep((useconds_t)delay_us);
+  if (result == CUDA_SUCCESS) result = register_range(ptr, size, flags);
   atomic_fetch_sub(&g_registering, 1);
   return result;
 }
