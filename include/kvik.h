@@ -232,7 +232,9 @@ KVIK_API const char *kvik_last_error(void);
  *    truncation and a rewrite of the same size within one time-stamp tick would go unnoticed). A
  *    read racing a truncation returns the bytes from before, or after, or stops short where the
  *    file ended, as pread(2) would. Registering waits for work the device is doing, so such a
- *    read also waits for kernels that run meanwhile. Stream-ordered reads never take this path.
+ *    read also waits for kernels that run meanwhile, and never ends where that work waits for
+ *    the reading thread (a host function that waits for the read): that is why the default is
+ *    OFF. Stream-ordered reads never take this path.
  *    Setting it again makes kvik ask a driver that refused read-only registration again.
  *  - IO_URING: which operations of a batch the kernel's io_uring serves instead of the thread
  *    pool. OFF: none. AUTO: those below GDS_THRESHOLD, and those that go through O_DIRECT
