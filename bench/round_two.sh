@@ -10,7 +10,8 @@
 #      (bench_direct_cache);
 #   5. with --gpu: first zero-copy reads under off, auto and on (bench_zero_copy_first), and kvik
 #      against KvikIO, fresh handles and repeated reads (bench/kvikio_compare.py, where kvikio
-#      imports).
+#      imports), and repeated reads through one handle at kvik's defaults, zero-copy off and auto
+#      (bench/repeated_reads.py).
 #
 # The fio rows need fio (Debian: apt-get install fio; on a machine without network, a static one
 # from bench/fio_static.sh on PATH); without it each program says so.
@@ -48,4 +49,7 @@ for fresh in --fresh ""; do
   run python3 "$here/kvikio_compare.py" --lib "$build/libkvik.so" --file "$file" \
     --threads 1,4,8,16 --repeat 3 --zero-copy auto $fresh
 done
+section "5c. repeated reads through one handle (repeated_reads.py --modes off,auto)"
+run python3 "$here/repeated_reads.py" --lib "$build/libkvik.so" --file "$file" --modes off,auto \
+  --reads 8 --rounds 2
 rm -f "$file"
