@@ -462,6 +462,45 @@ static int step_zero_copy_relay(void) {
   return rc;
 }
 
+/* Reads of half a zero-copy granule (32 MiB), which a handle counts to register what it reads
+ * again (zero_copy.c): the relay file's bytes and the hole before them, twice, in one task each
+ * so that every run makes the same calls. */
+static int step_zero_copy_counted(void) {
+  size_t bytes = (size_t)32 << 20, offset = RELAY_OFFSET + RELAY_BYTES - bytes;
+  unsigned char *want = calloc(bytes, 1), *got = malloc(bytes);
+  char *dev = device_alloc(bytes);
+  ASSERT(want && got);
+  memcpy(want + (RELAY_OFFSET - offset), env.relay_bytes, RELAY_BYTES);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
+  kvik_file *f = NULL;
+  int rc = open_path(env.relay_path, "r", KVIK_COMPAT_ON, &f);
+  kvik_file *opened = rc == 0 ? f : NULL;
+  for (int round = 0; round < 2 && rc == 0; round++) {
+    memset(got, FILL, bytes);
+    to_device(dev, got, bytes);
+    kvik_future *future;
+    rc = kvik_file_pread(f, dev, bytes, (int64_t)offset, bytes, &future);
+    long long done = -1;
+    if (rc < 0) {
+      rc = failed(rc);
+    } else {
+      ssize_t n = kvik_future_wait(future);
+      if (n < 0) rc = failed(n);
+      else ASSERT_EQ(n, bytes);
+      done = (long long)kvik_future_bytes_done(future);
+      kvik_future_free(future);
+    }
+    from_device(got, dev, bytes);
+    check_truth_of("zero-copy read, counted", bytes, got, NULL, FILL, want, done);
+  }
+  kvik_file_free(opened);
+  ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF));
+  device_free(dev);
+  free(got);
+  free(want);
+  return rc;
+}
+
 static int step_read_to_device(void) {
   reset_file(env.new_bytes);
   kvik_file *f;
@@ -926,6 +965,7 @@ static const struct {
     {"cuFile IO", step_cufile},
     {"zero-copy read", step_zero_copy},
     {"zero-copy read in two tasks", step_zero_copy_relay},
+    {"zero-copy reads, counted", step_zero_copy_counted},
     {"read to device", step_read_to_device},
     {"batch", step_batch},
     {"batch writes", step_batch_write},
