@@ -423,6 +423,30 @@ static long futex_waits(void) {
   return waits;
 }
 
+/* kvik_file_pread of `bytes` at `offset` in tasks of `task` into `dev`, filled first, and a check
+ * of what landed, through `host`, against `want`: each byte the fill or the file's, and as many
+ * of the file's as the future counted (none where the call failed). */
+static int pread_to_device(const char *what, kvik_file *f, char *dev, unsigned char *host,
+                           size_t bytes, size_t offset, size_t task, const unsigned char *want) {
+  memset(host, FILL, bytes);
+  to_device(dev, host, bytes);
+  kvik_future *future;
+  int rc = kvik_file_pread(f, dev, bytes, (int64_t)offset, task, &future);
+  long long done = 0;
+  if (rc < 0) {
+    rc = failed(rc);
+  } else {
+    ssize_t n = kvik_future_wait(future);
+    if (n < 0) rc = failed(n);
+    else ASSERT_EQ(n, bytes);
+    done = (long long)kvik_future_bytes_done(future);
+    kvik_future_free(future);
+  }
+  from_device(host, dev, bytes);
+  check_truth_of(what, bytes, host, NULL, FILL, want, done);
+  return rc;
+}
+
 /* A first zero-copy read of the relay file's bytes in pieces of 16 MiB, so in two tasks
  * (zero_copy_read.c): the first registers the file's first granule, slowly (the fake driver sleeps
  * in each registration), and copies its last 16 MiB from it, while the other reads the MiB after
@@ -438,23 +462,8 @@ static int step_zero_copy_relay(void) {
   for (int attempt = 0; attempt < 20 && rc == 0 && futex_waits() == waits_before; attempt++) {
     kvik_file *f;
     if ((rc = open_path(env.relay_path, "r", KVIK_COMPAT_ON, &f)) < 0) break;
-    memset(env.relay_buf, FILL, RELAY_BYTES);
-    to_device(env.dev_relay, env.relay_buf, RELAY_BYTES);
-    kvik_future *future;
-    rc = kvik_file_pread(f, env.dev_relay, RELAY_BYTES, RELAY_OFFSET, (size_t)16 << 20, &future);
-    long long done = 0;
-    if (rc < 0) {
-      rc = failed(rc);
-    } else {
-      ssize_t n = kvik_future_wait(future);
-      if (n < 0) rc = failed(n);
-      else ASSERT_EQ(n, RELAY_BYTES);
-      done = (long long)kvik_future_bytes_done(future);
-      kvik_future_free(future);
-    }
-    from_device(env.relay_buf, env.dev_relay, RELAY_BYTES);
-    check_truth_of("zero-copy read in two tasks", RELAY_BYTES, env.relay_buf, NULL, FILL,
-                   env.relay_bytes, done);
+    rc = pread_to_device("zero-copy read in two tasks", f, env.dev_relay, env.relay_buf,
+                         RELAY_BYTES, RELAY_OFFSET, (size_t)16 << 20, env.relay_bytes);
     kvik_file_free(f);
   }
   env.slow_registration(0);
@@ -472,28 +481,13 @@ static int step_zero_copy_counted(void) {
   ASSERT(want && got);
   memcpy(want + (RELAY_OFFSET - offset), env.relay_bytes, RELAY_BYTES);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_AUTO));
-  kvik_file *f = NULL;
+  kvik_file *f;
   int rc = open_path(env.relay_path, "r", KVIK_COMPAT_ON, &f);
-  kvik_file *opened = rc == 0 ? f : NULL;
-  for (int round = 0; round < 2 && rc == 0; round++) {
-    memset(got, FILL, bytes);
-    to_device(dev, got, bytes);
-    kvik_future *future;
-    rc = kvik_file_pread(f, dev, bytes, (int64_t)offset, bytes, &future);
-    long long done = -1;
-    if (rc < 0) {
-      rc = failed(rc);
-    } else {
-      ssize_t n = kvik_future_wait(future);
-      if (n < 0) rc = failed(n);
-      else ASSERT_EQ(n, bytes);
-      done = (long long)kvik_future_bytes_done(future);
-      kvik_future_free(future);
-    }
-    from_device(got, dev, bytes);
-    check_truth_of("zero-copy read, counted", bytes, got, NULL, FILL, want, done);
+  if (rc == 0) {
+    for (int round = 0; round < 2 && rc == 0; round++)
+      rc = pread_to_device("zero-copy read, counted", f, dev, got, bytes, offset, bytes, want);
+    kvik_file_free(f);
   }
-  kvik_file_free(opened);
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_ZERO_COPY_READ, KVIK_OFF));
   device_free(dev);
   free(got);
