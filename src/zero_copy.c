@@ -264,12 +264,11 @@ int kvik__zc_count_read(kvik__zc_file *zc, int64_t offset, size_t size) {
   kvik__zc_identity now;
   int inside = size >= KVIK__ZC_GRANULE / 2 && identity_of(zc->fd, &now) &&
                (uint64_t)offset + size <= (uint64_t)now.size;
-  size_t first = (size_t)offset / KVIK__ZC_GRANULE;
-  size_t end = ((size_t)offset + size - 1) / KVIK__ZC_GRANULE + 1;
+  size_t end = inside ? ((size_t)offset + size - 1) / KVIK__ZC_GRANULE + 1 : 0;
   pthread_mutex_lock(&zc->lock);
   int again = 0;
   if (inside && cover(zc, end)) {
-    for (size_t g = first; g < end; g++) {
+    for (size_t g = (size_t)offset / KVIK__ZC_GRANULE; g < end; g++) {
       if (zc->reads[g] < 2) zc->reads[g]++;
       again |= zc->reads[g] >= 2;
     }

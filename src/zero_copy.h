@@ -123,7 +123,8 @@ int kvik__zc_pays(size_t tasks);
  * KVIK_AUTO, which registers a granule that a request reads again (see kvik__zc_ready), and
  * return whether the zero-copy path has something for the read under KVIK_AUTO on threads where
  * a first read does not pay: a granule of the file registered, or one of the range read before
- * where registering pays on one thread. A request smaller than half a granule is not counted. */
+ * where registering pays on one thread. A request smaller than half a granule, or not inside the
+ * file, is not counted. */
 int kvik__zc_count_read(kvik__zc_file *zc, int64_t offset, size_t size);
 
 /* A pread(2) of `bytes` into pinned memory for a copy to the device took `ns` nanoseconds: an
