@@ -1,0 +1,127 @@
+"""Random IO against a model: a CuFile opened "w+" takes writes and reads of random sizes at random
+offsets (past the end too), blocking and through futures, several in flight at once, from buffers
+that start at odd addresses, while the settings that choose its paths change between operations
+and its pages are dropped from the page cache. After each operation the file's size is the
+model's; each read returns the model's bytes, as many as the model has there, and writes nothing
+past its buffer. NumPy buffers, and CuPy's where there is a GPU (then zero-copy reads too)."""
+import os
+import random
+
+import numpy
+import pytest
+
+import kvik
+import kvik.defaults
+from conftest import to_host
+
+GUARD = 0xAB  # the byte after each buffer, and what a read buffer holds before the read
+
+# Each setting, and the values it takes at random.
+SETTINGS = {
+    "task_size": [4096, 65536, 1 << 20, 4 << 20, 12345 * 4096],
+    "num_threads": [1, 2, 3, 8],
+    "bounce_buffer_size": [4096, 1 << 16, 1 << 20, 16 << 20],
+    "auto_direct_io_read": [True, False],
+    "auto_direct_io_write": [True, False],
+    "write_behind": [True, False],
+    "io_uring": [0, 1, 2],
+    "gds_threshold": [0, 4096, 1 << 20],
+}
+
+
+class Model:
+    def __init__(self, xp, seed, path):
+        self.xp, self.rnd, self.path = xp, random.Random(seed), path
+        self.bytes = bytearray()
+        self.settings = dict(SETTINGS)
+        if xp is not numpy:
+            self.settings["zero_copy_read"] = [0, 1, 2]
+
+    def size(self):
+        r = self.rnd
+        return r.choice([0, 1, 7, 4095, 4096, 4097, r.randrange(1, 1 << 16),
+                         r.randrange(1, 3 << 20), r.randrange(1, 9 << 20)])
+
+    def offset(self):
+        r, n = self.rnd, len(self.bytes)
+        return r.choice([0, n, max(0, n - 1), r.randrange(0, n + 1), r.randrange(0, n + (1 << 20)),
+                         r.randrange(0, n + 1) // 4096 * 4096])
+
+    def buffer(self, size):
+        """(a view of `size` bytes at an odd or aligned address, the whole allocation), filled
+        with GUARD."""
+        pad = self.rnd.choice([0, 0, 1, 3, 4096])
+        whole = self.xp.full(size + pad + 1, GUARD, dtype=numpy.uint8)
+        return whole[pad:pad + size], whole
+
+    def filled(self, size):
+        """A buffer of `size` random bytes, and the bytes."""
+        data = self.rnd.randbytes(size)
+        view, whole = self.buffer(size)
+        view[:] = self.xp.asarray(numpy.frombuffer(data, dtype=numpy.uint8))
+        return view, whole, data
+
+    def wrote(self, offset, data):
+        if not data:
+            return  # a write of nothing leaves the file as it is, even past its end
+        end = offset + len(data)
+        self.bytes.extend(bytes(max(0, end - len(self.bytes))))
+        self.bytes[offset:end] = data
+
+    def check_read(self, what, view, whole, offset, got):
+        want = bytes(self.bytes[offset:offset + view.size])
+        assert got == len(want), f"{what}: read {got} bytes, the model has {len(want)}"
+        assert to_host(view[:got]).tobytes() == want, f"{what}: the bytes differ from the model's"
+        assert int(to_host(whole[-1:])[0]) == GUARD, f"{what}: wrote past the buffer"
+
+
+def step(m, f):
+    r = m.rnd
+    op = r.choice(["pwrite", "write", "pread", "read", "in flight", "setting", "drop"])
+    if op == "setting":
+        name = r.choice(sorted(m.settings))
+        kvik.defaults.set(name, r.choice(m.settings[name]))
+    elif op == "drop":
+        kvik.cufile.drop_file_page_cache(m.path)
+    elif op in ("pwrite", "write"):
+        size, offset = m.size(), m.offset()
+        view, _, data = m.filled(size)
+        got = f.pwrite(view, size, offset).get() if op == "pwrite" else f.write(view, size, offset)
+        assert got == size
+        m.wrote(offset, data)
+    elif op in ("pread", "read"):
+        size, offset = m.size(), m.offset()
+        view, whole = m.buffer(size)
+        got = f.pread(view, size, offset).get() if op == "pread" else f.read(view, size, offset)
+        m.check_read(f"{op} of {size} at {offset}", view, whole, offset, got)
+    else:  # disjoint writes in flight together, then reads in flight together
+        count, at, writes = r.randrange(2, 6), m.offset(), []
+        for _ in range(count):
+            size = m.size()
+            view, _, data = m.filled(size)
+            writes.append((f.pwrite(view, size, at), view, at, data))
+            at += size + r.choice([0, 100, 4096])
+        for future, view, offset, data in writes:
+            assert future.get() == len(data)
+            m.wrote(offset, data)
+        reads = []
+        for _ in range(count):
+            size, offset = m.size(), m.offset()
+            view, whole = m.buffer(size)
+            reads.append((f.pread(view, size, offset), view, whole, offset))
+        for future, view, whole, offset in reads:
+            m.check_read(f"read in flight of {view.size} at {offset}", view, whole, offset,
+                         future.get())
+    assert os.path.getsize(m.path) == len(m.bytes), f"after {op}: the file's size"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_io_against_a_model(xp, tmp_path, seed):
+    path = tmp_path / "model.bin"
+    m = Model(xp, seed, path)
+    # Setting them to what they are now puts them back after.
+    with kvik.defaults.set({name: kvik.defaults.get(name) for name in m.settings}):
+        with kvik.CuFile(path, "w+") as f:
+            for _ in range(200):
+                step(m, f)
+    assert path.read_bytes() == bytes(m.bytes)
