@@ -14,7 +14,9 @@
  *  - then the scenario runs again without faults and succeeds: the library works. This run leaves
  *    out the two steps that read tens of MiB to reach zero-copy's granules (each handle's
  *    registrations end with it; the small zero-copy step stays): they were two thirds of a child's
- *    time under the sanitizers.
+ *    time under the sanitizers. They come last, and the run with the fault ends with the step it
+ *    was injected in (an armed fault fails one call; the steps after it would run as they do in
+ *    the run after), so that most children never run them.
  * The parent kills a child that hangs (2 minutes) and fails; LeakSanitizer (the ASan build)
  * fails a child that leaks. Under ThreadSanitizer, which looks for races, each site fails at its
  * middle call only, when the pool's threads are at work; the other builds also fail its first and
@@ -967,7 +969,7 @@ static int step_safetensors(void) {
 static const struct {
   const char *name;
   int (*run)(void);
-  int large; /* reads tens of MiB: left out of the run after the fault */
+  int large; /* reads tens of MiB: not in the run after the fault */
 } steps[] = {
     {"host IO", step_host, 0},
     {"O_DIRECT IO", step_direct, 0},
@@ -976,8 +978,6 @@ static const struct {
     {"stream-ordered IO", step_stream, 0},
     {"cuFile IO", step_cufile, 0},
     {"zero-copy read", step_zero_copy, 0},
-    {"zero-copy read in two tasks", step_zero_copy_relay, 1},
-    {"zero-copy reads, counted", step_zero_copy_counted, 1},
     {"read to device", step_read_to_device, 0},
     {"batch", step_batch, 0},
     {"batch writes", step_batch_write, 0},
@@ -994,6 +994,9 @@ static const struct {
     {"compression", step_compression, 0},
     {"fused read", step_fused_read, 0},
     {"safetensors", step_safetensors, 0},
+    /* Last, so that a run with a fault injected before them ends without them. */
+    {"zero-copy read in two tasks", step_zero_copy_relay, 1},
+    {"zero-copy reads, counted", step_zero_copy_counted, 1},
 };
 
 /* The code a step may fail with under the armed fault, or 0 for none. */
@@ -1024,15 +1027,23 @@ static void judge(const char *phase, const char *step, int rc, long injected) {
   if (!failed_message[0]) FAIL_AT("%s: step \"%s\" failed with %s and no message", phase, step, kvik_err_name(rc));
 }
 
-static void run_scenario(const char *phase, int with_large) {
+/* The runs of a child, and which steps each takes: the census all of them; the run with the fault
+ * those up to the one the fault was injected in, as an armed fault fails one call only (the steps
+ * after it would run as in the run after the fault); the run after the fault all but the large
+ * ones. */
+typedef enum { CENSUS, WITH_FAULT, AFTER_FAULT } run_kind;
+
+static void run_scenario(run_kind kind) {
+  static const char *const phases[] = {"census", "with the fault", "after the fault"};
   for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
-    if (steps[i].large && !with_large) continue;
+    if (steps[i].large && kind == AFTER_FAULT) continue;
     long before = kvik__fault_injected();
     failed_message[0] = '\0';
     int rc = steps[i].run();
     long injected = kvik__fault_injected() - before;
     if (injected && fault.call == KVIK__FAULT_DLOPEN) fault.cufile_gone = 1;
-    judge(phase, steps[i].name, rc, injected);
+    judge(phases[kind], steps[i].name, rc, injected);
+    if (injected && kind == WITH_FAULT) return;
   }
 }
 
@@ -1100,7 +1111,7 @@ static void teardown(void) {
 /* --census: the scenario without faults; prints each site reached, its call and its hits. */
 static int child_census(void) {
   setup();
-  run_scenario("census", 1);
+  run_scenario(CENSUS);
   const char *sites[MAX_SITES];
   kvik__fault_call calls[MAX_SITES];
   long hits[MAX_SITES];
@@ -1117,11 +1128,11 @@ static int child_fault(const char *call, const char *site, long nth, int err) {
   fault.call = call_of_name(call);
   fault.err = err;
   kvik__fault_arm(fault.call, site, nth, err);
-  run_scenario("with the fault", 1);
+  run_scenario(WITH_FAULT);
   long injected = kvik__fault_injected();
   kvik__fault_disarm();
   fault.err = 0;
-  run_scenario("after the fault", 0);
+  run_scenario(AFTER_FAULT);
   teardown();
   printf("injected %ld\n", injected);
   return 0;
