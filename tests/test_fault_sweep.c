@@ -19,9 +19,8 @@
  *    the run after), so that most children never run them.
  * The parent kills a child that hangs (2 minutes) and fails; LeakSanitizer (the ASan build)
  * fails a child that leaks. Under ThreadSanitizer, which looks for races, each site fails at its
- * middle call only, when the pool's threads are at work; the other builds also fail its first and
- * last, which set up and tear down (the full sweep's tests took 32 minutes together under TSan
- * on a 2-core VM).
+ * middle call only, when the pool's threads are at work (a full sweep there took most of CI's
+ * time); the other builds also fail its first and last, which set up and tear down.
  *
  * Usage: test_fault_sweep SOURCE_DIR CALL   (CALL: open, read, write, sync, mmap, alloc, thread,
  * dlopen, copy, uring, cachestat, wait). Needs a build with -DKVIK_FAULT_INJECTION=ON; runs with
