@@ -3,7 +3,9 @@ offsets (past the end too), blocking and through futures, several in flight at o
 that start at odd addresses, while the settings that choose its paths change between operations
 and its pages are dropped from the page cache. After each operation the file's size is the
 model's; each read returns the model's bytes, as many as the model has there, and writes nothing
-past its buffer. NumPy buffers, and CuPy's where there is a GPU (then zero-copy reads too)."""
+past its buffer. NumPy buffers, CuPy's where there is a GPU, and the fake CUDA driver's memory
+(zero-copy reads too on the last two)."""
+import ctypes
 import os
 import random
 
@@ -13,6 +15,9 @@ import pytest
 import kvik
 import kvik.defaults
 from conftest import to_host
+from test_nvcomp import needs_fakes, run_python
+
+TESTS = os.path.dirname(os.path.abspath(__file__))  # fake_devices.py, for the script
 
 GUARD = 0xAB  # the byte after each buffer, and what a read buffer holds before the read
 
@@ -115,13 +120,78 @@ def step(m, f):
     assert os.path.getsize(m.path) == len(m.bytes), f"after {op}: the file's size"
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random_io_against_a_model(xp, tmp_path, seed):
-    path = tmp_path / "model.bin"
+def run_model(xp, seed, path, steps=200):
     m = Model(xp, seed, path)
     # Setting them to what they are now puts them back after.
     with kvik.defaults.set({name: kvik.defaults.get(name) for name in m.settings}):
         with kvik.CuFile(path, "w+") as f:
-            for _ in range(200):
+            for _ in range(steps):
                 step(m, f)
-    assert path.read_bytes() == bytes(m.bytes)
+    with open(path, "rb") as f:
+        assert f.read() == bytes(m.bytes)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_io_against_a_model(xp, tmp_path, seed):
+    run_model(xp, seed, tmp_path / "model.bin")
+
+
+class FakeDeviceArray:
+    """Bytes of the fake driver's device memory, with the little of CuPy's array API the model
+    uses: slices (views), assignment from NumPy, .size and .get()."""
+
+    def __init__(self, cu, ptr, size, owner=None):
+        self.cu, self.ptr, self.size, self.owner = cu, ptr, size, owner
+        self.__cuda_array_interface__ = {
+            "data": (ptr, False), "shape": (size,), "typestr": "|u1", "version": 3}
+
+    def __del__(self):
+        if self.owner is None:
+            self.cu.cuMemFree_v2(ctypes.c_uint64(self.ptr))
+
+    def __getitem__(self, index):
+        start, stop, _ = index.indices(self.size)
+        return FakeDeviceArray(self.cu, self.ptr + start, max(0, stop - start), self.owner or self)
+
+    def __setitem__(self, index, host):
+        assert index == slice(None) and host.size == self.size
+        if self.size:
+            assert self.cu.cuMemcpyHtoD_v2(ctypes.c_uint64(self.ptr), ctypes.c_void_p(
+                host.ctypes.data), ctypes.c_size_t(self.size)) == 0
+
+    def get(self):
+        out = numpy.empty(self.size, dtype=numpy.uint8)
+        if self.size:
+            assert self.cu.cuMemcpyDtoH_v2(ctypes.c_void_p(out.ctypes.data),
+                                           ctypes.c_uint64(self.ptr), ctypes.c_size_t(self.size)) == 0
+        return out
+
+
+class FakeDevice:
+    """An array module over the fake driver (run_python's interpreter, fake_devices imported)."""
+
+    def __init__(self):
+        import fake_devices
+
+        self.cu = fake_devices.cu
+
+    def full(self, size, byte, dtype):
+        ptr = ctypes.c_uint64()
+        assert self.cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)) == 0
+        assert self.cu.cuMemsetD8_v2(ptr, ctypes.c_ubyte(byte), ctypes.c_size_t(size)) == 0
+        return FakeDeviceArray(self.cu, ptr.value, size)
+
+    def asarray(self, host):
+        return host  # assignment copies it in
+
+
+@needs_fakes
+def test_random_io_against_a_model_in_fake_device_memory(tmp_path):
+    result = run_python(f"""
+        import json
+        import test_random_model as t
+        for seed in (1, 2):
+            t.run_model(t.FakeDevice(), seed, {str(tmp_path / "model.bin")!r})
+        print(json.dumps("ok"))
+        """, nvcomp=False, pythonpath=(TESTS,))
+    assert result == "ok"
