@@ -162,8 +162,8 @@ class FakeDeviceArray:
     def get(self):
         out = numpy.empty(self.size, dtype=numpy.uint8)
         if self.size:
-            assert self.cu.cuMemcpyDtoH_v2(ctypes.c_void_p(out.ctypes.data),
-                                           ctypes.c_uint64(self.ptr), ctypes.c_size_t(self.size)) == 0
+            assert self.cu.cuMemcpyDtoH_v2(ctypes.c_void_p(out.ctypes.data), ctypes.c_uint64(
+                self.ptr), ctypes.c_size_t(self.size)) == 0
         return out
 
 
