@@ -35,6 +35,8 @@ SETTINGS = {
 
 
 class Model:
+    """What the file at `path` should hold, and a run's random choices, buffers from `xp`."""
+
     def __init__(self, xp, seed, path):
         self.xp, self.rnd, self.path = xp, random.Random(seed), path
         self.bytes = bytearray()
