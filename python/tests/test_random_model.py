@@ -142,8 +142,8 @@ class FakeDeviceArray:
     """Bytes of the fake driver's device memory, with the little of CuPy's array API the model
     uses: slices (views), assignment from NumPy, .size and .get()."""
 
-    def __init__(self, cu, ptr, size, owner=None):
-        self.cu, self.ptr, self.size, self.owner = cu, ptr, size, owner
+    def __init__(self, fake, ptr, size, owner=None):
+        self.fake, self.cu, self.ptr, self.size, self.owner = fake, fake.cu, ptr, size, owner
         self.__cuda_array_interface__ = {
             "data": (ptr, False), "shape": (size,), "typestr": "|u1", "version": 3}
 
@@ -153,7 +153,8 @@ class FakeDeviceArray:
 
     def __getitem__(self, index):
         start, stop, _ = index.indices(self.size)
-        return FakeDeviceArray(self.cu, self.ptr + start, max(0, stop - start), self.owner or self)
+        owner = self.owner or self
+        return FakeDeviceArray(self.fake, self.ptr + start, max(0, stop - start), owner)
 
     def __setitem__(self, index, host):
         assert index == slice(None) and host.size == self.size
@@ -162,11 +163,7 @@ class FakeDeviceArray:
                 host.ctypes.data), ctypes.c_size_t(self.size)) == 0
 
     def get(self):
-        out = numpy.empty(self.size, dtype=numpy.uint8)
-        if self.size:
-            assert self.cu.cuMemcpyDtoH_v2(ctypes.c_void_p(out.ctypes.data), ctypes.c_uint64(
-                self.ptr), ctypes.c_size_t(self.size)) == 0
-        return out
+        return numpy.frombuffer(self.fake.download(self.ptr, self.size), dtype=numpy.uint8)
 
 
 class FakeDevice:
@@ -175,13 +172,13 @@ class FakeDevice:
     def __init__(self):
         import fake_devices
 
-        self.cu = fake_devices.cu
+        self.fake, self.cu = fake_devices, fake_devices.cu
 
     def full(self, size, byte, dtype):
         ptr = ctypes.c_uint64()
         assert self.cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)) == 0
         assert self.cu.cuMemsetD8_v2(ptr, ctypes.c_ubyte(byte), ctypes.c_size_t(size)) == 0
-        return FakeDeviceArray(self.cu, ptr.value, size)
+        return FakeDeviceArray(self.fake, ptr.value, size)
 
     def asarray(self, host):
         return host  # assignment copies it in
