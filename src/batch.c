@@ -197,8 +197,8 @@ static int route_ops(const char *fn, const kvik_batch_op *ops, kvik__batch_route
 
 /* After this many tries in a row that the page cache served whole, the batch trusts it: its tries
  * read with pread(2), and only one in NOWAIT_PROBE asks with RWF_NOWAIT, whose miss ends the
- * trust. preadv2(2) costs 10-12% more than pread (RING_TAKES_ALL), which held the tries at
- * 0.86-0.89x a pread loop at depths 1 to 8 on the 2-core VM. While the batch trusts the page
+ * trust. preadv2(2) costs 10-12% more than pread, which held the tries at 0.86-0.89x a pread
+ * loop at depths 1 to 8 on the 2-core VM. While the batch trusts the page
  * cache, a read of pages it does not hold is made here from storage, as the pool backend makes
  * every read below the threshold: a file whose pages were dropped is found within NOWAIT_PROBE
  * reads, a stray miss among cached reads perhaps never. */
@@ -268,53 +268,6 @@ __attribute__((always_inline)) static inline int read_now(kvik_batch *b, const k
  * the backends read host memory on this thread too. */
 static int read_now_fits(const kvik_batch_op *op, uint64_t threshold) {
   return op->opcode == KVIK_BATCH_READ && op->size > 0 && op->size < threshold;
-}
-
-/* A submission of this many reads that fit here or more goes to the ring whole where the ring
- * serves the batch and no operation needs its memory classified (no CUDA in the process): one
- * io_uring_enter reads what the page cache holds of them all, where the tries cost a preadv2
- * each, and preadv2 itself costs 10-12% more than pread (2-core VM, Linux 6.18, 4 KiB reads from
- * the page cache: the ring 0.98-0.99x a pread loop at depths 32 and 128, the tries 0.88-0.89x;
- * at depth 8 the ring 0.86x, the tries 0.89x). With CUDA in the process, the tries spare each
- * operation a cuPointerGetAttributes call. */
-#define RING_TAKES_ALL 16
-
-static int ring_takes_all(kvik_batch *b, const kvik_batch_op *ops, unsigned count,
-                          uint64_t threshold) {
-  unsigned fits = 0;
-  for (unsigned i = 0; i < count && fits < RING_TAKES_ALL; i++)
-    fits += (unsigned)read_now_fits(&ops[i], threshold);
-  const kvik__cuda_api *cu = NULL;
-  return fits == RING_TAKES_ALL && kvik__cuda_for_pointers("kvik_batch_submit", &cu) == 0 && !cu &&
-         kvik__batch_uring_serves(b);
-}
-
-/* Whether to make the reads that fit here: not where KVIK_SETTING_IO_URING is ON (all go to the
- * ring, as asked), nor where the ring takes them all (RING_TAKES_ALL), which may set up the ring
- * and ask CUDA: it may write a message. */
-static int tries_wanted(kvik_batch *b, const kvik_batch_op *ops, unsigned count) {
-  if (kvik__setting(KVIK_SETTING_IO_URING) == KVIK_ON) return 0;
-  uint64_t threshold = (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
-  return count < RING_TAKES_ALL || !ring_takes_all(b, ops, count, threshold);
-}
-
-/* Make the reads that fit here, holding their files in *h in turn. Returns how many completed. A
- * read into device memory counts as a miss (nowait.misses): a batch of them soon stops paying for
- * the failed calls. Writes no message. */
-static unsigned try_reads(kvik_batch *b, const kvik_batch_op *ops, kvik_batch_op *rest,
-                          kvik__batch_route *r, unsigned count, held_file *h) {
-  uint64_t threshold = (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
-  unsigned done = 0;
-  for (unsigned i = 0; i < count; i++) {
-    if (!read_now_fits(&ops[i], threshold) || !nowait_worth_trying(b)) continue;
-    int fd = held_fd(h, ops[i].file);
-    if (fd < 0) { /* closed since it was checked: the backend reports it */
-      b->nowait.misses++;
-      continue;
-    }
-    done += (unsigned)read_now(b, &ops[i], &rest[i], &r[i], fd);
-  }
-  return done;
 }
 
 /* A kvik_batch_submit() that fails after its reads here forgets them, so that none of its
@@ -443,23 +396,18 @@ int kvik_batch_create(unsigned max_ops, kvik_batch **batch) {
   return 0;
 }
 
-/* kvik_batch_submit() after its checks, and after its tries where `tried` (`ndone` events were
- * queued before them: forget_reads()): what may write a message, under a save of it. The reads
- * here come first, unclassified; then what is left is routed, and cuFile's part, which may still
- * fail the call, handed to cuFile before any other backend gets a thing. Not inlined: the common
- * submission, done by its tries, needs none of it, nor its 1 KiB save on the stack. */
+/* kvik_batch_submit() after its checks and tries (`ndone` events were queued before them:
+ * forget_reads()): what may write a message, under a save of it. What the tries left is routed,
+ * and cuFile's part, which may still fail the call, handed to cuFile before any other backend gets
+ * a thing. Not inlined: the common submission, done by its tries, needs none of it, nor its 1 KiB
+ * save on the stack. */
 __attribute__((noinline)) static int submit_rest(kvik_batch *b, const char *fn,
                                                  const kvik_batch_op *ops, unsigned count,
-                                                 unsigned ndone, int tried) {
+                                                 unsigned ndone) {
   kvik__batch_route *routes = b->routes; /* count <= max_ops */
   kvik_batch_op *rest = b->rest;
   kvik__saved_message m;
   kvik__message_save(&m);
-  if (!tried && tries_wanted(b, ops, count)) {
-    held_file h = {NULL, -1, 0};
-    try_reads(b, ops, rest, routes, count, &h);
-    held_let_go(&h);
-  }
   CUcontext ctx = b->cufile.handle ? b->cufile.ctx : NULL;
   unsigned ncufile;
   int rc = route_ops(fn, ops, routes, count, &ctx, &ncufile);
@@ -491,12 +439,13 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
                       "operation is until its completion is collected)",
                       fn, room, batch->max_ops, batch->in_flight);
   if (count == 0) return 0;
-  /* A submission too small for the ring to take whole is tried as it is checked (a threshold of
-   * 0 tries none), where the tries write no message: the common small one is then done without a
-   * save, in one pass, each try on the file its check holds. A failed check writes the call's own
-   * message, and forgets the reads made before it. */
-  int tried = count < RING_TAKES_ALL && kvik__setting(KVIK_SETTING_IO_URING) != KVIK_ON;
-  uint64_t threshold = tried ? (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD) : 0;
+  /* Reads are tried as they are checked (a threshold of 0 tries none), where the tries write no
+   * message: the common submission is then done without a save, in one pass, each try on the file
+   * its check holds. A failed check writes the call's own message, and forgets the reads made
+   * before it. */
+  uint64_t threshold = kvik__setting(KVIK_SETTING_IO_URING) == KVIK_ON
+                           ? 0
+                           : (uint64_t)kvik__setting(KVIK_SETTING_GDS_THRESHOLD);
   kvik__batch_route *routes = batch->routes;
   held_file h = {NULL, -1, 0};
   unsigned ndone = batch->ndone, done = 0, i;
@@ -509,7 +458,7 @@ int kvik_batch_submit(kvik_batch *batch, const kvik_batch_op *ops, unsigned coun
   }
   if (rc < 0) forget_reads(batch, routes, i, ndone);
   held_let_go(&h);
-  if (rc == 0 && done < count) rc = submit_rest(batch, fn, ops, count, ndone, tried);
+  if (rc == 0 && done < count) rc = submit_rest(batch, fn, ops, count, ndone);
   if (rc == 0) batch->in_flight += count;
   return rc;
 }

@@ -31,10 +31,6 @@ void kvik__batch_uring_submit(kvik_batch *b, const kvik_batch_op *ops, kvik__bat
 
 unsigned kvik__batch_uring_in_flight(const kvik_batch *b);
 
-/* Whether the ring serves this batch (KVIK_SETTING_IO_URING not OFF, the ring set up or set up
- * now). */
-int kvik__batch_uring_serves(kvik_batch *b);
-
 /* Collect the ring's completions, waiting up to timeout_ns until min_nr came. Returns 0 or a
  * negative code. */
 int kvik__batch_uring_collect(kvik_batch *b, unsigned min_nr, int64_t timeout_ns);

@@ -114,10 +114,6 @@ static kvik__uring *ring_of(kvik_batch *b) {
   return b->uring.ring;
 }
 
-int kvik__batch_uring_serves(kvik_batch *b) {
-  return kvik__setting(KVIK_SETTING_IO_URING) != KVIK_OFF && ring_of(b) != NULL;
-}
-
 /* A piece of `size` bytes of the arena for device memory of `ctx`, which is set up on first use;
  * NULL where there is no room, the arena serves another context, or it cannot be set up. */
 static char *stage(kvik_batch *b, CUcontext ctx, size_t size) {

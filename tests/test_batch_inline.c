@@ -16,8 +16,8 @@
  *    16 asks with RWF_NOWAIT, until one of those misses;
  *  - submissions the page cache serves whole, not at all and in part, in turn on one batch, each
  *    land as the first three cases say;
- *  - a submission of 16 small reads or more goes to the ring whole, untried, under AUTO (where the
- *    ring serves the batch and the process has no CUDA);
+ *  - a submission of many small reads (48) is tried as a small one is, under AUTO and OFF: the
+ *    ring gets only what the page cache did not serve;
  *  - cancel after such reads reports them complete;
  *  - in a fault-injection build, kvik_batch_submit() and kvik_batch_wait() of such reads allocate
  *    nothing. */
@@ -35,10 +35,9 @@
 #define FILE_BYTES (((size_t)4 << 20) + 123)
 #define GUARD ((size_t)64)
 #define GUARD_BYTE 0xA5
-/* Submissions of fewer reads than src/batch.c's RING_TAKES_ALL (16), which the ring would take
- * whole where it serves the batch; test_ring_takes_all() submits RING_READS. */
+/* The reads of most submissions here, and of test_many()'s. */
 #define NOPS 12
-#define RING_READS 48
+#define MANY_READS 48
 
 static uint64_t rng;
 static unsigned char *ref;
@@ -88,14 +87,14 @@ typedef struct reads {
   unsigned n;
   size_t max;
   unsigned char *bufs;
-  kvik_batch_op ops[RING_READS];
+  kvik_batch_op ops[MANY_READS];
 } reads;
 
 static unsigned char *area_of(reads *r, unsigned i) { return r->bufs + i * (r->max + 2 * GUARD); }
 
 /* n random reads of 1 byte to `max`, a few entirely past the end of the file, a few across it. */
 static void reads_make(reads *r, kvik_file *f, unsigned n, size_t max) {
-  ASSERT(n <= RING_READS);
+  ASSERT(n <= MANY_READS);
   r->n = n;
   r->max = max;
   r->bufs = malloc(n * (max + 2 * GUARD));
@@ -113,7 +112,7 @@ static void reads_make(reads *r, kvik_file *f, unsigned n, size_t max) {
 /* Each event once, complete with the bytes pread would give, and those bytes in place. */
 static void reads_check(reads *r, const kvik_batch_event *ev, unsigned got) {
   ASSERT_EQ(got, r->n);
-  unsigned char seen[RING_READS] = {0};
+  unsigned char seen[MANY_READS] = {0};
   for (unsigned k = 0; k < got; k++) {
     unsigned i = (unsigned)((uintptr_t)ev[k].cookie - 1);
     ASSERT(i < r->n && !seen[i]++);
@@ -134,14 +133,14 @@ static void reads_free(reads *r) { free(r->bufs); }
 /* Submit the reads, collect them all, check them. Returns the tries kvik_batch_submit() made;
  * *at_once says how many were done when it returned. */
 static long submit_and_check(kvik_batch *b, reads *r, unsigned *at_once) {
-  kvik_batch_event ev[RING_READS];
+  kvik_batch_event ev[MANY_READS];
   long before = hook.tries;
   ASSERT_OK(kvik_batch_submit(b, r->ops, r->n));
   long tries = hook.tries - before;
-  int n = kvik_batch_wait(b, 0, ev, RING_READS, 0);
+  int n = kvik_batch_wait(b, 0, ev, MANY_READS, 0);
   ASSERT(n >= 0);
   *at_once = (unsigned)n;
-  int rest = kvik_batch_wait(b, r->n - (unsigned)n, ev + n, RING_READS - (unsigned)n, -1);
+  int rest = kvik_batch_wait(b, r->n - (unsigned)n, ev + n, MANY_READS - (unsigned)n, -1);
   ASSERT_EQ(rest, r->n - (unsigned)n);
   reads_check(r, ev, r->n);
   return tries;
@@ -405,31 +404,29 @@ static void test_turns(kvik_file *f) {
   printf("ok: cached, uncached and partly cached submissions in turn on one batch\n");
 }
 
-/* A submission of RING_READS small reads goes to the ring whole, untried, where the ring serves
- * the batch (AUTO, io_uring allowed) and the process has no CUDA; it is tried under OFF, and so
- * is one of fewer than 16 reads under AUTO. All land. */
-static void test_ring_takes_all(kvik_file *f) {
-  int ring = kvik_io_uring_supported(NULL, 0) == 1;
+/* A submission of MANY_READS cached small reads is read within kvik_batch_submit(), each read
+ * tried, under AUTO as under OFF: the ring, whose io_uring_enter reads from the page cache too,
+ * ran 4 KiB reads at 0.86-0.87x a pread loop on an H100 host at depths 32 and 128, where the tries
+ * ran at 0.91-0.96x at depths 1 to 8. */
+static void test_many(kvik_file *f) {
   const int64_t modes[] = {KVIK_AUTO, KVIK_OFF};
   for (size_t m = 0; m < 2; m++) {
     set(KVIK_SETTING_IO_URING, modes[m]);
     kvik_batch *b;
-    ASSERT_OK(kvik_batch_create(RING_READS, &b));
-    for (unsigned n = 15; n <= RING_READS; n += RING_READS - 15) {
+    ASSERT_OK(kvik_batch_create(MANY_READS, &b));
+    for (unsigned n = 15; n <= MANY_READS; n += MANY_READS - 15) {
       reads r;
       reads_make(&r, f, n, 16 * KiB);
       unsigned at_once;
       long tries = submit_and_check(b, &r, &at_once);
-      int whole = modes[m] == KVIK_AUTO && ring && n >= 16; /* else each read tried */
-      if (whole ? tries != 0 : tries < (long)n)
-        FAIL_AT("%s: %ld tries for a submission of %u cached reads, expected %s",
-                mode_name(modes[m]), tries, n, whole ? "none" : "one a read at least");
+      if (tries < (long)n || at_once != n)
+        FAIL_AT("%s: a submission of %u cached reads: %ld tried, %u done within it",
+                mode_name(modes[m]), n, tries, at_once);
       reads_free(&r);
     }
     kvik_batch_free(b);
   }
-  printf("ok: a submission of %d small reads goes to the ring whole%s\n", RING_READS,
-         ring ? "" : " (no ring here: tried)");
+  printf("ok: a submission of %d cached small reads is read within submit\n", MANY_READS);
 }
 
 /* Reads done within submit are complete, whatever kvik_batch_cancel() says after. */
@@ -508,7 +505,7 @@ int main(void) {
   test_failures(f);
   test_trust(f);
   test_turns(f);
-  test_ring_takes_all(f);
+  test_many(f);
   test_cancel(f);
   test_no_allocation(f);
   kvik_file_free(f);
