@@ -8,8 +8,8 @@
  *     into the same buffers (one per operation in flight), the ratio, and whether it meets
  *     0.9x (the ratio of CPU time per read beside it, steadier where other work shares the
  *     machine; the target is the first); a preadv2(RWF_NOWAIT) loop on the depth-1 offsets next
- *     to the pread loop, the system call of kvik's tries (submissions of fewer than 16 small
- *     reads): the best such a batch can do on this kernel; then at depth 32 against fio
+ *     to the pread loop, the system call of kvik's tries until the batch trusts the page
+ *     cache: the best such a batch can do on this kernel; then at depth 32 against fio
  *     --ioengine=io_uring --iodepth=32 (its own IOPS and CPU,
  *     from its terse report; "n/a" where fio cannot run), whether it meets 1.2x. Each row is the
  *     best of --repeat measurements, batch and pread taking turns. A target missed says
@@ -675,8 +675,8 @@ static void table_targets(const char *path, uint64_t size, uint64_t reads, int r
            batch[d].cpu / (double)reads * 1e6, p, plain[d].cpu / (double)reads * 1e6, b / p,
            plain[d].cpu / batch[d].cpu, verdict(b / p, TARGET_VS_PREAD));
   }
-  /* Below 16 reads a submission, kvik tries each read with preadv2(RWF_NOWAIT) until the page
-   * cache served 64 in a row, then with pread and one in 16 with RWF_NOWAIT (src/batch.c). */
+  /* kvik tries each read with preadv2(RWF_NOWAIT) until the page cache served 64 in a row, then
+   * with pread and one in 16 with RWF_NOWAIT (src/batch.c). */
   double v = (double)reads / nowait.seconds, p1 = (double)reads / plain[0].seconds;
   printf("  the tries' asking call alone, a preadv2(RWF_NOWAIT) loop at depth 1: %.0f r/s, %.2fx "
          "pread (the tries once the batch trusts the page cache: pread, and 1 in 16 of these)\n",
