@@ -197,11 +197,11 @@ static int route_ops(const char *fn, const kvik_batch_op *ops, kvik__batch_route
 
 /* After this many tries in a row that the page cache served whole, the batch trusts it: its tries
  * read with pread(2), and only one in NOWAIT_PROBE asks with RWF_NOWAIT, whose miss ends the
- * trust. preadv2(2) costs 10-12% more than pread, which held the tries at 0.86-0.89x a pread
- * loop at depths 1 to 8 on the 2-core VM. While the batch trusts the page
- * cache, a read of pages it does not hold is made here from storage, as the pool backend makes
- * every read below the threshold: a file whose pages were dropped is found within NOWAIT_PROBE
- * reads, a stray miss among cached reads perhaps never. */
+ * trust. preadv2(2) costs 10-12% more than pread, which held the tries at 0.86-0.89x a pread loop
+ * at depths 1 to 8 on the 2-core VM. While the batch trusts the page cache, a read of pages it
+ * does not hold is made here from storage, as the pool backend makes every read below the
+ * threshold: a file whose pages were dropped is found within NOWAIT_PROBE reads, a stray miss
+ * among cached reads perhaps never. */
 #define TRUST_STREAK 64U
 
 /* Whether the next try reads with pread(2) rather than asking with RWF_NOWAIT; a trusted try is
