@@ -1090,12 +1090,14 @@ static void test_small_host_depths(void) {
 
 /* Random submissions and waits against a model of the batch: reads of 0 bytes to 2 MiB (the
  * small ones done within kvik_batch_submit, the large ones on the pool), some past the end of the
- * file, up to 10 at a time into a batch of 8. A submission fails with -EAGAIN exactly where it
- * would put more than 8 operations in flight (done but not collected counts), and nothing of it
- * starts; a wait returns no more than its maximum and than are in flight, at least its minimum
- * unless it may not wait, each operation's event once, with its bytes. */
+ * file, up to 10 at a time into a batch of 32, and one submission in 8 of 16 to 24 small reads;
+ * now and then the file's pages are dropped, so that reads the batch tries, trusting the page
+ * cache or not, meet storage. A submission fails with -EAGAIN exactly where it would put more than
+ * 32 operations in flight (done but not collected counts), and nothing of it starts; a wait
+ * returns no more than its maximum and than are in flight, at least its minimum unless it may not
+ * wait, each operation's event once, with its bytes. */
 static void test_random_against_model(void) {
-  enum { MAX_OPS = 8, SLOT = 2 * MiB + GUARD, STEPS = 3000 };
+  enum { MAX_OPS = 32, MOST = 24, SLOT = 2 * MiB + GUARD, STEPS = 3000 };
   ASSERT_OK(kvik_setting_set(KVIK_SETTING_GDS_THRESHOLD, 1 << 20)); /* the small ones tried */
   set_io_uring(KVIK_AUTO);
   free(test_read_file(ref_path, &(size_t){0})); /* in the page cache: the tries find it there */
@@ -1109,11 +1111,17 @@ static void test_random_against_model(void) {
   ASSERT(sent && slot_of);
   for (unsigned i = 0; i < MAX_OPS; i++) free_slots[i] = i;
   for (int step = 0; step < STEPS; step++) {
-    if (test_below(&rng, 2) == 0) { /* a submission */
-      unsigned n = 1 + (unsigned)test_below(&rng, 10);
-      kvik_batch_op ops[10];
+    if (test_below(&rng, 200) == 0) /* the tries, trusting the page cache or not, meet storage */
+      ASSERT_OK(kvik_page_cache_drop(ref_path));
+    if (test_below(&rng, 2) == 0) { /* a submission: one in 8 of many small reads */
+      int many = test_below(&rng, 8) == 0;
+      unsigned n = many ? 16 + (unsigned)test_below(&rng, MOST - 15)
+                        : 1 + (unsigned)test_below(&rng, 10);
+      kvik_batch_op ops[MOST];
       for (unsigned i = 0; i < n; i++) {
-        size_t size = test_below(&rng, 4) ? test_below(&rng, 64 * KiB) : test_below(&rng, 2 * MiB);
+        size_t size = many ? test_below(&rng, 16 * KiB)
+                      : test_below(&rng, 4) ? test_below(&rng, 64 * KiB)
+                                            : test_below(&rng, 2 * MiB);
         int64_t at = (int64_t)test_below(&rng, FILE_BYTES + 100);
         unsigned slot = i < nfree ? free_slots[nfree - 1 - i] : 0;
         ops[i] = (kvik_batch_op){f,  KVIK_BATCH_READ, buf + (size_t)slot * SLOT, size,
