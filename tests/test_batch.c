@@ -1105,8 +1105,8 @@ static void test_random_against_model(void) {
   unsigned char *buf = malloc((size_t)MAX_OPS * SLOT);
   kvik_batch *b = batch_new(MAX_OPS);
   /* Every operation submitted, by cookie - 1; its cookie NULL once its event came. */
-  kvik_batch_op *sent = calloc((size_t)STEPS * 10, sizeof *sent);
-  unsigned *slot_of = calloc((size_t)STEPS * 10, sizeof *slot_of);
+  kvik_batch_op *sent = calloc((size_t)STEPS * MOST, sizeof *sent);
+  unsigned *slot_of = calloc((size_t)STEPS * MOST, sizeof *slot_of);
   unsigned free_slots[MAX_OPS], nfree = MAX_OPS, in_flight = 0, next_cookie = 0;
   ASSERT(sent && slot_of);
   for (unsigned i = 0; i < MAX_OPS; i++) free_slots[i] = i;
